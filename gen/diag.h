@@ -1,0 +1,29 @@
+/* Compiler-style diagnostics of the generator: "file:line: error: message" on stderr, counted. */
+#ifndef DSG_DIAG_H
+#define DSG_DIAG_H
+
+#include <stdarg.h>
+
+/* The generator reports up to this many errors, then stops (as compilers do). */
+#define DSG_MAX_ERRORS 8
+
+typedef struct dsg_diag {
+    int errors;
+} dsg_diag;
+
+/* file may be NULL (a message about the command line); line <= 0 omits the line. */
+void dsg_error(dsg_diag *d, const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+void dsg_verror(dsg_diag *d, const char *file, int line, const char *fmt, va_list ap)
+    __attribute__((format(printf, 4, 0)));
+
+/* True once DSG_MAX_ERRORS were reported: the caller stops early. */
+int dsg_too_many(const dsg_diag *d);
+
+/* Reports a message already in "file:line: error: text" form. */
+void dsg_error_formatted(dsg_diag *d, const char *msg);
+
+/* Reports a Lua error message "file:line: text" (Lua's own format) as "file:line: error: text". */
+void dsg_error_lua(dsg_diag *d, const char *fallback_file, const char *msg);
+
+#endif

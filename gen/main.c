@@ -1,0 +1,433 @@
+/* dsagen: renders every configuration of Lua specs of a DSA layer into kernels, host glue and a
+ * plan. Load (sandbox) -> validate -> derive -> render (pl.template) -> write (all or nothing). */
+#include <dirent.h>
+#include <errno.h>
+#include <lauxlib.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "diag.h"
+#include "output.h"
+#include "sandbox.h"
+#include "spec.h"
+#include "trusted.h"
+
+#define DSAGEN_VERSION "0.1.0"
+#define MAX_TEMPLATES 64
+
+static const char usage[] =
+    "usage: dsagen SPEC.lua... -o OUTDIR [--templates DIR] [--depfile FILE --stamp FILE]\n"
+    "       dsagen --list SPEC.lua...\n"
+    "       dsagen --help\n"
+    "\n"
+    "Renders every configuration of each spec into OUTDIR/<config>/, one file per template\n"
+    "TEMPLATE.in of the templates folder. Nothing is written when any spec or template has an\n"
+    "error; files whose content did not change are left untouched.\n"
+    "\n"
+    "  -o OUTDIR          where configurations are rendered (created when missing)\n"
+    "  --list             print the configuration names of the specs, one a line, and exit\n"
+    "  --templates DIR    templates folder (default: ../templates beside the dsagen binary's folder)\n"
+    "  --depfile FILE     write a Makefile-style depfile naming every spec, import and template\n"
+    "  --stamp FILE       the depfile's target, written (touched) after a successful run\n"
+    "  --help             this text\n"
+    "\n"
+    "Exit status: 0 on success, 1 on any error (messages on stderr as FILE:LINE: error: TEXT),\n"
+    "2 on a usage error.\n";
+
+typedef struct tmpl {
+    char path[4096]; /* where it was read */
+    char name[256];  /* as generated files name it: templates/config.h.in, whatever the folder */
+    char out[256];  /* e.g. config.h */
+    char *text;
+    size_t len;
+} tmpl;
+
+typedef struct loaded {
+    dsg_spec spec;
+    dsg_sandbox *sb;
+    char hash[17]; /* first 16 hex digits of the SHA-256 of the spec and its imports */
+} loaded;
+
+static int cmp_tmpl(const void *a, const void *b)
+{
+    return strcmp(((const tmpl *)a)->name, ((const tmpl *)b)->name);
+}
+
+static int load_templates(const char *dir, tmpl *t, int *n, dsg_diag *d)
+{
+    DIR *dp = opendir(dir);
+    if (!dp) {
+        dsg_error(d, NULL, 0, "cannot open templates folder '%s': %s", dir, strerror(errno));
+        return -1;
+    }
+    struct dirent *e;
+    *n = 0;
+    while ((e = readdir(dp))) {
+        size_t len = strlen(e->d_name);
+        if (len < 4 || strcmp(e->d_name + len - 3, ".in") != 0 || e->d_name[0] == '.')
+            continue;
+        if (*n == MAX_TEMPLATES) {
+            dsg_error(d, NULL, 0, "more than %d templates in '%s'", MAX_TEMPLATES, dir);
+            break;
+        }
+        tmpl *x = &t[(*n)++];
+        snprintf(x->path, sizeof x->path, "%s/%s", dir, e->d_name);
+        snprintf(x->name, sizeof x->name, "templates/%s", e->d_name);
+        snprintf(x->out, sizeof x->out, "%.*s", (int)(len - 3), e->d_name);
+        x->text = dsg_read_file(x->path, (size_t)1 << 20, &x->len);
+        if (!x->text)
+            dsg_error(d, x->path, 0, "cannot read: %s", strerror(errno));
+    }
+    closedir(dp);
+    qsort(t, (size_t)*n, sizeof *t, cmp_tmpl);
+    return d->errors ? -1 : 0;
+}
+
+static void hash_sources(loaded *l)
+{
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned mdlen = 0;
+    EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
+    for (size_t i = 0; i < dsg_sandbox_nsources(l->sb); i++) {
+        const dsg_source *s = dsg_sandbox_source(l->sb, i);
+        EVP_DigestUpdate(ctx, s->text, s->len);
+    }
+    EVP_DigestFinal_ex(ctx, md, &mdlen);
+    EVP_MD_CTX_free(ctx);
+    for (int i = 0; i < 8; i++)
+        snprintf(l->hash + 2 * i, 3, "%02x", md[i]);
+}
+
+static int load_spec(const char *path, loaded *l, dsg_trusted *t, dsg_diag *d)
+{
+    memset(&l->spec, 0, sizeof l->spec);
+    l->spec.path = path;
+    l->sb = dsg_sandbox_new();
+    if (!l->sb) {
+        dsg_error(d, NULL, 0, "out of memory");
+        return -1;
+    }
+    if (dsg_sandbox_run(l->sb, path, d) != 0)
+        return -1;
+    for (size_t i = 0; i < dsg_sandbox_nsources(l->sb); i++) {
+        const dsg_source *s = dsg_sandbox_source(l->sb, i);
+        if (dsg_trusted_linemap(t, s->path, s->text, s->len, d) != 0)
+            return -1;
+    }
+    if (dsg_spec_validate(&l->spec, l->sb, t, d) != 0)
+        return -1;
+    hash_sources(l);
+    return 0;
+}
+
+/* ---- the values a template sees ---- */
+
+static void set_int(lua_State *L, const char *k, long long v)
+{
+    lua_pushinteger(L, (lua_Integer)v);
+    lua_setfield(L, -2, k);
+}
+
+static void set_num(lua_State *L, const char *k, double v)
+{
+    lua_pushnumber(L, v);
+    lua_setfield(L, -2, k);
+}
+
+static void set_str(lua_State *L, const char *k, const char *v)
+{
+    lua_pushstring(L, v);
+    lua_setfield(L, -2, k);
+}
+
+static void set_bool(lua_State *L, const char *k, int v)
+{
+    lua_pushboolean(L, v);
+    lua_setfield(L, -2, k);
+}
+
+static void push_env(lua_State *L, const loaded *l, const dsg_config *c, const char *tname)
+{
+    const dsg_geometry *g = &l->spec.g;
+    dsg_derived dv;
+    dsg_derive(g, c, &dv);
+    lua_newtable(L);
+    set_str(L, "name", c->name);
+    set_str(L, "symbol", c->symbol);
+    set_str(L, "model", l->spec.model);
+    set_str(L, "spec_path", l->spec.path);
+    set_str(L, "template", tname);
+
+    lua_newtable(L);
+    set_int(L, "heads", g->heads);
+    set_int(L, "q_lora_rank", g->q_lora_rank);
+    set_int(L, "kv_lora_rank", g->kv_lora_rank);
+    set_int(L, "qk_nope_dim", g->qk_nope_dim);
+    set_int(L, "qk_rope_dim", g->qk_rope_dim);
+    set_int(L, "v_head_dim", g->v_head_dim);
+    set_num(L, "rms_norm_eps", g->rms_norm_eps);
+    set_int(L, "max_positions", g->max_positions);
+    set_int(L, "block_size", g->block_size);
+    set_num(L, "rope_theta", g->rope_theta);
+    set_str(L, "rope_style", dsg_rope_style_names[g->rope_style]);
+    set_bool(L, "yarn", g->has_yarn);
+    set_num(L, "yarn_factor", g->has_yarn ? g->yarn_factor : 1.0);
+    set_int(L, "yarn_original_max_positions", g->has_yarn ? g->yarn_original_max_positions : g->max_positions);
+    set_num(L, "yarn_beta_fast", g->yarn_beta_fast);
+    set_num(L, "yarn_beta_slow", g->yarn_beta_slow);
+    set_num(L, "yarn_mscale", g->yarn_mscale);
+    set_num(L, "yarn_mscale_all_dim", g->yarn_mscale_all_dim);
+    set_bool(L, "softmax_scale_given", g->has_softmax_scale);
+    set_int(L, "idx_heads", g->idx_heads);
+    set_int(L, "idx_head_dim", g->idx_head_dim);
+    set_int(L, "idx_topk", g->idx_topk);
+    set_str(L, "idx_rope_style", dsg_rope_style_names[g->idx_rope_style]);
+    set_bool(L, "idx_rope_first", g->idx_rope_first);
+    set_bool(L, "idx_hadamard", g->idx_hadamard);
+    set_num(L, "idx_norm_eps", g->idx_norm_eps);
+    lua_setfield(L, -2, "g");
+
+    lua_newtable(L);
+    set_int(L, "tp", c->tp);
+    set_int(L, "dcp", c->dcp);
+    set_int(L, "interleave", c->interleave);
+    set_str(L, "cache_dtype", dsg_cache_dtype_names[c->cache_dtype]);
+    set_bool(L, "fp8_scale_pow2", c->fp8_scale_pow2);
+    lua_newtable(L);
+    for (int i = 0; i < c->ntargets; i++) {
+        lua_pushstring(L, dsg_target_names[c->targets[i]]);
+        lua_rawseti(L, -2, i + 1);
+    }
+    lua_setfield(L, -2, "targets");
+    lua_setfield(L, -2, "c");
+
+    lua_newtable(L);
+    set_int(L, "heads_local", dv.heads_local);
+    set_int(L, "heads_gathered", dv.heads_gathered);
+    set_int(L, "qk_head_dim", dv.qk_head_dim);
+    set_int(L, "kv_dim", dv.kv_dim);
+    set_num(L, "softmax_scale", dv.softmax_scale);
+    set_num(L, "rope_mscale", dv.rope_mscale);
+    set_int(L, "cache_bytes_per_token", dv.cache_bytes_per_token);
+    set_int(L, "cache_latent_offset", dv.cache_latent_offset);
+    set_int(L, "cache_latent_bytes", dv.cache_latent_bytes);
+    set_int(L, "cache_scale_offset", dv.cache_scale_offset);
+    set_int(L, "cache_scale_bytes", dv.cache_scale_bytes);
+    set_int(L, "cache_scale_group", dv.cache_scale_group);
+    set_int(L, "cache_rope_offset", dv.cache_rope_offset);
+    set_int(L, "cache_rope_bytes", dv.cache_rope_bytes);
+    set_int(L, "idx_bytes_per_token", dv.idx_bytes_per_token);
+    set_int(L, "idx_page_bytes", dv.idx_page_bytes);
+    set_int(L, "idx_scale_offset_in_page", dv.idx_scale_offset_in_page);
+    set_int(L, "ws_q_packed", dv.ws_q_packed);
+    set_int(L, "ws_q_gathered", dv.ws_q_gathered);
+    set_int(L, "ws_partial_out", dv.ws_partial_out);
+    set_int(L, "ws_partial_lse", dv.ws_partial_lse);
+    set_int(L, "gather_send", dv.gather_send);
+    set_int(L, "gather_recv", dv.gather_recv);
+    set_int(L, "exchange_send", dv.exchange_send);
+    set_int(L, "exchange_recv", dv.exchange_recv);
+    lua_setfield(L, -2, "d");
+}
+
+static void provenance(char *buf, size_t n, const loaded *l, const dsg_config *c, const tmpl *t)
+{
+    const char *ext = strrchr(t->out, '.');
+    int md = ext && strcmp(ext, ".md") == 0;
+    snprintf(buf, n,
+             "%s Generated by dsagen " DSAGEN_VERSION " from %s (sha256 %s) through %s.\n"
+             "%s Configuration %s. Do not edit: change the spec or the template, then run ninja.%s\n",
+             md ? "<!--" : "//", l->spec.path, l->hash, t->name, md ? "    " : "//", c->name, md ? " -->" : "");
+}
+
+static int render_config(const loaded *l, const dsg_config *c, const tmpl *t, int nt, const char *outdir,
+                         dsg_trusted *tr, dsg_outset *o, dsg_diag *d)
+{
+    lua_State *L = dsg_trusted_state(tr);
+    for (int i = 0; i < nt; i++) {
+        push_env(L, l, c, t[i].name);
+        char *body = dsg_trusted_render(tr, t[i].name, t[i].text, t[i].len, d);
+        if (!body)
+            return -1;
+        char head[1024];
+        provenance(head, sizeof head, l, c, &t[i]);
+        size_t hl = strlen(head), bl = strlen(body);
+        char *all = malloc(hl + bl + 1);
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s/%s", outdir, c->name, t[i].out);
+        if (!all || (memcpy(all, head, hl), memcpy(all + hl, body, bl + 1), dsg_out_add(o, path, all, hl + bl)) != 0) {
+            free(all);
+            free(body);
+            dsg_error(d, NULL, 0, "out of memory");
+            return -1;
+        }
+        free(body);
+    }
+    return 0;
+}
+
+/* The templates folder beside the binary's: build/dsagen -> templates/. */
+static void default_templates(char *buf, size_t n)
+{
+    char exe[4096];
+    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (len <= 0) {
+        snprintf(buf, n, "templates");
+        return;
+    }
+    exe[len] = '\0';
+    for (int up = 0; up < 2; up++) {
+        char *slash = strrchr(exe, '/');
+        if (slash)
+            *slash = '\0';
+    }
+    snprintf(buf, n, "%s/templates", exe);
+}
+
+static int write_depfile(const char *depfile, const char *stamp, loaded *specs, int ns, const tmpl *t, int nt,
+                         dsg_diag *d)
+{
+    size_t cap = 4096, len = 0;
+    char *buf = malloc(cap);
+    if (!buf)
+        return -1;
+#define APPEND(...)                                                                                          \
+    do {                                                                                                     \
+        int k_ = snprintf(buf + len, cap - len, __VA_ARGS__);                                                \
+        while (k_ >= 0 && (size_t)k_ >= cap - len) {                                                         \
+            char *nb_ = realloc(buf, cap *= 2);                                                              \
+            if (!nb_) {                                                                                      \
+                free(buf);                                                                                   \
+                return -1;                                                                                   \
+            }                                                                                                \
+            buf = nb_;                                                                                       \
+            k_ = snprintf(buf + len, cap - len, __VA_ARGS__);                                                \
+        }                                                                                                    \
+        len += (size_t)k_;                                                                                   \
+    } while (0)
+    APPEND("%s:", stamp);
+    for (int i = 0; i < ns; i++)
+        for (size_t k = 0; k < dsg_sandbox_nsources(specs[i].sb); k++)
+            APPEND(" \\\n  %s", dsg_sandbox_source(specs[i].sb, k)->path);
+    for (int i = 0; i < nt; i++)
+        APPEND(" \\\n  %s", t[i].path);
+    APPEND("\n");
+#undef APPEND
+    dsg_outset o = {0};
+    char *stampdata = strdup("dsagen stamp\n");
+    int written;
+    int rc = (!stampdata || dsg_out_add(&o, depfile, buf, len) != 0 || dsg_out_add(&o, stamp, stampdata, 13) != 0)
+                 ? -1
+                 : dsg_out_commit(&o, &written, d);
+    dsg_out_free(&o);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    const char *outdir = NULL, *depfile = NULL, *stamp = NULL;
+    char templates[4096] = "";
+    const char *specs[DSG_MAX_CONFIGS];
+    int nspecs = 0, list = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            fputs(usage, stdout);
+            return 0;
+        } else if (strcmp(a, "--list") == 0) {
+            list = 1;
+        } else if ((strcmp(a, "-o") == 0 || strcmp(a, "--templates") == 0 || strcmp(a, "--depfile") == 0 ||
+                    strcmp(a, "--stamp") == 0)) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "dsagen: error: %s needs a value\n%s", a, usage);
+                return 2;
+            }
+            const char *v = argv[++i];
+            if (a[1] == 'o')
+                outdir = v;
+            else if (a[2] == 't' && a[3] == 'e')
+                snprintf(templates, sizeof templates, "%s", v);
+            else if (a[2] == 'd')
+                depfile = v;
+            else
+                stamp = v;
+        } else if (a[0] == '-') {
+            fprintf(stderr, "dsagen: error: unknown option '%s'\n%s", a, usage);
+            return 2;
+        } else if (nspecs == DSG_MAX_CONFIGS) {
+            fprintf(stderr, "dsagen: error: more than %d specs\n", DSG_MAX_CONFIGS);
+            return 2;
+        } else {
+            specs[nspecs++] = a;
+        }
+    }
+    if (nspecs == 0 || (!list && !outdir) || (!depfile != !stamp)) {
+        fprintf(stderr, "dsagen: error: %s\n%s",
+                nspecs == 0 ? "no spec given" : !list && !outdir ? "no output folder given (-o OUTDIR)"
+                                                                  : "--depfile and --stamp go together",
+                usage);
+        return 2;
+    }
+    if (!templates[0])
+        default_templates(templates, sizeof templates);
+
+    dsg_diag d = {0};
+    dsg_trusted *tr = dsg_trusted_new(&d);
+    loaded *ls = calloc((size_t)nspecs, sizeof *ls);
+    static tmpl t[MAX_TEMPLATES];
+    int nt = 0;
+    dsg_outset o = {0};
+    int rc = 1;
+    if (!tr || !ls)
+        goto done;
+    for (int i = 0; i < nspecs && !dsg_too_many(&d); i++)
+        load_spec(specs[i], &ls[i], tr, &d);
+    if (d.errors)
+        goto done;
+    /* configuration names are folder names: unique across all specs of one run */
+    for (int i = 0; i < nspecs; i++)
+        for (int k = 0; k < ls[i].spec.nconfigs; k++)
+            for (int j = 0; j < i; j++)
+                for (int m = 0; m < ls[j].spec.nconfigs; m++)
+                    if (strcmp(ls[i].spec.configs[k].name, ls[j].spec.configs[m].name) == 0)
+                        dsg_error(&d, ls[i].spec.path, ls[i].spec.configs[k].line,
+                                  "configs[%d]: configuration '%s' is also generated by %s:%d", k + 1,
+                                  ls[i].spec.configs[k].name, ls[j].spec.path, ls[j].spec.configs[m].line);
+    if (d.errors)
+        goto done;
+    if (list) {
+        for (int i = 0; i < nspecs; i++)
+            for (int k = 0; k < ls[i].spec.nconfigs; k++)
+                printf("%s\n", ls[i].spec.configs[k].name);
+        rc = 0;
+        goto done;
+    }
+    if (load_templates(templates, t, &nt, &d) != 0)
+        goto done;
+    for (int i = 0; i < nspecs && !d.errors; i++)
+        for (int k = 0; k < ls[i].spec.nconfigs && !d.errors; k++)
+            render_config(&ls[i], &ls[i].spec.configs[k], t, nt, outdir, tr, &o, &d);
+    if (d.errors)
+        goto done;
+    int written = 0;
+    if (dsg_out_commit(&o, &written, &d) != 0)
+        goto done;
+    if (depfile && write_depfile(depfile, stamp, ls, nspecs, t, nt, &d) != 0)
+        goto done;
+    rc = 0;
+done:
+    if (d.errors > DSG_MAX_ERRORS)
+        fprintf(stderr, "dsagen: %d errors in all\n", d.errors);
+    dsg_out_free(&o);
+    for (int i = 0; i < nt; i++)
+        free(t[i].text);
+    for (int i = 0; ls && i < nspecs; i++)
+        dsg_sandbox_free(ls[i].sb);
+    free(ls);
+    dsg_trusted_free(tr);
+    return rc;
+}

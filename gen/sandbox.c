@@ -1,0 +1,349 @@
+/* The spec sandbox: a spec is data, so it runs with math, string and table only, bounded. */
+#include "sandbox.h"
+
+#include <errno.h>
+#include <lauxlib.h>
+#include <lualib.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct dsg_sandbox {
+    lua_State *L;
+    size_t used, limit;
+    long instructions;
+    const char *last_file; /* the spec file last executing, for errors raised outside Lua code */
+    int last_line;
+    int import_depth;
+    dsg_source *sources;
+    size_t nsources, capsources;
+};
+
+static const char ENV_KEY[] = "dsagen.env";
+static const char ORIGIN_KEY[] = "dsagen.origin";
+
+static void *limited_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
+{
+    dsg_sandbox *sb = ud;
+    size_t old = ptr ? osize : 0;
+    if (nsize == 0) {
+        free(ptr);
+        sb->used -= old;
+        return NULL;
+    }
+    if (nsize > old && sb->used - old + nsize > sb->limit)
+        return NULL;
+    void *p = realloc(ptr, nsize);
+    if (p)
+        sb->used = sb->used - old + nsize;
+    return p;
+}
+
+static void hook(lua_State *L, lua_Debug *ar)
+{
+    dsg_sandbox *sb;
+    lua_getallocf(L, (void **)&sb);
+    if (ar->event == LUA_HOOKLINE) {
+        if (lua_getinfo(L, "S", ar) && ar->source[0] == '@') {
+            sb->last_line = ar->currentline;
+        }
+        return;
+    }
+    sb->instructions += 1000;
+    if (sb->instructions > DSG_SPEC_INSTRUCTION_LIMIT) {
+        lua_getinfo(L, "Sl", ar);
+        lua_pushfstring(L, "%s:%d: spec exceeds the limit of %d million instructions (an endless loop?)",
+                        ar->source[0] == '@' ? ar->source + 1 : "?", ar->currentline,
+                        (int)(DSG_SPEC_INSTRUCTION_LIMIT / 1000000));
+        lua_error(L);
+    }
+}
+
+char *dsg_read_file(const char *path, size_t limit, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    char *buf = malloc(limit + 1);
+    size_t n = buf ? fread(buf, 1, limit + 1, f) : 0;
+    int err = ferror(f) ? EIO : 0;
+    fclose(f);
+    if (!buf || err || n > limit) {
+        free(buf);
+        errno = !buf ? ENOMEM : err ? err : EFBIG;
+        return NULL;
+    }
+    buf[n] = '\0';
+    *len = n;
+    return buf;
+}
+
+static int add_source(dsg_sandbox *sb, const char *path, char *text, size_t len)
+{
+    if (sb->nsources == sb->capsources) {
+        size_t cap = sb->capsources ? 2 * sb->capsources : 4;
+        dsg_source *s = realloc(sb->sources, cap * sizeof *s);
+        if (!s)
+            return -1;
+        sb->sources = s;
+        sb->capsources = cap;
+    }
+    char *p = strdup(path);
+    if (!p)
+        return -1;
+    sb->sources[sb->nsources++] = (dsg_source){p, text, len};
+    return 0;
+}
+
+/* Loads and runs one file in the sandbox environment; pushes its result. Raises Lua errors. */
+static void run_file(lua_State *L, dsg_sandbox *sb, const char *path)
+{
+    size_t len;
+    char *text = dsg_read_file(path, DSG_SPEC_FILE_LIMIT, &len);
+    if (!text)
+        luaL_error(L, "cannot read '%s': %s", path, errno == EFBIG ? "larger than 1 MiB" : strerror(errno));
+    if (add_source(sb, path, text, len) != 0) {
+        free(text);
+        luaL_error(L, "out of memory");
+    }
+    lua_pushfstring(L, "@%s", path);
+    const char *chunkname = lua_tostring(L, -1);
+    int rc = luaL_loadbufferx(L, text, len, chunkname, "t");
+    lua_remove(L, -2);
+    if (rc != LUA_OK)
+        lua_error(L);
+    lua_getfield(L, LUA_REGISTRYINDEX, ENV_KEY);
+    lua_setupvalue(L, -2, 1);
+    lua_call(L, 0, 1);
+}
+
+/* import("name.lua"): runs another file of the spec's folder (or a subfolder) in the same sandbox
+ * and returns its table, so several specs can share one model geometry. */
+static int l_import(lua_State *L)
+{
+    dsg_sandbox *sb;
+    lua_getallocf(L, (void **)&sb);
+    const char *name = luaL_checkstring(L, 1);
+    size_t n = strlen(name);
+    if (n < 5 || strcmp(name + n - 4, ".lua") != 0 || name[0] == '/' || strstr(name, "..") ||
+        strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-/") != n)
+        return luaL_error(L, "import: '%s' is not a relative path to a .lua file below the spec's folder", name);
+    if (sb->import_depth >= DSG_SPEC_IMPORT_DEPTH)
+        return luaL_error(L, "import: more than %d nested imports (a cycle?)", DSG_SPEC_IMPORT_DEPTH);
+    const char *spec = sb->sources[0].path;
+    const char *slash = strrchr(spec, '/');
+    if (slash)
+        lua_pushlstring(L, spec, (size_t)(slash - spec + 1));
+    else
+        lua_pushliteral(L, "");
+    lua_pushstring(L, name);
+    lua_concat(L, 2);
+    const char *path = lua_tostring(L, -1);
+    sb->import_depth++;
+    run_file(L, sb, path);
+    sb->import_depth--;
+    if (!lua_istable(L, -1))
+        return luaL_error(L, "import: '%s' returned %s, expected a table", name, luaL_typename(L, -1));
+    lua_getfield(L, LUA_REGISTRYINDEX, ORIGIN_KEY);
+    lua_pushvalue(L, -2);
+    lua_pushvalue(L, -4);
+    lua_rawset(L, -3);
+    lua_pop(L, 1);
+    return 1;
+}
+
+/* string.rep with a bound: the memory limit would stop it too, but this says why. */
+static int l_rep(lua_State *L)
+{
+    size_t len;
+    luaL_checklstring(L, 1, &len);
+    lua_Integer n = luaL_checkinteger(L, 2);
+    size_t seplen = 0;
+    if (!lua_isnoneornil(L, 3))
+        luaL_checklstring(L, 3, &seplen);
+    if (n > 0 && (double)n * (double)(len + seplen) > (double)DSG_SPEC_STRING_LIMIT)
+        return luaL_error(L, "string.rep: result larger than the spec limit of 1 MiB");
+    lua_getfield(L, LUA_REGISTRYINDEX, "dsagen.rep");
+    lua_insert(L, 1);
+    lua_call(L, lua_gettop(L) - 1, 1);
+    return 1;
+}
+
+/* Reading a name the sandbox does not provide is an error that says why, not a nil. */
+static int l_env_index(lua_State *L)
+{
+    const char *name = lua_tostring(L, 2);
+    return luaL_error(L, "'%s' is not available in a spec: specs are data, run in a sandbox that "
+                         "offers only math, string, table, import and the basic functions",
+                      name ? name : "?");
+}
+
+static void copy_lib(lua_State *L, const char *lib, const char *const *names)
+{
+    lua_getglobal(L, lib);
+    lua_newtable(L);
+    for (const char *const *n = names; *n; n++) {
+        lua_getfield(L, -2, *n);
+        lua_setfield(L, -2, *n);
+    }
+    lua_remove(L, -2);
+}
+
+static int setup(lua_State *L)
+{
+    luaL_requiref(L, LUA_GNAME, luaopen_base, 1);
+    luaL_requiref(L, LUA_MATHLIBNAME, luaopen_math, 1);
+    luaL_requiref(L, LUA_STRLIBNAME, luaopen_string, 1);
+    luaL_requiref(L, LUA_TABLIBNAME, luaopen_table, 1);
+    lua_settop(L, 0);
+
+    lua_newtable(L); /* the spec's _ENV */
+    static const char *const base[] = {"assert", "error", "ipairs", "next", "pairs", "select",
+                                       "tonumber", "tostring", "type", NULL};
+    for (const char *const *n = base; *n; n++) {
+        lua_getglobal(L, *n);
+        lua_setfield(L, -2, *n);
+    }
+    static const char *const math[] = {"abs", "ceil", "floor", "fmod", "huge", "log", "exp", "max",
+                                       "min", "pi", "sqrt", "tointeger", "type", "maxinteger",
+                                       "mininteger", NULL};
+    copy_lib(L, "math", math);
+    lua_setfield(L, -2, "math");
+    static const char *const string[] = {"byte", "char", "find", "format", "gmatch", "gsub", "len",
+                                         "lower", "match", "reverse", "sub", "upper", NULL};
+    copy_lib(L, "string", string);
+    lua_getglobal(L, "string");
+    lua_getfield(L, -1, "rep");
+    lua_setfield(L, LUA_REGISTRYINDEX, "dsagen.rep");
+    lua_pop(L, 1);
+    lua_pushcfunction(L, l_rep);
+    lua_setfield(L, -2, "rep");
+    /* ("x"):rep(n) goes through the string metatable: point it at the bounded copy. */
+    lua_pushliteral(L, "");
+    lua_getmetatable(L, -1);
+    lua_pushvalue(L, -3);
+    lua_setfield(L, -2, "__index");
+    lua_pop(L, 2);
+    lua_setfield(L, -2, "string");
+    static const char *const table[] = {"concat", "insert", "remove", "sort", "unpack", NULL};
+    copy_lib(L, "table", table);
+    lua_setfield(L, -2, "table");
+    lua_pushcfunction(L, l_import);
+    lua_setfield(L, -2, "import");
+    lua_newtable(L);
+    lua_pushcfunction(L, l_env_index);
+    lua_setfield(L, -2, "__index");
+    lua_setmetatable(L, -2);
+    lua_setfield(L, LUA_REGISTRYINDEX, ENV_KEY);
+
+    lua_newtable(L);
+    lua_newtable(L);
+    lua_pushliteral(L, "k");
+    lua_setfield(L, -2, "__mode");
+    lua_setmetatable(L, -2);
+    lua_setfield(L, LUA_REGISTRYINDEX, ORIGIN_KEY);
+    return 0;
+}
+
+dsg_sandbox *dsg_sandbox_new(void)
+{
+    dsg_sandbox *sb = calloc(1, sizeof *sb);
+    if (!sb)
+        return NULL;
+    sb->limit = (size_t)64 << 20;
+    sb->L = lua_newstate(limited_alloc, sb);
+    if (!sb->L) {
+        free(sb);
+        return NULL;
+    }
+    lua_pushcfunction(sb->L, setup);
+    if (lua_pcall(sb->L, 0, 0, 0) != LUA_OK) {
+        dsg_sandbox_free(sb);
+        return NULL;
+    }
+    return sb;
+}
+
+void dsg_sandbox_free(dsg_sandbox *sb)
+{
+    if (!sb)
+        return;
+    if (sb->L)
+        lua_close(sb->L);
+    for (size_t i = 0; i < sb->nsources; i++) {
+        free(sb->sources[i].path);
+        free(sb->sources[i].text);
+    }
+    free(sb->sources);
+    free(sb);
+}
+
+lua_State *dsg_sandbox_state(dsg_sandbox *sb)
+{
+    return sb->L;
+}
+
+static int run_protected(lua_State *L)
+{
+    dsg_sandbox *sb;
+    lua_getallocf(L, (void **)&sb);
+    run_file(L, sb, lua_tostring(L, 1));
+    return 1;
+}
+
+int dsg_sandbox_run(dsg_sandbox *sb, const char *path, dsg_diag *d)
+{
+    lua_State *L = sb->L;
+    /* Start the count from what setup used, so the limit bounds the spec alone. */
+    sb->limit = sb->used + DSG_SPEC_MEMORY_LIMIT;
+    sb->instructions = 0;
+    sb->last_line = 0;
+    lua_pushcfunction(L, run_protected);
+    lua_pushstring(L, path);
+    lua_sethook(L, hook, LUA_MASKCOUNT | LUA_MASKLINE, 1000);
+    int rc = lua_pcall(L, 1, 1, 0);
+    lua_sethook(L, NULL, 0, 0);
+    /* Validation reads the result with ordinary headroom; the spec's code no longer runs. */
+    sb->limit = sb->used + ((size_t)64 << 20);
+    if (rc == LUA_ERRMEM) {
+        const char *file = sb->nsources ? sb->sources[sb->nsources - 1].path : path;
+        dsg_error(d, file, sb->last_line, "spec exceeds the memory limit of %zu MiB",
+                  DSG_SPEC_MEMORY_LIMIT >> 20);
+        lua_pop(L, 1);
+        return -1;
+    }
+    if (rc != LUA_OK) {
+        const char *msg = lua_tostring(L, -1);
+        dsg_error_lua(d, path, msg ? msg : "spec raised an error that is not a string");
+        lua_pop(L, 1);
+        return -1;
+    }
+    return 0;
+}
+
+int dsg_sandbox_last_line(const dsg_sandbox *sb)
+{
+    return sb->last_line;
+}
+
+size_t dsg_sandbox_nsources(const dsg_sandbox *sb)
+{
+    return sb->nsources;
+}
+
+const dsg_source *dsg_sandbox_source(const dsg_sandbox *sb, size_t i)
+{
+    return i < sb->nsources ? &sb->sources[i] : NULL;
+}
+
+const char *dsg_sandbox_origin(dsg_sandbox *sb, int idx)
+{
+    lua_State *L = sb->L;
+    idx = lua_absindex(L, idx);
+    lua_getfield(L, LUA_REGISTRYINDEX, ORIGIN_KEY);
+    lua_pushvalue(L, idx);
+    lua_rawget(L, -2);
+    const char *origin = lua_tostring(L, -1); /* interned in the state: stays valid */
+    lua_pop(L, 2);
+    return origin;
+}

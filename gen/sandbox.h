@@ -1,0 +1,49 @@
+/* The spec sandbox: runs a spec file as data in an empty Lua environment with bounded memory and
+ * instruction count, and remembers which file each imported table came from. */
+#ifndef DSG_SANDBOX_H
+#define DSG_SANDBOX_H
+
+#include <lua.h>
+#include <stddef.h>
+
+#include "diag.h"
+
+/* Limits while a spec runs. A spec is a page of data; these are orders of magnitude above any real
+ * one, and low enough that a runaway loop or allocation fails in well under a second. */
+#define DSG_SPEC_MEMORY_LIMIT ((size_t)16 << 20)
+#define DSG_SPEC_INSTRUCTION_LIMIT 50000000L
+#define DSG_SPEC_FILE_LIMIT ((size_t)1 << 20)
+#define DSG_SPEC_STRING_LIMIT ((size_t)1 << 20)
+#define DSG_SPEC_IMPORT_DEPTH 8
+
+typedef struct dsg_sandbox dsg_sandbox;
+
+typedef struct dsg_source {
+    char *path;    /* as the spec named it, relative to the working directory */
+    char *text;
+    size_t len;
+} dsg_source;
+
+dsg_sandbox *dsg_sandbox_new(void);
+void dsg_sandbox_free(dsg_sandbox *sb);
+lua_State *dsg_sandbox_state(dsg_sandbox *sb);
+
+/* Runs the spec at path. On success returns 0 and leaves the spec's result on the stack top;
+ * on failure reports one error and returns -1. */
+int dsg_sandbox_run(dsg_sandbox *sb, const char *path, dsg_diag *d);
+
+/* The last line of spec code executed (the return statement, after a successful run); 0 if none. */
+int dsg_sandbox_last_line(const dsg_sandbox *sb);
+
+/* The files the last run read (the spec first, then its imports in order). */
+size_t dsg_sandbox_nsources(const dsg_sandbox *sb);
+const dsg_source *dsg_sandbox_source(const dsg_sandbox *sb, size_t i);
+
+/* The file an imported table at stack index idx came from, or NULL if it was not imported. */
+const char *dsg_sandbox_origin(dsg_sandbox *sb, int idx);
+
+/* Reads a whole file (at most limit bytes) into a NUL-terminated buffer; NULL and errno on failure
+ * (EFBIG when larger than limit). */
+char *dsg_read_file(const char *path, size_t limit, size_t *len);
+
+#endif

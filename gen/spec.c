@@ -1,0 +1,632 @@
+/* Spec validation (types, ranges, relations, unknown fields) and derivation, before any rendering. */
+#include "spec.h"
+
+#include <lauxlib.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *const dsg_target_names[] = {"sm_90", "sm_90a", "sm_100a", NULL};
+const char *const dsg_cache_dtype_names[] = {"bf16", "fp8_ds_mla", "nvfp4_ds_mla", NULL};
+const char *const dsg_rope_style_names[] = {"interleaved", "neox", NULL};
+
+typedef enum { K_INT, K_NUM, K_BOOL, K_ENUM, K_TABLE, K_TARGETS, K_CONFIGS, K_NAME } kind_t;
+
+typedef struct field {
+    const char *name;
+    kind_t kind;
+    int required;
+    double min, max;               /* K_INT, K_NUM: inclusive range */
+    const char *const *choices;    /* K_ENUM */
+    const char *what;              /* K_ENUM: "cache dtype", "rope style" */
+    size_t offset;                 /* into the struct being filled */
+    const struct field *sub;       /* K_TABLE */
+    size_t present;                /* K_TABLE, K_NUM: offset of an int set when given, or NO_FLAG */
+} field_t;
+
+#define NO_FLAG SIZE_MAX
+#define G(m) offsetof(dsg_geometry, m)
+#define C(m) offsetof(dsg_config, m)
+#define INT(n, lo, hi, off) {n, K_INT, 1, lo, hi, NULL, NULL, off, NULL, NO_FLAG}
+#define NUM(n, lo, hi, off) {n, K_NUM, 1, lo, hi, NULL, NULL, off, NULL, NO_FLAG}
+#define BOOL(n, off) {n, K_BOOL, 1, 0, 0, NULL, NULL, off, NULL, NO_FLAG}
+#define ENUM(n, ch, what, off) {n, K_ENUM, 1, 0, 0, ch, what, off, NULL, NO_FLAG}
+#define END {NULL, K_INT, 0, 0, 0, NULL, NULL, 0, NULL, NO_FLAG}
+
+static const field_t yarn_fields[] = {
+    NUM("factor", 1, 1024, G(yarn_factor)),
+    INT("original_max_positions", 1, 1 << 24, G(yarn_original_max_positions)),
+    NUM("beta_fast", 0, 1024, G(yarn_beta_fast)),
+    NUM("beta_slow", 0, 1024, G(yarn_beta_slow)),
+    NUM("mscale", 0, 100, G(yarn_mscale)),
+    NUM("mscale_all_dim", 0, 100, G(yarn_mscale_all_dim)),
+    END,
+};
+
+static const field_t rope_fields[] = {
+    NUM("theta", 1, 1e12, G(rope_theta)),
+    ENUM("style", dsg_rope_style_names, "rope style", G(rope_style)),
+    {"yarn", K_TABLE, 0, 0, 0, NULL, NULL, 0, yarn_fields, G(has_yarn)},
+    END,
+};
+
+static const field_t indexer_fields[] = {
+    INT("heads", 1, 256, G(idx_heads)),
+    INT("head_dim", 16, 1024, G(idx_head_dim)),
+    INT("topk", 1, 65536, G(idx_topk)),
+    ENUM("rope_style", dsg_rope_style_names, "rope style", G(idx_rope_style)),
+    BOOL("rope_first", G(idx_rope_first)),
+    BOOL("hadamard", G(idx_hadamard)),
+    NUM("norm_eps", 1e-12, 0.1, G(idx_norm_eps)),
+    END,
+};
+
+static const field_t geometry_fields[] = {
+    INT("heads", 1, 1024, G(heads)),
+    INT("q_lora_rank", 8, 65536, G(q_lora_rank)),
+    INT("kv_lora_rank", 16, 4096, G(kv_lora_rank)),
+    INT("qk_nope_dim", 1, 1024, G(qk_nope_dim)),
+    INT("qk_rope_dim", 2, 256, G(qk_rope_dim)),
+    INT("v_head_dim", 1, 1024, G(v_head_dim)),
+    NUM("rms_norm_eps", 1e-12, 0.1, G(rms_norm_eps)),
+    INT("max_positions", 1, 1 << 24, G(max_positions)),
+    INT("block_size", 1, 1024, G(block_size)),
+    {"rope", K_TABLE, 1, 0, 0, NULL, NULL, 0, rope_fields, NO_FLAG},
+    {"softmax_scale", K_NUM, 0, 1e-6, 10, NULL, NULL, G(softmax_scale), NULL, G(has_softmax_scale)},
+    {"indexer", K_TABLE, 1, 0, 0, NULL, NULL, 0, indexer_fields, NO_FLAG},
+    END,
+};
+
+static const field_t config_fields[] = {
+    INT("tp", 1, 1024, C(tp)),
+    INT("dcp", 1, 1024, C(dcp)),
+    INT("interleave", 1, 1024, C(interleave)),
+    ENUM("cache_dtype", dsg_cache_dtype_names, "cache dtype", C(cache_dtype)),
+    {"targets", K_TARGETS, 1, 0, 0, NULL, NULL, 0, NULL, NO_FLAG},
+    {"fp8_scale_pow2", K_BOOL, 0, 0, 0, NULL, NULL, C(fp8_scale_pow2), NULL, NO_FLAG},
+    END,
+};
+
+/* The top level is filled by hand-written cases (model name, the configs list). */
+static const field_t top_fields[] = {
+    {"model", K_NAME, 1, 0, 0, NULL, NULL, 0, NULL, NO_FLAG},
+    {"geometry", K_TABLE, 1, 0, 0, NULL, NULL, 0, geometry_fields, NO_FLAG},
+    {"configs", K_CONFIGS, 1, 0, 0, NULL, NULL, 0, NULL, NO_FLAG},
+    END,
+};
+
+typedef struct vctx {
+    dsg_spec *spec;
+    dsg_sandbox *sb;
+    dsg_trusted *t;
+    dsg_diag *d;
+    lua_State *L;
+} vctx;
+
+/* A location in the spec: the file a table came from and the dotted path inside it (the lookup
+ * key of the line map); display names use Lua's own notation, configs[2].tp. */
+typedef struct where {
+    const char *file;
+    char path[256];    /* relative to the file's returned table (imports restart it) */
+    char display[256]; /* from the spec's root */
+} where;
+
+static where child(const where *w, const char *key, long index)
+{
+    where c = {w->file, "", ""};
+    char k[64];
+    if (key)
+        snprintf(k, sizeof k, "%s", key);
+    else
+        snprintf(k, sizeof k, "%ld", index);
+    snprintf(c.path, sizeof c.path, "%s%s%s", w->path, w->path[0] ? "." : "", k);
+    if (key)
+        snprintf(c.display, sizeof c.display, "%s%s%s", w->display, w->display[0] ? "." : "", key);
+    else
+        snprintf(c.display, sizeof c.display, "%s[%ld]", w->display, index);
+    return c;
+}
+
+static int line_of(vctx *v, const where *w)
+{
+    return dsg_trusted_line(v->t, w->file, w->path);
+}
+
+__attribute__((format(printf, 3, 4))) static void err(vctx *v, const where *w, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (w->display[0])
+        dsg_error(v->d, w->file, line_of(v, w), "%s: %s", w->display, msg);
+    else
+        dsg_error(v->d, w->file, line_of(v, w), "%s", msg);
+}
+
+static size_t edit_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 63 || lb > 63)
+        return 64;
+    size_t row[64];
+    for (size_t j = 0; j <= lb; j++)
+        row[j] = j;
+    for (size_t i = 1; i <= la; i++) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            size_t up = row[j];
+            size_t best = diag + (a[i - 1] != b[j - 1]);
+            if (row[j] + 1 < best)
+                best = row[j] + 1;
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[lb];
+}
+
+/* "did you mean" only when a known name is close: at most a third of its letters differ. */
+static const char *nearest(const char *name, const field_t *fields)
+{
+    const char *best = NULL;
+    size_t bestd = SIZE_MAX;
+    for (const field_t *f = fields; f->name; f++) {
+        size_t dist = edit_distance(name, f->name);
+        if (dist < bestd) {
+            bestd = dist;
+            best = f->name;
+        }
+    }
+    return best && bestd * 3 <= strlen(best) ? best : NULL;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Rejects keys the schema does not know, in sorted order so messages are stable. */
+static void check_unknown(vctx *v, int idx, const field_t *fields, const where *w)
+{
+    lua_State *L = v->L;
+    const char *keys[64];
+    int n = 0, nonstring = 0;
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+        lua_pop(L, 1);
+        if (lua_type(L, -1) != LUA_TSTRING) {
+            nonstring++;
+            continue;
+        }
+        const char *k = lua_tostring(L, -1);
+        int known = 0;
+        for (const field_t *f = fields; f->name; f++)
+            known |= strcmp(f->name, k) == 0;
+        if (!known && n < 64)
+            keys[n++] = k; /* interned; the table keeps it alive */
+    }
+    if (nonstring)
+        err(v, w, "has %d entr%s with a non-string key; fields are named", nonstring, nonstring == 1 ? "y" : "ies");
+    qsort(keys, (size_t)n, sizeof keys[0], cmp_str);
+    for (int i = 0; i < n; i++) {
+        where c = child(w, keys[i], 0);
+        const char *near = nearest(keys[i], fields);
+        if (near)
+            dsg_error(v->d, w->file, line_of(v, &c), "%s%sunknown field '%s' (did you mean '%s'?)",
+                      w->display, w->display[0] ? ": " : "", keys[i], near);
+        else
+            dsg_error(v->d, w->file, line_of(v, &c), "%s%sunknown field '%s'", w->display,
+                      w->display[0] ? ": " : "", keys[i]);
+    }
+}
+
+static const char *type_name(vctx *v, int idx)
+{
+    lua_State *L = v->L;
+    if (lua_type(L, idx) == LUA_TNUMBER)
+        return lua_isinteger(L, idx) ? "an integer" : "a number";
+    switch (lua_type(L, idx)) {
+    case LUA_TSTRING: return "a string";
+    case LUA_TTABLE: return "a table";
+    case LUA_TBOOLEAN: return "a boolean";
+    case LUA_TFUNCTION: return "a function";
+    default: return luaL_typename(L, idx);
+    }
+}
+
+static void check_fields(vctx *v, int idx, const field_t *fields, char *base, const where *w);
+
+/* A table's origin: an imported table restarts paths in the file it came from. */
+static where enter(vctx *v, int idx, const where *c)
+{
+    where e = *c;
+    const char *origin = dsg_sandbox_origin(v->sb, idx);
+    if (origin) {
+        e.file = origin;
+        e.path[0] = '\0';
+    }
+    return e;
+}
+
+static void check_targets(vctx *v, int idx, dsg_config *cfg, const where *w)
+{
+    lua_State *L = v->L;
+    lua_Integer n = (lua_Integer)lua_rawlen(L, idx);
+    if (n == 0) {
+        err(v, w, "expected a non-empty list of target architectures (for example { \"sm_90a\" })");
+        return;
+    }
+    if (n > DSG_MAX_TARGETS) {
+        err(v, w, "%lld targets, at most %d", (long long)n, DSG_MAX_TARGETS);
+        return;
+    }
+    for (lua_Integer i = 1; i <= n; i++) {
+        where c = child(w, NULL, (long)i);
+        lua_rawgeti(L, idx, i);
+        const char *s = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+        int found = -1;
+        for (int k = 0; s && dsg_target_names[k]; k++)
+            if (strcmp(s, dsg_target_names[k]) == 0)
+                found = k;
+        if (!s)
+            err(v, &c, "expected a string, got %s", type_name(v, -1));
+        else if (found < 0)
+            err(v, &c, "unknown target architecture '%s' (expected one of sm_90, sm_90a, sm_100a)", s);
+        else {
+            for (int k = 0; k < cfg->ntargets; k++)
+                if (cfg->targets[k] == found)
+                    err(v, &c, "target '%s' is listed twice", s);
+            cfg->targets[cfg->ntargets++] = found;
+        }
+        lua_pop(L, 1);
+    }
+}
+
+static void check_value(vctx *v, int idx, const field_t *f, char *base, const where *c)
+{
+    lua_State *L = v->L;
+    switch (f->kind) {
+    case K_INT:
+    case K_NUM: {
+        if (lua_type(L, idx) != LUA_TNUMBER) {
+            err(v, c, "expected %s, got %s", f->kind == K_INT ? "an integer" : "a number", type_name(v, idx));
+            return;
+        }
+        double x = lua_tonumber(L, idx);
+        if (f->kind == K_INT && (x != floor(x) || !isfinite(x))) {
+            err(v, c, "expected an integer, got %.17g", x);
+            return;
+        }
+        if (!(x >= f->min && x <= f->max)) {
+            err(v, c, "%.9g is out of range [%.9g, %.9g]", x, f->min, f->max);
+            return;
+        }
+        if (f->kind == K_INT)
+            *(int *)(void *)(base + f->offset) = (int)x;
+        else
+            *(double *)(void *)(base + f->offset) = x;
+        if (f->present != NO_FLAG)
+            *(int *)(void *)(base + f->present) = 1;
+        return;
+    }
+    case K_BOOL:
+        if (lua_type(L, idx) != LUA_TBOOLEAN) {
+            err(v, c, "expected a boolean, got %s", type_name(v, idx));
+            return;
+        }
+        *(int *)(void *)(base + f->offset) = lua_toboolean(L, idx);
+        return;
+    case K_ENUM: {
+        if (lua_type(L, idx) != LUA_TSTRING) {
+            err(v, c, "expected a string, got %s", type_name(v, idx));
+            return;
+        }
+        const char *s = lua_tostring(L, idx);
+        char list[256] = "";
+        for (int k = 0; f->choices[k]; k++) {
+            if (strcmp(s, f->choices[k]) == 0) {
+                *(int *)(void *)(base + f->offset) = k;
+                return;
+            }
+            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", k ? ", " : "", f->choices[k]);
+        }
+        err(v, c, "unknown %s '%s' (expected one of %s)", f->what, s, list);
+        return;
+    }
+    case K_TABLE: {
+        if (lua_type(L, idx) != LUA_TTABLE) {
+            err(v, c, "expected a table, got %s", type_name(v, idx));
+            return;
+        }
+        where e = enter(v, idx, c);
+        check_fields(v, idx, f->sub, base, &e);
+        if (f->present != NO_FLAG)
+            *(int *)(void *)(base + f->present) = 1;
+        return;
+    }
+    case K_TARGETS:
+        if (lua_type(L, idx) != LUA_TTABLE) {
+            err(v, c, "expected a list of target architectures, got %s", type_name(v, idx));
+            return;
+        }
+        check_targets(v, idx, (dsg_config *)(void *)base, c);
+        return;
+    case K_NAME:
+    case K_CONFIGS:
+        return; /* top level, handled by dsg_spec_validate */
+    }
+}
+
+static void check_fields(vctx *v, int idx, const field_t *fields, char *base, const where *w)
+{
+    lua_State *L = v->L;
+    idx = lua_absindex(L, idx);
+    check_unknown(v, idx, fields, w);
+    for (const field_t *f = fields; f->name && !dsg_too_many(v->d); f++) {
+        where c = child(w, f->name, 0);
+        lua_getfield(L, idx, f->name);
+        if (lua_isnil(L, -1)) {
+            if (f->required)
+                err(v, w, "missing field '%s'", f->name);
+        } else {
+            check_value(v, -1, f, base, &c);
+        }
+        lua_pop(L, 1);
+    }
+}
+
+/* Relations between fields of one configuration and the geometry, each reported at the field
+ * that would have to change. */
+static void check_relations(vctx *v, const dsg_geometry *g, dsg_config *cfg, const where *w)
+{
+    where c;
+    if (cfg->tp % cfg->dcp != 0) {
+        c = child(w, "dcp", 0);
+        err(v, &c, "dcp (%d) must divide tp (%d)", cfg->dcp, cfg->tp);
+    }
+    if (g->heads % cfg->tp != 0) {
+        c = child(w, "tp", 0);
+        err(v, &c, "tp (%d) must divide heads (%d)", cfg->tp, g->heads);
+    }
+    if (g->block_size % cfg->interleave != 0) {
+        c = child(w, "interleave", 0);
+        err(v, &c, "interleave (%d) must divide the KV block size (%d)", cfg->interleave, g->block_size);
+    }
+    c = child(w, "cache_dtype", 0);
+    if (cfg->cache_dtype == DSG_CACHE_FP8_DS_MLA && g->kv_lora_rank % 128 != 0)
+        err(v, &c, "fp8_ds_mla needs kv_lora_rank to be a multiple of 128 (one fp32 scale per 128 values), "
+                   "but it is %d", g->kv_lora_rank);
+    if (cfg->cache_dtype == DSG_CACHE_NVFP4_DS_MLA && g->kv_lora_rank % 64 != 0)
+        err(v, &c, "nvfp4_ds_mla needs kv_lora_rank to be a multiple of 64 (16 values per block scale, "
+                   "scales stored in 4 interleaved rows), but it is %d", g->kv_lora_rank);
+    if (cfg->fp8_scale_pow2 && cfg->cache_dtype != DSG_CACHE_FP8_DS_MLA) {
+        c = child(w, "fp8_scale_pow2", 0);
+        err(v, &c, "applies to cache_dtype fp8_ds_mla only, not %s", dsg_cache_dtype_names[cfg->cache_dtype]);
+    }
+}
+
+static void check_geometry_relations(vctx *v, const dsg_geometry *g, const where *gw)
+{
+    where c;
+    if (g->qk_rope_dim % 2 != 0) {
+        c = child(gw, "qk_rope_dim", 0);
+        err(v, &c, "must be even (rope rotates pairs), got %d", g->qk_rope_dim);
+    }
+    if (g->q_lora_rank % 8 != 0) {
+        c = child(gw, "q_lora_rank", 0);
+        err(v, &c, "must be a multiple of 8 (16-byte bf16 vectors), got %d", g->q_lora_rank);
+    }
+    if (g->kv_lora_rank % 16 != 0) {
+        c = child(gw, "kv_lora_rank", 0);
+        err(v, &c, "must be a multiple of 16, got %d", g->kv_lora_rank);
+    }
+    where iw = child(gw, "indexer", 0);
+    if (g->idx_head_dim & (g->idx_head_dim - 1)) {
+        c = child(&iw, "head_dim", 0);
+        err(v, &c, "must be a power of two (the Hadamard rotation and the cache pages assume it), got %d",
+            g->idx_head_dim);
+    }
+    if (g->qk_rope_dim > g->idx_head_dim) {
+        c = child(&iw, "head_dim", 0);
+        err(v, &c, "(%d) must hold the %d rope dims", g->idx_head_dim, g->qk_rope_dim);
+    }
+}
+
+static void make_name(const dsg_spec *spec, dsg_config *cfg)
+{
+    snprintf(cfg->name, sizeof cfg->name, "%s_tp%d_dcp%d_i%d_%s%s", spec->model, cfg->tp, cfg->dcp,
+             cfg->interleave, dsg_cache_dtype_names[cfg->cache_dtype], cfg->fp8_scale_pow2 ? "_p2" : "");
+    size_t i = 0;
+    for (; cfg->name[i]; i++) {
+        char ch = cfg->name[i];
+        int ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9');
+        cfg->symbol[i] = ok ? ch : '_';
+    }
+    cfg->symbol[i] = '\0';
+}
+
+static void check_model(vctx *v, int idx, const where *w)
+{
+    lua_State *L = v->L;
+    where c = child(w, "model", 0);
+    lua_getfield(L, idx, "model");
+    if (lua_isnil(L, -1)) {
+        err(v, w, "missing field 'model'");
+    } else if (lua_type(L, -1) != LUA_TSTRING) {
+        err(v, &c, "expected a string, got %s", type_name(v, -1));
+    } else {
+        const char *s = lua_tostring(L, -1);
+        size_t n = strlen(s);
+        if (n == 0 || n >= 32 || strspn(s, "abcdefghijklmnopqrstuvwxyz0123456789._-") != n || s[0] == '.' ||
+            s[0] == '-')
+            err(v, &c, "'%s' is not a model name: 1 to 31 of a-z, 0-9, '.', '_', '-', not starting with "
+                       "'.' or '-'", s);
+        else
+            memcpy(v->spec->model, s, n + 1);
+    }
+    lua_pop(L, 1);
+}
+
+static void check_configs(vctx *v, int idx, const where *w)
+{
+    lua_State *L = v->L;
+    where cw = child(w, "configs", 0);
+    lua_getfield(L, idx, "configs");
+    int list = lua_absindex(L, -1);
+    if (lua_isnil(L, list)) {
+        err(v, w, "missing field 'configs'");
+    } else if (lua_type(L, list) != LUA_TTABLE) {
+        err(v, &cw, "expected a list of configurations, got %s", type_name(v, list));
+    } else {
+        cw = enter(v, list, &cw);
+        lua_Integer n = (lua_Integer)lua_rawlen(L, list);
+        lua_Integer count = 0;
+        lua_pushnil(L);
+        while (lua_next(L, list)) {
+            count++;
+            lua_pop(L, 1);
+        }
+        if (n == 0)
+            err(v, &cw, "expected at least one configuration");
+        else if (count != n)
+            err(v, &cw, "expected a list (keys 1..n), found %lld entries for length %lld", (long long)count,
+                (long long)n);
+        else if (n > DSG_MAX_CONFIGS)
+            err(v, &cw, "%lld configurations, at most %d per spec", (long long)n, DSG_MAX_CONFIGS);
+        for (lua_Integer i = 1; i <= n && i <= DSG_MAX_CONFIGS && !dsg_too_many(v->d); i++) {
+            where c = child(&cw, NULL, (long)i);
+            dsg_config *cfg = &v->spec->configs[i - 1];
+            memset(cfg, 0, sizeof *cfg);
+            cfg->line = line_of(v, &c);
+            lua_rawgeti(L, list, i);
+            if (lua_type(L, -1) != LUA_TTABLE) {
+                err(v, &c, "expected a configuration table, got %s", type_name(v, -1));
+            } else {
+                where e = enter(v, -1, &c);
+                check_fields(v, -1, config_fields, (char *)cfg, &e);
+                cfg->line = line_of(v, &e);
+            }
+            lua_pop(L, 1);
+        }
+        if (n <= DSG_MAX_CONFIGS)
+            v->spec->nconfigs = (int)n;
+    }
+    lua_pop(L, 1);
+}
+
+int dsg_spec_validate(dsg_spec *spec, dsg_sandbox *sb, dsg_trusted *t, dsg_diag *d)
+{
+    vctx v = {spec, sb, t, d, dsg_sandbox_state(sb)};
+    lua_State *L = v.L;
+    int before = d->errors;
+    where root = {spec->path, "", ""};
+    int idx = lua_absindex(L, -1);
+    if (lua_type(L, idx) != LUA_TTABLE) {
+        int line = dsg_sandbox_last_line(sb);
+        if (lua_isnil(L, idx))
+            dsg_error(d, spec->path, line, "spec returns nothing; it must return a table (see README, "
+                                           "\"Writing a spec\")");
+        else
+            dsg_error(d, spec->path, line, "spec returns %s; it must return a table", type_name(&v, idx));
+        return -1;
+    }
+    root = enter(&v, idx, &root);
+    check_unknown(&v, idx, top_fields, &root);
+    check_model(&v, idx, &root);
+    where gw = child(&root, "geometry", 0);
+    lua_getfield(L, idx, "geometry");
+    if (lua_isnil(L, -1)) {
+        err(&v, &root, "missing field 'geometry'");
+    } else {
+        check_value(&v, -1, &top_fields[1], (char *)&spec->g, &gw);
+        if (d->errors == before) {
+            where e = enter(&v, -1, &gw);
+            check_geometry_relations(&v, &spec->g, &e);
+        }
+    }
+    lua_pop(L, 1);
+    check_configs(&v, idx, &root);
+    if (d->errors != before)
+        return -1;
+
+    where cw = child(&root, "configs", 0);
+    for (int i = 0; i < spec->nconfigs; i++) {
+        where c = child(&cw, NULL, i + 1);
+        check_relations(&v, &spec->g, &spec->configs[i], &c);
+        make_name(spec, &spec->configs[i]);
+        for (int j = 0; j < i; j++) {
+            if (strcmp(spec->configs[i].name, spec->configs[j].name) == 0) {
+                dsg_error(d, spec->path, spec->configs[i].line,
+                          "%s: duplicate configuration '%s' (configs[%d], line %d, is the same)", c.display,
+                          spec->configs[i].name, j + 1, spec->configs[j].line);
+                break;
+            }
+        }
+    }
+    return d->errors == before ? 0 : -1;
+}
+
+double dsg_yarn_mscale(double scale, double m)
+{
+    return scale <= 1 ? 1.0 : 0.1 * m * log(scale) + 1.0;
+}
+
+void dsg_derive(const dsg_geometry *g, const dsg_config *c, dsg_derived *o)
+{
+    memset(o, 0, sizeof *o);
+    o->heads_local = g->heads / c->tp;
+    o->heads_gathered = o->heads_local * c->dcp;
+    o->qk_head_dim = g->qk_nope_dim + g->qk_rope_dim;
+    o->kv_dim = g->kv_lora_rank + g->qk_rope_dim;
+    double m_all = g->has_yarn ? dsg_yarn_mscale(g->yarn_factor, g->yarn_mscale_all_dim) : 1.0;
+    o->softmax_scale = g->has_softmax_scale ? g->softmax_scale : pow(o->qk_head_dim, -0.5) * m_all * m_all;
+    o->rope_mscale = g->has_yarn ? dsg_yarn_mscale(g->yarn_factor, g->yarn_mscale) / m_all : 1.0;
+
+    int L = g->kv_lora_rank, R = g->qk_rope_dim;
+    switch ((dsg_cache_dtype)c->cache_dtype) {
+    case DSG_CACHE_BF16:
+        o->cache_latent_bytes = 2 * L;
+        o->cache_rope_offset = 2 * L;
+        o->cache_rope_bytes = 2 * R;
+        o->cache_scale_offset = o->cache_rope_offset + o->cache_rope_bytes;
+        break;
+    case DSG_CACHE_FP8_DS_MLA:
+        o->cache_latent_bytes = L;
+        o->cache_scale_group = 128;
+        o->cache_scale_offset = L;
+        o->cache_scale_bytes = 4 * (L / 128);
+        o->cache_rope_offset = o->cache_scale_offset + o->cache_scale_bytes;
+        o->cache_rope_bytes = 2 * R;
+        break;
+    case DSG_CACHE_NVFP4_DS_MLA:
+        o->cache_latent_bytes = L / 2;
+        o->cache_rope_offset = L / 2;
+        o->cache_rope_bytes = R;
+        o->cache_scale_group = 16;
+        o->cache_scale_offset = o->cache_rope_offset + o->cache_rope_bytes;
+        o->cache_scale_bytes = L / 16;
+        break;
+    }
+    o->cache_bytes_per_token = o->cache_latent_bytes + o->cache_scale_bytes + o->cache_rope_bytes;
+
+    o->idx_bytes_per_token = g->idx_head_dim + 4;
+    o->idx_page_bytes = g->block_size * o->idx_bytes_per_token;
+    o->idx_scale_offset_in_page = g->block_size * g->idx_head_dim;
+
+    o->ws_q_packed = o->heads_local * o->kv_dim * 2;
+    o->ws_q_gathered = o->heads_gathered * o->kv_dim * 2;
+    o->ws_partial_out = o->heads_gathered * L * 4;
+    o->ws_partial_lse = o->heads_gathered * 4;
+    int w = c->dcp;
+    o->gather_send = w > 1 ? o->ws_q_packed : 0;
+    o->gather_recv = (w - 1) * o->ws_q_packed;
+    o->exchange_send = (w - 1) * o->heads_local * (L + 1) * 4;
+    o->exchange_recv = o->exchange_send;
+}

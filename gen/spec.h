@@ -1,0 +1,84 @@
+/* The validated model of a spec: geometry, configurations, and every derived value, computed in
+ * one place (dsg_derive) so templates only format them. */
+#ifndef DSG_SPEC_H
+#define DSG_SPEC_H
+
+#include <stddef.h>
+
+#include "diag.h"
+#include "sandbox.h"
+#include "trusted.h"
+
+typedef enum { DSG_ROPE_INTERLEAVED, DSG_ROPE_NEOX } dsg_rope_style;
+typedef enum { DSG_CACHE_BF16, DSG_CACHE_FP8_DS_MLA, DSG_CACHE_NVFP4_DS_MLA } dsg_cache_dtype;
+
+#define DSG_MAX_TARGETS 8
+#define DSG_MAX_CONFIGS 64
+
+typedef struct dsg_geometry {
+    int heads, q_lora_rank, kv_lora_rank, qk_nope_dim, qk_rope_dim, v_head_dim;
+    double rms_norm_eps;
+    int max_positions, block_size;
+    double rope_theta;
+    int rope_style;
+    int has_yarn;
+    double yarn_factor;
+    int yarn_original_max_positions;
+    double yarn_beta_fast, yarn_beta_slow, yarn_mscale, yarn_mscale_all_dim;
+    int has_softmax_scale;
+    double softmax_scale;
+    int idx_heads, idx_head_dim, idx_topk, idx_rope_style, idx_rope_first, idx_hadamard;
+    double idx_norm_eps;
+} dsg_geometry;
+
+typedef struct dsg_config {
+    int tp, dcp, interleave, cache_dtype, fp8_scale_pow2;
+    int ntargets;
+    int targets[DSG_MAX_TARGETS]; /* indexes into dsg_target_names */
+    int line;                     /* of the configuration's table, for messages */
+    char name[128];               /* e.g. glm5.2_tp4_dcp4_i1_fp8_ds_mla */
+    char symbol[128];             /* the name as a C identifier */
+} dsg_config;
+
+typedef struct dsg_spec {
+    const char *path;
+    char model[64];
+    dsg_geometry g;
+    int nconfigs;
+    dsg_config configs[DSG_MAX_CONFIGS];
+} dsg_spec;
+
+/* Derived values of one configuration (see DESIGN.md: byte layouts, the step). */
+typedef struct dsg_derived {
+    int heads_local;       /* heads / tp */
+    int heads_gathered;    /* heads_local * dcp: the heads each rank attends for */
+    int qk_head_dim;       /* qk_nope_dim + qk_rope_dim */
+    int kv_dim;            /* kv_lora_rank + qk_rope_dim: the packed query and key width */
+    double softmax_scale;  /* given, or qk_head_dim^-0.5 * mscale(factor, mscale_all_dim)^2 */
+    double rope_mscale;    /* YaRN cos/sin scale mscale(factor, mscale) / mscale(factor, mscale_all_dim) */
+    /* MLA cache entry */
+    int cache_bytes_per_token;
+    int cache_latent_offset, cache_latent_bytes;
+    int cache_scale_offset, cache_scale_bytes, cache_scale_group; /* values per scale */
+    int cache_rope_offset, cache_rope_bytes;
+    /* indexer K cache */
+    int idx_bytes_per_token, idx_page_bytes, idx_scale_offset_in_page;
+    /* workspaces and collectives, bytes per token */
+    int ws_q_packed, ws_q_gathered, ws_partial_out, ws_partial_lse;
+    int gather_send, gather_recv, exchange_send, exchange_recv;
+} dsg_derived;
+
+extern const char *const dsg_target_names[];
+extern const char *const dsg_cache_dtype_names[];
+extern const char *const dsg_rope_style_names[];
+
+/* Validates the table on the sandbox's stack top into spec; reports every error (up to the
+ * diagnostic limit) with the line of the offending field. Returns 0 when the spec is valid. */
+int dsg_spec_validate(dsg_spec *spec, dsg_sandbox *sb, dsg_trusted *t, dsg_diag *d);
+
+void dsg_derive(const dsg_geometry *g, const dsg_config *c, dsg_derived *out);
+
+/* YaRN's attention scale factor: 0.1 * m * ln(s) + 1 for s > 1, else 1. */
+double dsg_yarn_mscale(double scale, double m);
+
+#endif

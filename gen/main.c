@@ -280,12 +280,17 @@ static void default_templates(char *buf, size_t n)
         return;
     }
     exe[len] = '\0';
-    for (int up = 0; up < 2; up++) {
+    /* build/dsagen and build/asan/dsagen both find the repository's templates/ above them */
+    for (int up = 0; up < 3; up++) {
         char *slash = strrchr(exe, '/');
-        if (slash)
-            *slash = '\0';
+        if (!slash)
+            break;
+        *slash = '\0';
+        snprintf(buf, n, "%s/templates", exe);
+        if (access(buf, F_OK) == 0)
+            return;
     }
-    snprintf(buf, n, "%s/templates", exe);
+    snprintf(buf, n, "templates");
 }
 
 static int write_depfile(const char *depfile, const char *stamp, loaded *specs, int ns, const tmpl *t, int nt,

@@ -21,6 +21,7 @@ struct dsg_sandbox {
 
 static const char ENV_KEY[] = "dsagen.env";
 static const char ORIGIN_KEY[] = "dsagen.origin";
+static const char SNAPSHOT_KEY[] = "dsagen.snapshots";
 
 static void *limited_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
 {
@@ -117,6 +118,48 @@ static void run_file(lua_State *L, dsg_sandbox *sb, const char *path)
     lua_call(L, 0, 1);
 }
 
+/* Copies the table at idx, nested tables too (specs are small, and depth is bounded). */
+static void deep_copy(lua_State *L, int idx, int depth)
+{
+    luaL_checkstack(L, 4, "import: table too deep");
+    lua_newtable(L);
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+        lua_pushvalue(L, -2);
+        if (lua_istable(L, -2) && depth < 32)
+            deep_copy(L, lua_absindex(L, -2), depth + 1);
+        else
+            lua_pushvalue(L, -2);
+        lua_rawset(L, -5);
+        lua_pop(L, 1);
+    }
+}
+
+static int deep_equal(lua_State *L, int a, int b, int depth)
+{
+    if (lua_type(L, a) != lua_type(L, b))
+        return 0;
+    if (!lua_istable(L, a) || depth >= 32)
+        return lua_rawequal(L, a, b);
+    if (lua_rawlen(L, a) != lua_rawlen(L, b))
+        return 0;
+    for (int pass = 0; pass < 2; pass++) { /* every key of a in b, then every key of b in a */
+        int x = pass ? b : a, y = pass ? a : b;
+        lua_pushnil(L);
+        while (lua_next(L, x)) {
+            lua_pushvalue(L, -2);
+            lua_rawget(L, y);
+            int eq = pass ? !lua_isnil(L, -1) : deep_equal(L, lua_absindex(L, -2), lua_absindex(L, -1), depth + 1);
+            lua_pop(L, 2);
+            if (!eq) {
+                lua_pop(L, 1);
+                return 0;
+            }
+        }
+    }
+    return 1;
+}
+
 /* import("name.lua"): runs another file of the spec's folder (or a subfolder) in the same sandbox
  * and returns its table, so several specs can share one model geometry. */
 static int l_import(lua_State *L)
@@ -148,6 +191,22 @@ static int l_import(lua_State *L)
     lua_pushvalue(L, -2);
     lua_pushvalue(L, -4);
     lua_rawset(L, -3);
+    lua_pop(L, 1);
+    /* Remember a copy and where it was imported: an imported table must reach validation as its
+     * file wrote it, or errors would point at lines that do not hold the offending value. */
+    lua_Debug ar;
+    int line = lua_getstack(L, 1, &ar) && lua_getinfo(L, "Sl", &ar) ? ar.currentline : 0;
+    lua_getfield(L, LUA_REGISTRYINDEX, SNAPSHOT_KEY);
+    lua_createtable(L, 4, 0);
+    lua_pushvalue(L, -3);
+    lua_rawseti(L, -2, 1);
+    deep_copy(L, lua_absindex(L, -3), 0);
+    lua_rawseti(L, -2, 2);
+    lua_pushstring(L, path);
+    lua_rawseti(L, -2, 3);
+    lua_pushinteger(L, line);
+    lua_rawseti(L, -2, 4);
+    lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
     lua_pop(L, 1);
     return 1;
 }
@@ -242,6 +301,8 @@ static int setup(lua_State *L)
     lua_setfield(L, -2, "__mode");
     lua_setmetatable(L, -2);
     lua_setfield(L, LUA_REGISTRYINDEX, ORIGIN_KEY);
+    lua_newtable(L);
+    lua_setfield(L, LUA_REGISTRYINDEX, SNAPSHOT_KEY);
     return 0;
 }
 
@@ -318,6 +379,27 @@ int dsg_sandbox_run(dsg_sandbox *sb, const char *path, dsg_diag *d)
         lua_pop(L, 1);
         return -1;
     }
+    lua_getfield(L, LUA_REGISTRYINDEX, SNAPSHOT_KEY);
+    for (lua_Integer i = 1; i <= (lua_Integer)lua_rawlen(L, -1); i++) {
+        lua_rawgeti(L, -1, i);
+        lua_rawgeti(L, -1, 1);
+        lua_rawgeti(L, -2, 2);
+        int same = deep_equal(L, lua_absindex(L, -2), lua_absindex(L, -1), 0);
+        lua_pop(L, 2);
+        if (!same) {
+            lua_rawgeti(L, -1, 3);
+            lua_rawgeti(L, -2, 4);
+            dsg_error(d, path, (int)lua_tointeger(L, -1),
+                      "the table imported from %s is changed after import; imported tables are read-only "
+                      "(build a new table that copies the fields you keep)",
+                      lua_tostring(L, -2));
+            lua_pop(L, 4);
+            lua_pop(L, 1);
+            return -1;
+        }
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
     return 0;
 }
 

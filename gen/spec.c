@@ -192,8 +192,9 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-/* Rejects keys the schema does not know, in sorted order so messages are stable. */
-static void check_unknown(vctx *v, int idx, const field_t *fields, const where *w)
+/* Rejects keys the schema does not know, in sorted order so messages are stable. A field that an
+ * unknown key was taken for (a typo) is marked in suggested, so it is not reported missing too. */
+static void check_unknown(vctx *v, int idx, const field_t *fields, const where *w, unsigned long long *suggested)
 {
     lua_State *L = v->L;
     const char *keys[64];
@@ -218,6 +219,10 @@ static void check_unknown(vctx *v, int idx, const field_t *fields, const where *
     for (int i = 0; i < n; i++) {
         where c = child(w, keys[i], 0);
         const char *near = nearest(keys[i], fields);
+        if (near && suggested)
+            for (const field_t *f = fields; f->name; f++)
+                if (f->name == near)
+                    *suggested |= 1ull << (f - fields);
         if (near)
             dsg_error(v->d, w->file, line_of(v, &c), "%s%sunknown field '%s' (did you mean '%s'?)",
                       w->display, w->display[0] ? ": " : "", keys[i], near);
@@ -368,12 +373,13 @@ static void check_fields(vctx *v, int idx, const field_t *fields, char *base, co
 {
     lua_State *L = v->L;
     idx = lua_absindex(L, idx);
-    check_unknown(v, idx, fields, w);
+    unsigned long long suggested = 0;
+    check_unknown(v, idx, fields, w, &suggested);
     for (const field_t *f = fields; f->name && !dsg_too_many(v->d); f++) {
         where c = child(w, f->name, 0);
         lua_getfield(L, idx, f->name);
         if (lua_isnil(L, -1)) {
-            if (f->required)
+            if (f->required && !(suggested >> (f - fields) & 1))
                 err(v, w, "missing field '%s'", f->name);
         } else {
             check_value(v, -1, f, base, &c);
@@ -400,6 +406,9 @@ static void check_relations(vctx *v, const dsg_geometry *g, dsg_config *cfg, con
         err(v, &c, "interleave (%d) must divide the KV block size (%d)", cfg->interleave, g->block_size);
     }
     c = child(w, "cache_dtype", 0);
+    if (cfg->cache_dtype == DSG_CACHE_BF16 && g->kv_lora_rank % 16 != 0)
+        err(v, &c, "bf16 needs kv_lora_rank to be a multiple of 16 (16-byte vectors), but it is %d",
+            g->kv_lora_rank);
     if (cfg->cache_dtype == DSG_CACHE_FP8_DS_MLA && g->kv_lora_rank % 128 != 0)
         err(v, &c, "fp8_ds_mla needs kv_lora_rank to be a multiple of 128 (one fp32 scale per 128 values), "
                    "but it is %d", g->kv_lora_rank);
@@ -422,10 +431,6 @@ static void check_geometry_relations(vctx *v, const dsg_geometry *g, const where
     if (g->q_lora_rank % 8 != 0) {
         c = child(gw, "q_lora_rank", 0);
         err(v, &c, "must be a multiple of 8 (16-byte bf16 vectors), got %d", g->q_lora_rank);
-    }
-    if (g->kv_lora_rank % 16 != 0) {
-        c = child(gw, "kv_lora_rank", 0);
-        err(v, &c, "must be a multiple of 16, got %d", g->kv_lora_rank);
     }
     where iw = child(gw, "indexer", 0);
     if (g->idx_head_dim & (g->idx_head_dim - 1)) {
@@ -538,12 +543,15 @@ int dsg_spec_validate(dsg_spec *spec, dsg_sandbox *sb, dsg_trusted *t, dsg_diag 
         return -1;
     }
     root = enter(&v, idx, &root);
-    check_unknown(&v, idx, top_fields, &root);
-    check_model(&v, idx, &root);
+    unsigned long long typo = 0; /* a misspelt top-level field is reported once, not also as missing */
+    check_unknown(&v, idx, top_fields, &root, &typo);
+    if (!(typo & 1))
+        check_model(&v, idx, &root);
     where gw = child(&root, "geometry", 0);
     lua_getfield(L, idx, "geometry");
     if (lua_isnil(L, -1)) {
-        err(&v, &root, "missing field 'geometry'");
+        if (!(typo & 2))
+            err(&v, &root, "missing field 'geometry'");
     } else {
         check_value(&v, -1, &top_fields[1], (char *)&spec->g, &gw);
         if (d->errors == before) {
@@ -552,7 +560,8 @@ int dsg_spec_validate(dsg_spec *spec, dsg_sandbox *sb, dsg_trusted *t, dsg_diag 
         }
     }
     lua_pop(L, 1);
-    check_configs(&v, idx, &root);
+    if (!(typo & 4))
+        check_configs(&v, idx, &root);
     if (d->errors != before)
         return -1;
 

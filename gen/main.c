@@ -294,7 +294,7 @@ static void default_templates(char *buf, size_t n)
 }
 
 static int write_depfile(const char *depfile, const char *stamp, loaded *specs, int ns, const tmpl *t, int nt,
-                         dsg_diag *d)
+                         const char *templates_dir, dsg_diag *d)
 {
     size_t cap = 4096, len = 0;
     char *buf = malloc(cap);
@@ -320,6 +320,7 @@ static int write_depfile(const char *depfile, const char *stamp, loaded *specs, 
             APPEND(" \\\n  %s", dsg_sandbox_source(specs[i].sb, k)->path);
     for (int i = 0; i < nt; i++)
         APPEND(" \\\n  %s", t[i].path);
+    APPEND(" \\\n  %s", templates_dir); /* its mtime changes when a template is added or removed */
     APPEND("\n");
 #undef APPEND
     dsg_outset o = {0};
@@ -421,7 +422,7 @@ int main(int argc, char **argv)
     int written = 0;
     if (dsg_out_commit(&o, &written, &d) != 0)
         goto done;
-    if (depfile && write_depfile(depfile, stamp, ls, nspecs, t, nt, &d) != 0)
+    if (depfile && write_depfile(depfile, stamp, ls, nspecs, t, nt, templates, &d) != 0)
         goto done;
     rc = 0;
 done:

@@ -1,0 +1,128 @@
+// Device building blocks of dsagen's kernels: bf16 / e4m3 / e2m1 conversions (round to nearest
+// even, saturating, like the CPU reference in tests/ref), power-of-two scales, warp and block
+// reductions. Hand-written; included by the generated kernels. No toolkit headers: a deploy
+// machine's NVRTC needs nothing but what the runtime embeds.
+#pragma once
+#include "dsa_abi.h"
+
+namespace dsa {
+
+__device__ __forceinline__ float bf16_to_float(uint16_t b) { return __uint_as_float((uint32_t)b << 16); }
+
+__device__ __forceinline__ uint16_t float_to_bf16(float x)
+{
+    uint32_t u = __float_as_uint(x);
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return 0x7fc0;
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+// Two floats to two e4m3 bytes, hardware round-to-nearest-even with saturation to +-448 (sm_89+).
+// Returns lo in bits 0-7 and hi in bits 8-15.
+__device__ __forceinline__ uint32_t e4m3x2(float lo, float hi)
+{
+    unsigned short r;
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+
+__device__ __forceinline__ uint8_t e4m3(float x) { return (uint8_t)(e4m3x2(x, 0.0f) & 0xff); }
+
+__device__ __forceinline__ float e4m3_to_float(uint8_t b)
+{
+    int e = (b >> 3) & 0xf, m = b & 7;
+    float v = e == 0 ? (float)m * 0x1p-9f : __uint_as_float((uint32_t)(e + 120) << 23 | (uint32_t)m << 20);
+    if (e == 15 && m == 7)
+        v = __uint_as_float(0x7fc00000u);
+    return (b & 0x80) ? -v : v;
+}
+
+// e2m1 (magnitudes 0 .5 1 1.5 2 3 4 6), round to nearest even, saturating. sm_90 has no
+// conversion instruction: count the rounding thresholds passed (ties go to the even code).
+__device__ __forceinline__ uint32_t e2m1(float x)
+{
+    float a = fabsf(x);
+    uint32_t c = (a > 0.25f) + (a >= 0.75f) + (a > 1.25f) + (a >= 1.75f) + (a > 2.5f) + (a >= 3.5f) + (a > 5.0f);
+    return c | (x < 0.0f ? 8u : 0u);
+}
+
+// 2^ceil(log2 x) for a positive normal x.
+__device__ __forceinline__ float pow2_ceil(float x)
+{
+    uint32_t u = __float_as_uint(x);
+    if (u & 0x7fffffu)
+        u = (u & 0x7f800000u) + 0x800000u;
+    return __uint_as_float(u);
+}
+
+// nvfp4 block scale: max(amax / 6, 2^-9) to e4m3, one code up if rounding fell below.
+__device__ __forceinline__ uint8_t nvfp4_block_scale(float amax)
+{
+    float want = fmaxf(__fdiv_rn(amax, 6.0f), 0x1p-9f);
+    uint8_t code = e4m3(want);
+    if (e4m3_to_float(code) < want && code < 0x7e)
+        code++;
+    return code;
+}
+
+template <int Width = 32> __device__ __forceinline__ float group_sum(float v)
+{
+#pragma unroll
+    for (int o = Width / 2; o > 0; o /= 2)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+template <int Width = 32> __device__ __forceinline__ float group_max(float v)
+{
+#pragma unroll
+    for (int o = Width / 2; o > 0; o /= 2)
+        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+// Sum over the whole block; every thread gets the result. scratch: one float per warp + 1.
+template <int Threads> __device__ __forceinline__ float block_sum(float v, float *scratch)
+{
+    v = group_sum(v);
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (lane == 0)
+        scratch[warp] = v;
+    __syncthreads();
+    if (warp == 0) {
+        float s = lane < Threads / 32 ? scratch[lane] : 0.0f;
+        s = group_sum(s);
+        if (lane == 0)
+            scratch[Threads / 32] = s;
+    }
+    __syncthreads();
+    return scratch[Threads / 32];
+}
+
+// 8 bf16 (16 bytes) to floats and back.
+struct bf16x8 {
+    uint4 raw;
+    __device__ __forceinline__ void to_float(float (&f)[8]) const
+    {
+        const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            f[2 * i] = __uint_as_float(w[i] << 16);
+            f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+        }
+    }
+    __device__ __forceinline__ static uint4 from_float(const float (&f)[8])
+    {
+        uint32_t w[4];
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            w[i] = (uint32_t)float_to_bf16(f[2 * i]) | (uint32_t)float_to_bf16(f[2 * i + 1]) << 16;
+        return make_uint4(w[0], w[1], w[2], w[3]);
+    }
+};
+
+__device__ __forceinline__ uint4 load16(const void *p) { return *reinterpret_cast<const uint4 *>(p); }
+__device__ __forceinline__ void store16(void *p, uint4 v) { *reinterpret_cast<uint4 *>(p) = v; }
+
+} // namespace dsa

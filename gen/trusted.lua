@@ -124,6 +124,7 @@ local function strict(t, where)
   end
   return setmetatable(t, {
     __index = function(_, key)
+      if math.type(key) == "integer" then return nil end -- the end of a list, as ipairs reads it
       error({ undefined = where == "" and tostring(key) or where .. "." .. tostring(key),
               name = tostring(key) }, 2)
     end,

@@ -1,0 +1,323 @@
+/* libdsa contexts: creation (configuration lookup, JIT, rope tables), errors, and the per-layer
+ * calls, which only check arguments and enqueue launches. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "kernels/dsa_abi.h"
+
+static _Thread_local char thread_err[DSA_ERRLEN];
+
+const char *dsa_strerror(dsa_result_t r)
+{
+    switch (r) {
+    case DSA_SUCCESS: return "success";
+    case DSA_ERROR_INVALID_ARGUMENT: return "invalid argument";
+    case DSA_ERROR_CUDA: return "CUDA error";
+    case DSA_ERROR_NVRTC: return "NVRTC compilation error";
+    case DSA_ERROR_NCCL: return "NCCL error";
+    case DSA_ERROR_OUT_OF_MEMORY: return "out of memory";
+    case DSA_ERROR_CACHE: return "JIT cache error";
+    case DSA_ERROR_UNSUPPORTED: return "unsupported";
+    case DSA_ERROR_INTERNAL: return "internal error";
+    }
+    return "unknown result code";
+}
+
+const char *dsa_last_error(dsa_ctx_t ctx)
+{
+    return ctx ? ctx->err : thread_err;
+}
+
+dsa_result_t dsa_fail(dsa_ctx_t ctx, dsa_result_t r, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ctx ? ctx->err : thread_err, DSA_ERRLEN, fmt, ap);
+    va_end(ap);
+    if (ctx)
+        memcpy(thread_err, ctx->err, DSA_ERRLEN);
+    return r;
+}
+
+void dsa_log(const dsa_ctx_t ctx, int level, const char *fmt, ...)
+{
+    if (ctx && ctx->opts.log_level < level)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    fputs(level == DSA_LOG_WARN ? "dsa: warning: " : "dsa: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+const char *const *dsa_configs(void)
+{
+    static const char *names[256];
+    if (!names[0]) {
+        int n = 0;
+        for (const dsa_plan_t *const *p = dsa_registry; *p && n < 255; p++)
+            names[n++] = (*p)->name;
+        names[n] = NULL;
+    }
+    return names;
+}
+
+void dsa_ctx_destroy(dsa_ctx_t ctx)
+{
+    if (!ctx)
+        return;
+    if (ctx->cu) {
+        cuCtxPushCurrent(ctx->cu);
+        for (int i = 0; ctx->kernels && i < ctx->plan->nkernels; i++)
+            if (ctx->kernels[i].module)
+                cuModuleUnload(ctx->kernels[i].module);
+        if (ctx->rope_cos)
+            cuMemFree(ctx->rope_cos);
+        if (ctx->rope_sin)
+            cuMemFree(ctx->rope_sin);
+        if (ctx->rejected)
+            cuMemFree(ctx->rejected);
+        CUcontext dummy;
+        cuCtxPopCurrent(&dummy);
+        cuDevicePrimaryCtxRelease(ctx->dev);
+    }
+    free(ctx->kernels);
+    free(ctx->info);
+    free(ctx);
+}
+
+dsa_result_t dsa_ctx_create(const char *config, const dsa_options_t *opts, dsa_ctx_t *out)
+{
+    dsa_result_t rc = DSA_SUCCESS;
+    dsa_ctx_t ctx = NULL;
+    float *cos_h = NULL, *sin_h = NULL;
+    int pushed = 0;
+    thread_err[0] = '\0';
+    if (!out)
+        return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT, "dsa_ctx_create: ctx (argument 3) is NULL");
+    *out = NULL;
+    if (!config)
+        return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT, "dsa_ctx_create: config (argument 1) is NULL");
+    if (opts && opts->size < sizeof(dsa_options_t))
+        return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT,
+                        "dsa_ctx_create: opts->size is %zu, expected %zu (initialise with DSA_OPTIONS_INIT)",
+                        opts->size, sizeof(dsa_options_t));
+    const dsa_plan_t *plan = NULL;
+    for (const dsa_plan_t *const *p = dsa_registry; *p; p++)
+        if (strcmp((*p)->name, config) == 0)
+            plan = *p;
+    if (!plan)
+        return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT,
+                        "dsa_ctx_create: no configuration named '%s' in this library (dsa_configs() lists them)",
+                        config);
+    if (plan->abi != DSA_PLAN_ABI)
+        return dsa_fail(NULL, DSA_ERROR_INTERNAL, "configuration %s was generated for plan ABI %d, runtime has %d",
+                        config, plan->abi, DSA_PLAN_ABI);
+    dsa_options_t o = DSA_OPTIONS_INIT;
+    if (opts)
+        o = *opts;
+    if (o.max_tokens <= 0)
+        return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT, "dsa_ctx_create: opts->max_tokens is %lld, must be > 0",
+                        (long long)o.max_tokens);
+    if (o.max_tokens > 0x7fffffff)
+        return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT,
+                        "dsa_ctx_create: opts->max_tokens is %lld, at most 2^31-1 per launch", (long long)o.max_tokens);
+
+    ctx = calloc(1, sizeof *ctx);
+    if (!ctx)
+        return dsa_fail(NULL, DSA_ERROR_OUT_OF_MEMORY, "dsa_ctx_create: out of host memory");
+    ctx->plan = plan;
+    ctx->opts = o;
+    snprintf(ctx->target, sizeof ctx->target, "%s", o.target ? o.target : plan->targets[0]);
+    ctx->kernels = calloc((size_t)plan->nkernels, sizeof *ctx->kernels);
+    ctx->info = calloc((size_t)plan->nkernels, sizeof *ctx->info);
+    if (!ctx->kernels || !ctx->info) {
+        rc = dsa_fail(ctx, DSA_ERROR_OUT_OF_MEMORY, "dsa_ctx_create: out of host memory");
+        goto fail;
+    }
+    CUresult init = cuInit(0);
+    if (init == CUDA_ERROR_NO_DEVICE || init == CUDA_ERROR_STUB_LIBRARY) {
+        rc = dsa_fail(ctx, DSA_ERROR_CUDA, "dsa_ctx_create: no usable CUDA device (cuInit returned %d)", (int)init);
+        goto fail;
+    }
+    CU_CHECK(ctx, init);
+    int count = 0;
+    CU_CHECK(ctx, cuDeviceGetCount(&count));
+    if (o.device < 0 || o.device >= count) {
+        rc = dsa_fail(ctx, DSA_ERROR_INVALID_ARGUMENT, "dsa_ctx_create: opts->device is %d, this machine has %d", o.device,
+                      count);
+        goto fail;
+    }
+    CU_CHECK(ctx, cuDeviceGet(&ctx->dev, o.device));
+    int major = 0;
+    CU_CHECK(ctx, cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, ctx->dev));
+    if (strncmp(ctx->target, "sm_90", 5) == 0 && major != 9) {
+        rc = dsa_fail(ctx, DSA_ERROR_UNSUPPORTED, "configuration %s targets %s; device %d has compute capability %d.x",
+                      plan->name, ctx->target, o.device, major);
+        goto fail;
+    }
+    CU_CHECK(ctx, cuDevicePrimaryCtxRetain(&ctx->cu, ctx->dev));
+    CU_CHECK(ctx, cuCtxPushCurrent(ctx->cu));
+    pushed = 1;
+
+    rc = dsa_jit_load(ctx);
+    if (rc != DSA_SUCCESS)
+        goto fail;
+
+    size_t n = (size_t)plan->max_positions * (size_t)(plan->qk_rope_dim / 2);
+    cos_h = malloc(n * sizeof *cos_h);
+    sin_h = malloc(n * sizeof *sin_h);
+    if (!cos_h || !sin_h) {
+        rc = dsa_fail(ctx, DSA_ERROR_OUT_OF_MEMORY, "dsa_ctx_create: out of host memory for the rope table");
+        goto fail;
+    }
+    dsa_rope_table(plan, cos_h, sin_h);
+    CU_CHECK(ctx, cuMemAlloc(&ctx->rope_cos, n * sizeof *cos_h));
+    CU_CHECK(ctx, cuMemAlloc(&ctx->rope_sin, n * sizeof *sin_h));
+    CU_CHECK(ctx, cuMemcpyHtoD(ctx->rope_cos, cos_h, n * sizeof *cos_h));
+    CU_CHECK(ctx, cuMemcpyHtoD(ctx->rope_sin, sin_h, n * sizeof *sin_h));
+    CU_CHECK(ctx, cuMemAlloc(&ctx->rejected, 2 * sizeof(uint64_t)));
+    CU_CHECK(ctx, cuMemsetD8(ctx->rejected, 0, 2 * sizeof(uint64_t)));
+    free(cos_h);
+    free(sin_h);
+    CUcontext popped;
+    cuCtxPopCurrent(&popped);
+    *out = ctx;
+    return DSA_SUCCESS;
+fail:
+    free(cos_h);
+    free(sin_h);
+    if (pushed) {
+        CUcontext dummy;
+        cuCtxPopCurrent(&dummy);
+    }
+    if (ctx)
+        memcpy(thread_err, ctx->err, DSA_ERRLEN);
+    dsa_ctx_destroy(ctx);
+    return rc;
+}
+
+int dsa_ctx_kernels(dsa_ctx_t ctx, const dsa_kernel_info_t **info)
+{
+    if (!ctx || !info)
+        return 0;
+    *info = ctx->info;
+    return ctx->plan->nkernels;
+}
+
+static int misaligned(const void *p)
+{
+    return ((uintptr_t)p & 15u) != 0;
+}
+
+#define ARG_FAIL(...) dsa_fail(ctx, DSA_ERROR_INVALID_ARGUMENT, "dsa_prologue: " __VA_ARGS__)
+
+dsa_result_t dsa_prologue(dsa_ctx_t ctx, const dsa_prologue_args_t *a, void *stream)
+{
+    if (!ctx)
+        return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT, "dsa_prologue: ctx is NULL");
+    if (!a)
+        return ARG_FAIL("args is NULL");
+    if (a->size < sizeof *a)
+        return ARG_FAIL("args->size is %zu, expected %zu", a->size, sizeof *a);
+    const dsa_plan_t *p = ctx->plan;
+    if (a->num_tokens < 0)
+        return ARG_FAIL("args->num_tokens is %lld, must be >= 0", (long long)a->num_tokens);
+    if (a->num_tokens == 0)
+        return DSA_SUCCESS;
+    const struct {
+        const void *ptr;
+        const char *name;
+        int vec;
+    } need[] = {{a->q_c, "q_c", 1},           {a->q_c_out, "q_c_out", 1},   {a->kv, "kv", 1},
+                {a->positions, "positions", 0}, {a->slot_mapping, "slot_mapping", 0},
+                {a->q_norm_w, "q_norm_w", 1},   {a->kv_norm_w, "kv_norm_w", 1}, {a->kv_cache, "kv_cache", 0}};
+    for (size_t i = 0; i < sizeof need / sizeof need[0]; i++) {
+        if (!need[i].ptr)
+            return ARG_FAIL("args->%s is NULL", need[i].name);
+        if (need[i].vec && misaligned(need[i].ptr))
+            return ARG_FAIL("args->%s is not 16-byte aligned", need[i].name);
+    }
+    if (a->idx_k && (!a->idx_norm_w || !a->idx_norm_b || !a->idx_cache))
+        return ARG_FAIL("args->idx_k is given, so args->%s must be too",
+                        !a->idx_norm_w ? "idx_norm_w" : !a->idx_norm_b ? "idx_norm_b" : "idx_cache");
+    if (a->clear_topk && !a->topk)
+        return ARG_FAIL("args->clear_topk is set but args->topk is NULL");
+    if (a->num_cache_blocks <= 0)
+        return ARG_FAIL("args->num_cache_blocks is %lld, must be > 0", (long long)a->num_cache_blocks);
+    int64_t kv_w = p->kv_lora_rank + p->qk_rope_dim;
+    int64_t qs = a->q_c_stride ? a->q_c_stride : p->q_lora_rank, ks = a->kv_stride ? a->kv_stride : kv_w,
+            is = a->idx_k_stride ? a->idx_k_stride : p->idx_head_dim;
+    if (qs < p->q_lora_rank || qs % 8)
+        return ARG_FAIL("args->q_c_stride is %lld: at least %d and a multiple of 8", (long long)qs, p->q_lora_rank);
+    if (ks < kv_w || ks % 8)
+        return ARG_FAIL("args->kv_stride is %lld: at least %lld and a multiple of 8", (long long)ks, (long long)kv_w);
+    if (a->idx_k && is < p->idx_head_dim)
+        return ARG_FAIL("args->idx_k_stride is %lld: at least %d", (long long)is, p->idx_head_dim);
+
+    dsa_prologue_params k = {0};
+    k.idx_norm_w = a->idx_norm_w;
+    k.idx_norm_b = a->idx_norm_b;
+    k.q_norm_w = a->q_norm_w;
+    k.kv_norm_w = a->kv_norm_w;
+    k.rope_cos = (const float *)(uintptr_t)ctx->rope_cos;
+    k.rope_sin = (const float *)(uintptr_t)ctx->rope_sin;
+    k.kv_cache = a->kv_cache;
+    k.idx_cache = a->idx_cache;
+    k.rejected = (unsigned long long *)(uintptr_t)ctx->rejected;
+    k.num_slots = a->num_cache_blocks * p->block_size;
+    k.q_c_stride = qs;
+    k.kv_stride = ks;
+    k.idx_k_stride = is;
+    k.clear_topk = a->clear_topk && a->topk;
+    CUresult pr = cuCtxPushCurrent(ctx->cu);
+    if (pr != CUDA_SUCCESS)
+        return dsa_fail(ctx, DSA_ERROR_CUDA, "dsa_prologue: cannot make the context current (%d)", (int)pr);
+    /* A call larger than max_tokens runs as several launches, never truncated. */
+    for (int64_t t0 = 0; t0 < a->num_tokens; t0 += ctx->opts.max_tokens) {
+        int64_t n = a->num_tokens - t0 < ctx->opts.max_tokens ? a->num_tokens - t0 : ctx->opts.max_tokens;
+        k.q_c = (const uint16_t *)a->q_c + t0 * qs;
+        k.q_c_out = (uint16_t *)a->q_c_out + t0 * p->q_lora_rank;
+        k.kv = (const uint16_t *)a->kv + t0 * ks;
+        k.idx_k = a->idx_k ? (const uint16_t *)a->idx_k + t0 * is : NULL;
+        k.positions = a->positions + t0;
+        k.slot_mapping = a->slot_mapping + t0;
+        k.topk = a->topk ? a->topk + t0 * p->idx_topk : NULL;
+        k.num_tokens = (int32_t)n;
+        void *params[] = {&k};
+        CUresult r = cuLaunchKernel(ctx->kernels[0].fn, (unsigned)n, 1, 1, ctx->plan->kernels[0].threads, 1, 1, 0,
+                                    (CUstream)stream, params, NULL);
+        if (r != CUDA_SUCCESS) {
+            const char *s = "?";
+            CUcontext dummy;
+            cuGetErrorString(r, &s);
+            cuCtxPopCurrent(&dummy);
+            return dsa_fail(ctx, DSA_ERROR_CUDA, "dsa_prologue: launch of %s failed: %s", ctx->plan->kernels[0].entry,
+                            s);
+        }
+    }
+    CUcontext dummy;
+    cuCtxPopCurrent(&dummy);
+    return DSA_SUCCESS;
+}
+
+dsa_result_t dsa_take_rejected(dsa_ctx_t ctx, uint64_t counts[2])
+{
+    dsa_result_t rc = DSA_SUCCESS;
+    if (!ctx)
+        return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT, "dsa_take_rejected: ctx is NULL");
+    if (!counts)
+        return dsa_fail(ctx, DSA_ERROR_INVALID_ARGUMENT, "dsa_take_rejected: counts is NULL");
+    CU_CHECK(ctx, cuCtxPushCurrent(ctx->cu));
+    CU_CHECK(ctx, cuCtxSynchronize());
+    CU_CHECK(ctx, cuMemcpyDtoH(counts, ctx->rejected, 2 * sizeof(uint64_t)));
+    CU_CHECK(ctx, cuMemsetD8(ctx->rejected, 0, 2 * sizeof(uint64_t)));
+fail:;
+    CUcontext dummy;
+    cuCtxPopCurrent(&dummy);
+    return rc;
+}

@@ -1,0 +1,349 @@
+/* JIT: NVRTC compiles each kernel of a configuration for the device (in parallel threads), with a
+ * disk cache of cubins keyed by the SHA-256 of everything that changes the code. Cache entries are
+ * written to a temporary file and renamed; each carries the SHA-256 of its payload, so a truncated
+ * or corrupt entry is detected on load, reported, and rebuilt. */
+#include <errno.h>
+#include <nvrtc.h>
+#include <openssl/evp.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+#define CACHE_MAGIC "DSACUBIN1\n"
+#define MAGIC_LEN 10
+
+typedef struct job {
+    dsa_ctx_t ctx;
+    const dsa_kernel_desc_t *k;
+    const char *headers[4];
+    const char *names[4];
+    char opts_arch[64];
+    const char *opts[4];
+    int nopts;
+    unsigned char key[32];
+    char path[4096];
+    char *cubin;
+    size_t cubin_len;
+    dsa_kernel_info_t info;
+    dsa_result_t rc;
+    char *err; /* malloc'd message when rc != success */
+} job_t;
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static void sha256(const void *a, size_t alen, unsigned char out[32])
+{
+    unsigned n = 32;
+    EVP_Digest(a, alen, out, &n, EVP_sha256(), NULL);
+}
+
+static void hex(const unsigned char *b, int n, char *out)
+{
+    for (int i = 0; i < n; i++)
+        snprintf(out + 2 * i, 3, "%02x", b[i]);
+}
+
+static __attribute__((format(printf, 2, 3))) void job_fail(job_t *j, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char *m = malloc(DSA_ERRLEN);
+    if (m)
+        vsnprintf(m, DSA_ERRLEN, fmt, ap);
+    va_end(ap);
+    free(j->err);
+    j->err = m;
+}
+
+/* The key: source, every header with its name, options, target and NVRTC version. */
+static void make_key(job_t *j, int nheaders)
+{
+    EVP_MD_CTX *h = EVP_MD_CTX_new();
+    EVP_DigestInit_ex(h, EVP_sha256(), NULL);
+    int major = 0, minor = 0;
+    nvrtcVersion(&major, &minor);
+    char ver[64];
+    snprintf(ver, sizeof ver, "nvrtc %d.%d\n", major, minor);
+    EVP_DigestUpdate(h, ver, strlen(ver));
+    EVP_DigestUpdate(h, j->k->source.text, *j->k->source.len);
+    for (int i = 0; i < nheaders; i++) {
+        EVP_DigestUpdate(h, j->names[i], strlen(j->names[i]) + 1);
+        EVP_DigestUpdate(h, j->headers[i], strlen(j->headers[i]) + 1);
+    }
+    for (int i = 0; i < j->nopts; i++)
+        EVP_DigestUpdate(h, j->opts[i], strlen(j->opts[i]) + 1);
+    unsigned n = 32;
+    EVP_DigestFinal_ex(h, j->key, &n);
+    EVP_MD_CTX_free(h);
+}
+
+/* A verified cache entry, or NULL (missing: silently; damaged: reported, then rebuilt). */
+static char *cache_load(job_t *j, size_t *len)
+{
+    FILE *f = fopen(j->path, "rb");
+    if (!f)
+        return NULL;
+    char head[MAGIC_LEN + 32 + 8];
+    char *payload = NULL;
+    const char *why = NULL;
+    uint64_t n = 0;
+    if (fread(head, 1, sizeof head, f) != sizeof head || memcmp(head, CACHE_MAGIC, MAGIC_LEN) != 0) {
+        why = "bad header";
+    } else {
+        memcpy(&n, head + MAGIC_LEN + 32, 8);
+        payload = n <= ((uint64_t)1 << 30) ? malloc(n ? n : 1) : NULL;
+        if (!payload || fread(payload, 1, n, f) != n || fgetc(f) != EOF) {
+            why = "truncated or too long";
+        } else {
+            unsigned char h[32];
+            sha256(payload, n, h);
+            if (memcmp(h, head + MAGIC_LEN, 32) != 0)
+                why = "checksum mismatch";
+        }
+    }
+    fclose(f);
+    if (why) {
+        free(payload);
+        dsa_log(j->ctx, DSA_LOG_WARN, "JIT cache entry %s is damaged (%s): removed, recompiling", j->path, why);
+        unlink(j->path);
+        return NULL;
+    }
+    *len = n;
+    return payload;
+}
+
+static void cache_store(job_t *j)
+{
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%lu", j->path, (long)getpid(), (unsigned long)pthread_self());
+    FILE *f = fopen(tmp, "wb");
+    unsigned char h[32];
+    sha256(j->cubin, j->cubin_len, h);
+    uint64_t n = j->cubin_len;
+    int ok = f && fwrite(CACHE_MAGIC, 1, MAGIC_LEN, f) == MAGIC_LEN && fwrite(h, 1, 32, f) == 32 &&
+             fwrite(&n, 1, 8, f) == 8 && fwrite(j->cubin, 1, n, f) == n;
+    if (f && fclose(f) != 0)
+        ok = 0;
+    if (!ok || rename(tmp, j->path) != 0) {
+        dsa_log(j->ctx, DSA_LOG_WARN, "cannot write JIT cache entry %s: %s (continuing without it)", j->path,
+                strerror(errno));
+        unlink(tmp);
+    }
+}
+
+/* Reads "ptxas info" lines of the NVRTC log: registers, spills, shared memory. */
+static void parse_ptxas(const char *log, dsa_kernel_info_t *info)
+{
+    const char *p;
+    if ((p = strstr(log, "Used ")))
+        info->registers = atoi(p + 5);
+    if ((p = strstr(log, "bytes spill stores")))
+        for (const char *q = p; q > log; q--)
+            if (q[-1] == ',' || q[-1] == ':') {
+                info->spill_bytes = atoi(q);
+                break;
+            }
+    if ((p = strstr(log, "registers, ")) && strstr(p, "bytes smem")) {
+        const char *s = strstr(p, "bytes smem");
+        while (s > p && (s[-1] == ' ' || (s[-1] >= '0' && s[-1] <= '9')))
+            s--;
+        info->shared_bytes = atoi(s);
+    }
+}
+
+/* The NVRTC log with numbered source lines around each error location "file(line): error". */
+static void explain_failure(job_t *j, const char *log)
+{
+    size_t cap = DSA_ERRLEN, len = 0;
+    char *m = malloc(cap);
+    if (!m)
+        return;
+    len += (size_t)snprintf(m + len, cap - len, "kernel %s (%s) of %s did not compile\noptions:", j->k->name,
+                            j->k->source.name, j->ctx->plan->name);
+    for (int i = 0; i < j->nopts && len < cap; i++)
+        len += (size_t)snprintf(m + len, cap - len, " %s", j->opts[i]);
+    if (len < cap)
+        len += (size_t)snprintf(m + len, cap - len, "\nNVRTC log:\n%s", log);
+    const char *e = strstr(log, "): error");
+    if (e && len < cap) {
+        const char *open = e;
+        while (open > log && *open != '(')
+            open--;
+        int line = atoi(open + 1);
+        const char *name = open;
+        while (name > log && name[-1] != '\n')
+            name--;
+        const char *text = j->k->source.text;
+        for (int i = 0; i < 4; i++)
+            if (j->names[i] && strncmp(name, j->names[i], strlen(j->names[i])) == 0)
+                text = j->headers[i];
+        len += (size_t)snprintf(m + len, cap - len, "source around %.*s:%d:\n", (int)(open - name), name, line);
+        int n = 1;
+        for (const char *s = text; *s && len < cap; n++) {
+            const char *nl = strchr(s, '\n');
+            int l = nl ? (int)(nl - s) : (int)strlen(s);
+            if (n >= line - 3 && n <= line + 3)
+                len += (size_t)snprintf(m + len, cap - len, "%s%5d | %.*s\n", n == line ? ">" : " ", n, l, s);
+            s += l + (nl ? 1 : 0);
+        }
+    }
+    free(j->err);
+    j->err = m;
+}
+
+static void *compile_job(void *arg)
+{
+    job_t *j = arg;
+    double t0 = now_ms();
+    nvrtcProgram prog = NULL;
+    char *log = NULL;
+    nvrtcResult r = nvrtcCreateProgram(&prog, j->k->source.text, j->k->source.name, 4, j->headers, j->names);
+    if (r != NVRTC_SUCCESS) {
+        j->rc = DSA_ERROR_NVRTC;
+        job_fail(j, "nvrtcCreateProgram for kernel %s failed: %s", j->k->name, nvrtcGetErrorString(r));
+        return NULL;
+    }
+    nvrtcResult cr = nvrtcCompileProgram(prog, j->nopts, j->opts);
+    size_t loglen = 0;
+    nvrtcGetProgramLogSize(prog, &loglen);
+    log = malloc(loglen + 1);
+    if (log) {
+        log[0] = '\0';
+        nvrtcGetProgramLog(prog, log);
+    }
+    if (cr != NVRTC_SUCCESS) {
+        j->rc = DSA_ERROR_NVRTC;
+        explain_failure(j, log ? log : "(no log)");
+    } else {
+        if (log)
+            parse_ptxas(log, &j->info);
+        size_t n = 0;
+        nvrtcGetCUBINSize(prog, &n);
+        j->cubin = malloc(n ? n : 1);
+        if (!j->cubin || nvrtcGetCUBIN(prog, j->cubin) != NVRTC_SUCCESS) {
+            j->rc = j->cubin ? DSA_ERROR_NVRTC : DSA_ERROR_OUT_OF_MEMORY;
+            job_fail(j, "cannot get the cubin of kernel %s", j->k->name);
+        } else {
+            j->cubin_len = n;
+        }
+    }
+    free(log);
+    nvrtcDestroyProgram(&prog);
+    j->info.compile_ms = now_ms() - t0;
+    return NULL;
+}
+
+static int make_dirs(const char *dir)
+{
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", dir);
+    for (char *p = buf + 1;; p++) {
+        if (*p == '/' || *p == '\0') {
+            char c = *p;
+            *p = '\0';
+            if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+                return -1;
+            if (!c)
+                break;
+            *p = c;
+        }
+    }
+    return access(dir, W_OK) == 0 ? 0 : -1;
+}
+
+dsa_result_t dsa_jit_load(dsa_ctx_t ctx)
+{
+    const dsa_plan_t *plan = ctx->plan;
+    dsa_result_t rc = DSA_SUCCESS;
+    job_t *jobs = calloc((size_t)plan->nkernels, sizeof *jobs);
+    pthread_t *th = calloc((size_t)plan->nkernels, sizeof *th);
+    int *started = calloc((size_t)plan->nkernels, sizeof *started);
+    if (!jobs || !th || !started) {
+        rc = dsa_fail(ctx, DSA_ERROR_OUT_OF_MEMORY, "out of host memory");
+        goto fail;
+    }
+    char dir[4096] = "";
+    const char *cd = ctx->opts.cache_dir ? ctx->opts.cache_dir : getenv("DSA_CACHE_DIR");
+    if (!cd && getenv("HOME"))
+        snprintf(dir, sizeof dir, "%s/.cache/dsagen", getenv("HOME"));
+    else if (cd)
+        snprintf(dir, sizeof dir, "%s", cd);
+    if (dir[0] && make_dirs(dir) != 0) {
+        dsa_log(ctx, DSA_LOG_WARN, "JIT cache folder %s is not writable (%s): compiling in memory", dir,
+                strerror(errno));
+        dir[0] = '\0';
+    }
+
+    for (int i = 0; i < plan->nkernels; i++) {
+        job_t *j = &jobs[i];
+        j->ctx = ctx;
+        j->k = &plan->kernels[i];
+        j->info.name = j->k->name;
+        const char *h[4] = {plan->config_h.text, dsa_hdr_abi, dsa_hdr_numerics, dsa_hdr_prologue};
+        const char *n[4] = {"config.h", "dsa_abi.h", "dsa_numerics.cuh", "dsa_prologue.cuh"};
+        memcpy(j->headers, h, sizeof h);
+        memcpy(j->names, n, sizeof n);
+        snprintf(j->opts_arch, sizeof j->opts_arch, "--gpu-architecture=%s", ctx->target);
+        j->opts[0] = j->opts_arch;
+        j->opts[1] = "-std=c++17";
+        j->opts[2] = "--ptxas-options=-v";
+        j->nopts = 3;
+        make_key(j, 4);
+        char key[65];
+        hex(j->key, 32, key);
+        if (dir[0]) {
+            snprintf(j->path, sizeof j->path, "%s/%s.%s.%s.%.16s.cubin", dir, plan->name, j->k->name, ctx->target, key);
+            double t0 = now_ms();
+            j->cubin = cache_load(j, &j->cubin_len);
+            if (j->cubin) {
+                j->info.from_cache = 1;
+                j->info.compile_ms = now_ms() - t0;
+                continue;
+            }
+        }
+        started[i] = pthread_create(&th[i], NULL, compile_job, j) == 0;
+        if (!started[i])
+            compile_job(j);
+    }
+    for (int i = 0; i < plan->nkernels; i++)
+        if (started[i])
+            pthread_join(th[i], NULL);
+    for (int i = 0; i < plan->nkernels; i++) {
+        job_t *j = &jobs[i];
+        if (j->rc != DSA_SUCCESS) {
+            rc = dsa_fail(ctx, j->rc, "%s", j->err ? j->err : "kernel compilation failed");
+            goto fail;
+        }
+        if (!j->info.from_cache && dir[0])
+            cache_store(j);
+        dsa_log(ctx, DSA_LOG_INFO, "kernel %s: %s in %.1f ms, %d registers, %d spill bytes, %zu-byte cubin", j->k->name,
+                j->info.from_cache ? "loaded from cache" : "compiled", j->info.compile_ms, j->info.registers,
+                j->info.spill_bytes, j->cubin_len);
+        dsa_kernel_t *k = &ctx->kernels[i];
+        CU_CHECK(ctx, cuModuleLoadData(&k->module, j->cubin));
+        CU_CHECK(ctx, cuModuleGetFunction(&k->fn, k->module, j->k->entry));
+        j->info.cubin_bytes = j->cubin_len;
+        k->info = j->info;
+        ctx->info[i] = j->info;
+    }
+fail:
+    for (int i = 0; jobs && i < plan->nkernels; i++) {
+        free(jobs[i].cubin);
+        free(jobs[i].err);
+    }
+    free(jobs);
+    free(th);
+    free(started);
+    return rc;
+}

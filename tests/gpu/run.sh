@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# GPU tests and benchmarks in one call (for the H200 machine, which has CUDA, NCCL and PyTorch but
+# no Lua): builds the runtime and GPU tests from the committed out/ with `ninja gpu`, then runs
+# them. Usage: tests/gpu/run.sh [test|bench|all] (default test). Logs go to $OUT when set.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+export NCCL_NVLS_ENABLE=0 # NVLink multicast stays off on shared machines
+mode=${1:-test}
+log=${OUT:-/tmp}
+ninja gpu
+nvidia-smi -L
+if [ "$mode" = test ] || [ "$mode" = all ]; then
+  cache=$(mktemp -d)
+  echo "== test_prologue (cold JIT cache $cache)"
+  DSA_TEST_CACHE=$cache build/tests/gpu/test_prologue 2>&1 | tee "$log/test_prologue.log"
+  echo "== test_prologue again (warm JIT cache)"
+  DSA_TEST_CACHE=$cache build/tests/gpu/test_prologue tiny_tp4_dcp1 2>&1 | tail -3
+fi
+if [ "$mode" = bench ] || [ "$mode" = all ]; then
+  PYTHONUNBUFFERED=1 python3 tests/bench/bench_prologue.py 2>&1 | tee "$log/bench_prologue.log"
+fi

@@ -1,0 +1,587 @@
+/* GPU tests of stage A (the prologue) through libdsa, against the CPU reference, on fresh random
+ * data, for every configuration linked into the library. Skips loudly without a GPU.
+ *
+ * Tolerances (each a consequence of the formats, not a fudge):
+ * - q_c_out, bf16 cache values: within 1 bf16 ulp of the fp32 reference. The result is rounded
+ *   to bf16 (half an ulp) and the fp32 math on the GPU (rsqrtf, another summation order, fused
+ *   multiply-adds in rope) differs from the reference's in the last bits, which can move a value
+ *   across a rounding boundary: one ulp, never more.
+ * - e4m3 codes (fp8 latent, indexer keys, nvfp4 rope and block scales): within 1 code, for the
+ *   same reason one step higher up; sign always equal.
+ * - fp32 tile scales of fp8_ds_mla (amax / 448): relative 1e-6 (amax is one fp32 value of the
+ *   same rounding story); power-of-two scales (indexer): exact.
+ * - e2m1 codes: within 1 step when the block scales agree.
+ * - Round trip: the GPU's cache decoded by the reference decoder equals the fp32 values within
+ *   the format's own error (half a step of the code plus the tolerance above). */
+#include <cuda.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../check.h"
+#include "../ref/ref.h"
+#include "dsa.h"
+
+#define CK(call)                                                                                             \
+    do {                                                                                                     \
+        CUresult r_ = (call);                                                                                \
+        if (r_ != CUDA_SUCCESS) {                                                                            \
+            const char *s_ = "?";                                                                            \
+            cuGetErrorString(r_, &s_);                                                                       \
+            printf("FAIL %s:%d: %s: %s\n", __FILE__, __LINE__, #call, s_);                                   \
+            exit(1);                                                                                         \
+        }                                                                                                    \
+    } while (0)
+
+static unsigned rng = 12345;
+static float frand(void)
+{
+    rng = rng * 1664525u + 1013904223u;
+    return (float)((rng >> 8) & 0xffffff) / 8388608.0f - 1.0f;
+}
+static uint32_t irand(uint32_t n)
+{
+    rng = rng * 1664525u + 1013904223u;
+    return (rng >> 4) % n;
+}
+
+/* Geometry read off config.h values through the names: parse from the configuration name is not
+ * enough, so the test derives them from the plan-independent facts below. */
+typedef struct geo {
+    const char *name;
+    int q, L, R, bs, maxpos, D, topk, bpt, page;
+    int fmt; /* 0 bf16, 1 fp8, 2 nvfp4 */
+    int rope_interleaved, idx_interleaved, idx_rope_first, hadamard;
+    float eps, idx_eps;
+    ref_rope rope;
+} geo_t;
+
+static int geo_of(const char *name, geo_t *g)
+{
+    memset(g, 0, sizeof *g);
+    g->name = name;
+    g->L = 512;
+    g->R = 64;
+    g->D = 128;
+    g->rope_interleaved = 1;
+    g->idx_rope_first = 1;
+    g->hadamard = 1;
+    g->idx_eps = 1e-6f;
+    if (strncmp(name, "deepseek_v32_", 13) == 0) {
+        g->q = 1536, g->bs = 64, g->maxpos = 163840, g->topk = 2048, g->eps = 1e-6f, g->idx_interleaved = 0;
+        g->rope = (ref_rope){64, 10000.0, 1, 40.0, 32.0, 1.0, 1.0, 4096};
+    } else if (strncmp(name, "glm5.2_", 7) == 0) {
+        g->q = 2048, g->bs = 64, g->maxpos = 202752, g->topk = 2048, g->eps = 1e-5f, g->idx_interleaved = 1;
+        g->rope = (ref_rope){64, 8000000.0, 0, 1.0, 0, 0, 1.0, 0};
+    } else if (strncmp(name, "tiny_", 5) == 0) {
+        g->q = 256, g->bs = 16, g->maxpos = 4096, g->topk = 64, g->eps = 1e-6f, g->idx_interleaved = 0;
+        g->rope = (ref_rope){64, 10000.0, 1, 4.0, 32.0, 1.0, 1.0, 1024};
+    } else {
+        return -1;
+    }
+    g->fmt = strstr(name, "nvfp4") ? 2 : strstr(name, "fp8") ? 1 : 0;
+    g->bpt = g->fmt == 0 ? 1152 : g->fmt == 1 ? 656 : 352;
+    g->page = g->bs * (g->D + 4);
+    return 0;
+}
+
+static float bf(uint16_t b) { return ref_bf16_decode(b); }
+
+static void fill_bf16(uint16_t *x, size_t n, float scale, float offset)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] = ref_bf16_encode(offset + frand() * scale);
+}
+
+static int within_bf16_ulp(float got, float want)
+{
+    float ulp = want == 0 ? 1e-38f : ldexpf(1.0f, ilogbf(want) - 7);
+    return fabsf(got - want) <= ulp * 1.0001f;
+}
+
+static int code_close(uint8_t a, uint8_t b)
+{
+    if (a == b)
+        return 1;
+    if ((a & 0x80) != (b & 0x80)) /* zero can carry either sign */
+        return (a & 0x7f) <= 1 && (b & 0x7f) <= 1;
+    return abs((int)(a & 0x7f) - (int)(b & 0x7f)) <= 1;
+}
+
+typedef struct bufs {
+    CUdeviceptr q_c, q_out, kv, idx_k, pos, slot, qw, kvw, iw, ib, cache, icache, topk;
+} bufs_t;
+
+typedef struct host {
+    int T;
+    int64_t blocks;
+    uint16_t *q_c, *kv, *idx_k, *qw, *kvw, *iw, *ib, *q_out;
+    int64_t *pos, *slot;
+    uint8_t *cache, *icache, *cache0, *icache0;
+    int32_t *topk;
+} host_t;
+
+/* Reference of one token's cache entry and indexer key, in fp32 before quantisation. */
+static void ref_token(const geo_t *g, const host_t *h, int t, float *latent, float *rope, float *k)
+{
+    float x[576], w[512], c[32], s[32];
+    for (int i = 0; i < g->L + g->R; i++)
+        x[i] = bf(h->kv[(size_t)t * 576 + (size_t)i]);
+    for (int i = 0; i < g->L; i++)
+        w[i] = bf(h->kvw[i]);
+    ref_rmsnorm(x, w, g->L, g->eps, latent);
+    ref_rope_cos_sin(&g->rope, (int)h->pos[t], c, s);
+    memcpy(rope, x + g->L, sizeof(float) * (size_t)g->R);
+    ref_rope_apply(rope, g->R, c, s, g->rope_interleaved);
+    float kin[128], kw[128], kb[128];
+    for (int i = 0; i < g->D; i++) {
+        kin[i] = bf(h->idx_k[(size_t)t * 128 + (size_t)i]);
+        kw[i] = bf(h->iw[i]);
+        kb[i] = bf(h->ib[i]);
+    }
+    ref_layernorm(kin, kw, kb, g->D, g->idx_eps, k);
+    ref_rope_apply(k + (g->idx_rope_first ? 0 : g->D - g->R), g->R, c, s, g->idx_interleaved);
+    if (g->hadamard)
+        ref_hadamard(k, g->D);
+}
+
+static void upload(CUdeviceptr d, const void *h, size_t n) { CK(cuMemcpyHtoD(d, h, n)); }
+static void download(void *h, CUdeviceptr d, size_t n) { CK(cuMemcpyDtoH(h, d, n)); }
+
+static void make_case(const geo_t *g, int T, int owned_percent, host_t *h, bufs_t *b)
+{
+    memset(h, 0, sizeof *h);
+    h->T = T;
+    h->blocks = (T + g->bs - 1) / g->bs * 2 + 1;
+    int64_t slots = h->blocks * g->bs;
+    h->q_c = malloc(sizeof(uint16_t) * (size_t)T * (size_t)g->q);
+    h->q_out = malloc(sizeof(uint16_t) * (size_t)T * (size_t)g->q);
+    h->kv = malloc(sizeof(uint16_t) * (size_t)T * 576);
+    h->idx_k = malloc(sizeof(uint16_t) * (size_t)T * 128);
+    h->qw = malloc(sizeof(uint16_t) * (size_t)g->q);
+    h->kvw = malloc(sizeof(uint16_t) * 512);
+    h->iw = malloc(256);
+    h->ib = malloc(256);
+    h->pos = malloc(sizeof(int64_t) * (size_t)T);
+    h->slot = malloc(sizeof(int64_t) * (size_t)T);
+    size_t cb = (size_t)slots * (size_t)g->bpt, ib = (size_t)h->blocks * (size_t)g->page;
+    h->cache = malloc(cb);
+    h->cache0 = malloc(cb);
+    h->icache = malloc(ib);
+    h->icache0 = malloc(ib);
+    h->topk = malloc(sizeof(int32_t) * (size_t)T * (size_t)g->topk);
+    float mag = ldexpf(1.0f, (int)irand(9) - 4); /* activations from 2^-4 to 2^4 */
+    fill_bf16(h->q_c, (size_t)T * (size_t)g->q, mag, 0);
+    fill_bf16(h->kv, (size_t)T * 576, mag, 0);
+    fill_bf16(h->idx_k, (size_t)T * 128, mag, 0.1f * mag);
+    fill_bf16(h->qw, (size_t)g->q, 0.5f, 1.0f);
+    fill_bf16(h->kvw, 512, 0.5f, 1.0f);
+    fill_bf16(h->iw, 128, 0.5f, 1.0f);
+    fill_bf16(h->ib, 128, 0.2f, 0.0f);
+    /* slots: a random distinct subset for owned tokens, -1 for the rest, the last few padding */
+    int64_t *perm = malloc(sizeof(int64_t) * (size_t)slots);
+    for (int64_t i = 0; i < slots; i++)
+        perm[i] = i;
+    for (int64_t i = slots - 1; i > 0; i--) {
+        int64_t j = irand((uint32_t)(i + 1)), tmp = perm[i];
+        perm[i] = perm[j];
+        perm[j] = tmp;
+    }
+    for (int t = 0; t < T; t++) {
+        h->pos[t] = irand((uint32_t)g->maxpos);
+        h->slot[t] = (int)irand(100) < owned_percent && t < T - T / 8 ? perm[t] : -1;
+    }
+    free(perm);
+    for (size_t i = 0; i < cb; i++)
+        h->cache0[i] = (uint8_t)(0xa5 ^ (i * 7));
+    for (size_t i = 0; i < ib; i++)
+        h->icache0[i] = (uint8_t)(0x5a ^ (i * 13));
+    for (size_t i = 0; i < (size_t)T * (size_t)g->topk; i++)
+        h->topk[i] = 0x7eadbeef;
+
+    CK(cuMemAlloc(&b->q_c, sizeof(uint16_t) * (size_t)T * (size_t)g->q));
+    CK(cuMemAlloc(&b->q_out, sizeof(uint16_t) * (size_t)T * (size_t)g->q));
+    CK(cuMemAlloc(&b->kv, sizeof(uint16_t) * (size_t)T * 576));
+    CK(cuMemAlloc(&b->idx_k, sizeof(uint16_t) * (size_t)T * 128));
+    CK(cuMemAlloc(&b->qw, sizeof(uint16_t) * (size_t)g->q));
+    CK(cuMemAlloc(&b->kvw, 1024));
+    CK(cuMemAlloc(&b->iw, 256));
+    CK(cuMemAlloc(&b->ib, 256));
+    CK(cuMemAlloc(&b->pos, sizeof(int64_t) * (size_t)T));
+    CK(cuMemAlloc(&b->slot, sizeof(int64_t) * (size_t)T));
+    CK(cuMemAlloc(&b->cache, cb));
+    CK(cuMemAlloc(&b->icache, ib));
+    CK(cuMemAlloc(&b->topk, sizeof(int32_t) * (size_t)T * (size_t)g->topk));
+    upload(b->q_c, h->q_c, sizeof(uint16_t) * (size_t)T * (size_t)g->q);
+    CK(cuMemsetD8(b->q_out, 0xff, sizeof(uint16_t) * (size_t)T * (size_t)g->q)); /* poison: NaN */
+    upload(b->kv, h->kv, sizeof(uint16_t) * (size_t)T * 576);
+    upload(b->idx_k, h->idx_k, sizeof(uint16_t) * (size_t)T * 128);
+    upload(b->qw, h->qw, sizeof(uint16_t) * (size_t)g->q);
+    upload(b->kvw, h->kvw, 1024);
+    upload(b->iw, h->iw, 256);
+    upload(b->ib, h->ib, 256);
+    upload(b->pos, h->pos, sizeof(int64_t) * (size_t)T);
+    upload(b->slot, h->slot, sizeof(int64_t) * (size_t)T);
+    upload(b->cache, h->cache0, cb);
+    upload(b->icache, h->icache0, ib);
+    upload(b->topk, h->topk, sizeof(int32_t) * (size_t)T * (size_t)g->topk);
+}
+
+static void free_case(host_t *h, bufs_t *b)
+{
+    CUdeviceptr *d = (CUdeviceptr *)b;
+    for (size_t i = 0; i < sizeof *b / sizeof *d; i++)
+        cuMemFree(d[i]);
+    void *p[] = {h->q_c, h->q_out, h->kv, h->idx_k, h->qw, h->kvw, h->iw, h->ib, h->pos,
+                 h->slot, h->cache, h->cache0, h->icache, h->icache0, h->topk};
+    for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
+        free(p[i]);
+}
+
+static dsa_prologue_args_t args_of(const host_t *h, const bufs_t *b, int indexer, int clear)
+{
+    dsa_prologue_args_t a;
+    memset(&a, 0, sizeof a);
+    a.size = sizeof a;
+    a.num_tokens = h->T;
+    a.q_c = (void *)b->q_c;
+    a.q_c_out = (void *)b->q_out;
+    a.kv = (void *)b->kv;
+    a.idx_k = indexer ? (void *)b->idx_k : NULL;
+    a.positions = (const int64_t *)b->pos;
+    a.slot_mapping = (const int64_t *)b->slot;
+    a.q_norm_w = (void *)b->qw;
+    a.kv_norm_w = (void *)b->kvw;
+    a.idx_norm_w = (void *)b->iw;
+    a.idx_norm_b = (void *)b->ib;
+    a.kv_cache = (void *)b->cache;
+    a.idx_cache = (void *)b->icache;
+    a.num_cache_blocks = h->blocks;
+    a.topk = (int32_t *)b->topk;
+    a.clear_topk = clear;
+    return a;
+}
+
+/* Checks everything the prologue wrote (and did not write) against the reference. */
+static int verify(const geo_t *g, host_t *h, bufs_t *b, int indexer, int clear)
+{
+    int T = h->T;
+    size_t cb = (size_t)(h->blocks * g->bs) * (size_t)g->bpt, ib = (size_t)h->blocks * (size_t)g->page;
+    download(h->q_out, b->q_out, sizeof(uint16_t) * (size_t)T * (size_t)g->q);
+    download(h->cache, b->cache, cb);
+    download(h->icache, b->icache, ib);
+    download(h->topk, b->topk, sizeof(int32_t) * (size_t)T * (size_t)g->topk);
+    int bad_q = 0, bad_topk = 0, bad_entry = 0, bad_idx = 0, bad_rt = 0, bad_untouched = 0;
+    float *x = malloc(sizeof(float) * (size_t)g->q), *w = malloc(sizeof(float) * (size_t)g->q),
+          *o = malloc(sizeof(float) * (size_t)g->q);
+    for (int i = 0; i < g->q; i++)
+        w[i] = bf(h->qw[i]);
+    char *owned = calloc((size_t)(h->blocks * g->bs), 1);
+    for (int t = 0; t < T; t++) {
+        for (int i = 0; i < g->q; i++)
+            x[i] = bf(h->q_c[(size_t)t * (size_t)g->q + (size_t)i]);
+        ref_rmsnorm(x, w, g->q, g->eps, o);
+        for (int i = 0; i < g->q; i++)
+            bad_q += !within_bf16_ulp(bf(h->q_out[(size_t)t * (size_t)g->q + (size_t)i]), o[i]);
+        for (int i = 0; i < g->topk; i++)
+            bad_topk += h->topk[(size_t)t * (size_t)g->topk + (size_t)i] != (clear ? -1 : 0x7eadbeef);
+        if (h->slot[t] < 0)
+            continue;
+        int64_t s = h->slot[t];
+        owned[s] = 1;
+        float latent[512], rope[64], k[128], dl[512], dr[64];
+        ref_token(g, h, t, latent, rope, k);
+        uint8_t want[1152];
+        const uint8_t *got = h->cache + (size_t)s * (size_t)g->bpt;
+        if (g->fmt == 0) {
+            ref_bf16_cache_encode(latent, rope, 512, 64, want);
+            ref_bf16_cache_decode(got, 512, 64, dl, dr);
+            for (int i = 0; i < 512; i++)
+                bad_entry += !within_bf16_ulp(dl[i], latent[i]);
+            for (int i = 0; i < 64; i++)
+                bad_entry += !within_bf16_ulp(dr[i], rope[i]);
+        } else if (g->fmt == 1) {
+            ref_fp8_ds_mla_encode(latent, rope, 512, 64, 0, want);
+            for (int j = 0; j < 4; j++) {
+                float sg, sw;
+                memcpy(&sg, got + 512 + 4 * j, 4);
+                memcpy(&sw, want + 512 + 4 * j, 4);
+                bad_entry += !(fabsf(sg - sw) <= 1e-6f * sw);
+            }
+            for (int i = 0; i < 512; i++)
+                bad_entry += !code_close(got[i], want[i]);
+            ref_fp8_ds_mla_decode(got, 512, 64, dl, dr);
+            for (int i = 0; i < 64; i++)
+                bad_entry += !within_bf16_ulp(dr[i], rope[i]);
+            for (int i = 0; i < 512; i++) {
+                float sc;
+                memcpy(&sc, got + 512 + 4 * (i / 128), 4);
+                bad_rt += !(fabsf(dl[i] - latent[i]) <= fmaxf(fabsf(latent[i]) * 0x1p-3f, 0x1p-9f * sc));
+            }
+        } else {
+            ref_nvfp4_ds_mla_encode(latent, rope, 512, 64, want);
+            for (int sblk = 0; sblk < 32; sblk++) {
+                int at = 320 + ref_nvfp4_scale_byte(sblk, 512);
+                bad_entry += !code_close(got[at], want[at]);
+                if (got[at] == want[at])
+                    for (int i = 16 * sblk; i < 16 * sblk + 16; i++) {
+                        int cg = (got[i / 2] >> (4 * (i & 1))) & 0xf, cw = (want[i / 2] >> (4 * (i & 1))) & 0xf;
+                        bad_entry += cg != cw && !((cg & 8) == (cw & 8) && abs((cg & 7) - (cw & 7)) <= 1) &&
+                                     !((cg & 7) == 0 && (cw & 7) <= 1) && !((cw & 7) == 0 && (cg & 7) <= 1);
+                    }
+            }
+            for (int i = 0; i < 64; i++)
+                bad_entry += !code_close(got[256 + i], want[256 + i]);
+            ref_nvfp4_ds_mla_decode(got, 512, 64, dl, dr);
+            for (int i = 0; i < 512; i++) {
+                float sc = ref_e4m3_decode(got[320 + ref_nvfp4_scale_byte(i / 16, 512)]);
+                bad_rt += !(fabsf(dl[i] - latent[i]) <= 2.0f * sc); /* one widest e2m1 step (2) */
+            }
+        }
+        if (indexer) {
+            uint8_t page_want[64 * 132];
+            const uint8_t *page = h->icache + (size_t)(s / g->bs) * (size_t)g->page;
+            int off = (int)(s % g->bs);
+            memcpy(page_want, page, (size_t)g->page);
+            ref_indexer_encode(k, 128, g->bs, off, page_want);
+            float sg, sw;
+            memcpy(&sg, page + g->bs * 128 + 4 * off, 4);
+            memcpy(&sw, page_want + g->bs * 128 + 4 * off, 4);
+            bad_idx += sg != sw;
+            for (int i = 0; i < 128; i++)
+                bad_idx += !code_close(page[off * 128 + i], page_want[off * 128 + i]);
+            float dk[128];
+            ref_indexer_decode(page, 128, g->bs, off, dk);
+            for (int i = 0; i < 128; i++)
+                bad_rt += !(fabsf(dk[i] - k[i]) <= fmaxf(fabsf(k[i]) * 0x1p-3f, 0x1p-9f * sg));
+        }
+    }
+    /* nothing outside owned slots changed, byte for byte */
+    for (int64_t s = 0; s < h->blocks * g->bs; s++) {
+        if (owned[s])
+            continue;
+        size_t at = (size_t)s * (size_t)g->bpt;
+        bad_untouched += memcmp(h->cache + at, h->cache0 + at, (size_t)g->bpt) != 0;
+        size_t pa = (size_t)(s / g->bs) * (size_t)g->page, off = (size_t)(s % g->bs);
+        bad_untouched += memcmp(h->icache + pa + off * 128, h->icache0 + pa + off * 128, 128) != 0;
+        bad_untouched += memcmp(h->icache + pa + (size_t)g->bs * 128 + 4 * off,
+                                h->icache0 + pa + (size_t)g->bs * 128 + 4 * off, 4) != 0;
+    }
+    if (!indexer)
+        bad_untouched += memcmp(h->icache, h->icache0, ib) != 0;
+    free(x);
+    free(w);
+    free(o);
+    free(owned);
+    int bad = bad_q + bad_topk + bad_entry + bad_idx + bad_rt + bad_untouched;
+    if (bad)
+        printf("FAIL %s T=%d: q_c_out %d, topk %d, cache entry %d, indexer %d, round trip %d, untouched %d\n",
+               g->name, T, bad_q, bad_topk, bad_entry, bad_idx, bad_rt, bad_untouched);
+    return bad == 0;
+}
+
+static void test_config(const char *name)
+{
+    geo_t g;
+    if (geo_of(name, &g) != 0) {
+        printf("FAIL %s: the test does not know this model's geometry\n", name);
+        check_failed++;
+        return;
+    }
+    dsa_options_t o = DSA_OPTIONS_INIT;
+    o.cache_dir = getenv("DSA_TEST_CACHE");
+    o.max_tokens = 1000; /* T = 4096 runs as 5 launches: chunking is exercised */
+    dsa_ctx_t ctx;
+    dsa_result_t r = dsa_ctx_create(name, &o, &ctx);
+    if (r != DSA_SUCCESS) {
+        printf("FAIL %s: dsa_ctx_create: %s: %s\n", name, dsa_strerror(r), dsa_last_error(NULL));
+        check_failed++;
+        return;
+    }
+    const int Ts[] = {1, 4, 17, 512, 4096};
+    for (size_t i = 0; i < sizeof Ts / sizeof Ts[0]; i++) {
+        host_t h;
+        bufs_t b;
+        make_case(&g, Ts[i], 60, &h, &b);
+        dsa_prologue_args_t a = args_of(&h, &b, 1, 1);
+        r = dsa_prologue(ctx, &a, NULL);
+        CHECK(r == DSA_SUCCESS);
+        CK(cuCtxSynchronize());
+        CHECK(verify(&g, &h, &b, 1, 1));
+        free_case(&h, &b);
+    }
+    /* A layer that shares the previous top-k and has no indexer: sentinel top-k stays, indexer
+     * cache untouched. */
+    {
+        host_t h;
+        bufs_t b;
+        make_case(&g, 33, 60, &h, &b);
+        dsa_prologue_args_t a = args_of(&h, &b, 0, 0);
+        CHECK(dsa_prologue(ctx, &a, NULL) == DSA_SUCCESS);
+        CK(cuCtxSynchronize());
+        CHECK(verify(&g, &h, &b, 0, 0));
+        free_case(&h, &b);
+    }
+    dsa_ctx_destroy(ctx);
+}
+
+/* The defect dsagen exists to prevent (vLLM 50095): a rank that owns no slot of any token must
+ * still normalise every query. Every slot -1, indexer on: q_c_out equals the reference, both
+ * caches byte-identical to their poisoned state, top-k all -1. */
+static void test_norm_before_slot_check_all_slots_negative(const char *name)
+{
+    geo_t g;
+    geo_of(name, &g);
+    dsa_ctx_t ctx;
+    dsa_options_t o = DSA_OPTIONS_INIT;
+    o.cache_dir = getenv("DSA_TEST_CACHE");
+    CHECK(dsa_ctx_create(name, &o, &ctx) == DSA_SUCCESS);
+    host_t h;
+    bufs_t b;
+    make_case(&g, 257, 0, &h, &b); /* owned_percent 0: every slot -1 */
+    dsa_prologue_args_t a = args_of(&h, &b, 1, 1);
+    CHECK(dsa_prologue(ctx, &a, NULL) == DSA_SUCCESS);
+    CK(cuCtxSynchronize());
+    CHECK(verify(&g, &h, &b, 1, 1));
+    size_t cb = (size_t)(h.blocks * g.bs) * (size_t)g.bpt, ib = (size_t)h.blocks * (size_t)g.page;
+    CHECK(memcmp(h.cache, h.cache0, cb) == 0);
+    CHECK(memcmp(h.icache, h.icache0, ib) == 0);
+    free_case(&h, &b);
+    dsa_ctx_destroy(ctx);
+}
+
+/* Slots beyond the cache and positions beyond the rope table are counted, never written. */
+static void test_rejected(const char *name)
+{
+    geo_t g;
+    geo_of(name, &g);
+    dsa_ctx_t ctx;
+    dsa_options_t o = DSA_OPTIONS_INIT;
+    o.cache_dir = getenv("DSA_TEST_CACHE");
+    CHECK(dsa_ctx_create(name, &o, &ctx) == DSA_SUCCESS);
+    host_t h;
+    bufs_t b;
+    make_case(&g, 64, 100, &h, &b);
+    int64_t slots = h.blocks * g.bs;
+    h.slot[3] = slots;          /* one past the end */
+    h.slot[5] = slots + 12345;
+    h.pos[7] = g.maxpos;        /* one past the table */
+    h.pos[9] = -2;
+    upload(b.slot, h.slot, sizeof(int64_t) * 64);
+    upload(b.pos, h.pos, sizeof(int64_t) * 64);
+    int64_t keep[4] = {h.slot[7], h.slot[9]};
+    dsa_prologue_args_t a = args_of(&h, &b, 1, 1);
+    CHECK(dsa_prologue(ctx, &a, NULL) == DSA_SUCCESS);
+    uint64_t counts[2] = {0, 0};
+    CHECK(dsa_take_rejected(ctx, counts) == DSA_SUCCESS);
+    CHECK_EQ_INT(counts[0], 2);
+    CHECK_EQ_INT(counts[1], 2);
+    /* the verifier must not expect entries for the rejected tokens */
+    h.slot[3] = h.slot[5] = h.slot[7] = h.slot[9] = -1;
+    CHECK(verify(&g, &h, &b, 1, 1));
+    (void)keep;
+    CHECK(dsa_take_rejected(ctx, counts) == DSA_SUCCESS && counts[0] == 0 && counts[1] == 0);
+    free_case(&h, &b);
+    dsa_ctx_destroy(ctx);
+}
+
+/* The per-layer call can be captured in a CUDA graph and replayed. */
+static void test_graph_capture(const char *name)
+{
+    geo_t g;
+    geo_of(name, &g);
+    dsa_ctx_t ctx;
+    dsa_options_t o = DSA_OPTIONS_INIT;
+    o.cache_dir = getenv("DSA_TEST_CACHE");
+    CHECK(dsa_ctx_create(name, &o, &ctx) == DSA_SUCCESS);
+    host_t h;
+    bufs_t b;
+    make_case(&g, 300, 60, &h, &b);
+    CUstream s;
+    CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    dsa_prologue_args_t a = args_of(&h, &b, 1, 1);
+    CK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    CHECK(dsa_prologue(ctx, &a, s) == DSA_SUCCESS);
+    CUgraph graph;
+    CUgraphExec exec;
+    CK(cuStreamEndCapture(s, &graph));
+    CK(cuGraphInstantiate(&exec, graph, 0));
+    CK(cuGraphLaunch(exec, s));
+    CK(cuGraphLaunch(exec, s)); /* replay: same inputs, same result */
+    CK(cuStreamSynchronize(s));
+    CHECK(verify(&g, &h, &b, 1, 1));
+    cuGraphExecDestroy(exec);
+    cuGraphDestroy(graph);
+    cuStreamDestroy(s);
+    free_case(&h, &b);
+    dsa_ctx_destroy(ctx);
+}
+
+static void test_bad_arguments(const char *name)
+{
+    dsa_ctx_t ctx;
+    dsa_options_t o = DSA_OPTIONS_INIT;
+    o.cache_dir = getenv("DSA_TEST_CACHE");
+    CHECK(dsa_ctx_create("no_such_config", &o, &ctx) == DSA_ERROR_INVALID_ARGUMENT && ctx == NULL);
+    CHECK(strstr(dsa_last_error(NULL), "no configuration named 'no_such_config'") != NULL);
+    CHECK(dsa_ctx_create(name, &o, &ctx) == DSA_SUCCESS);
+    geo_t g;
+    geo_of(name, &g);
+    host_t h;
+    bufs_t b;
+    make_case(&g, 8, 50, &h, &b);
+    dsa_prologue_args_t a = args_of(&h, &b, 1, 1);
+    a.kv = NULL;
+    CHECK(dsa_prologue(ctx, &a, NULL) == DSA_ERROR_INVALID_ARGUMENT);
+    CHECK(strcmp(dsa_last_error(ctx), "dsa_prologue: args->kv is NULL") == 0);
+    a = args_of(&h, &b, 1, 1);
+    a.num_tokens = -1;
+    CHECK(dsa_prologue(ctx, &a, NULL) == DSA_ERROR_INVALID_ARGUMENT);
+    CHECK(strcmp(dsa_last_error(ctx), "dsa_prologue: args->num_tokens is -1, must be >= 0") == 0);
+    a = args_of(&h, &b, 1, 1);
+    a.q_c = (const char *)a.q_c + 2;
+    CHECK(dsa_prologue(ctx, &a, NULL) == DSA_ERROR_INVALID_ARGUMENT);
+    CHECK(strcmp(dsa_last_error(ctx), "dsa_prologue: args->q_c is not 16-byte aligned") == 0);
+    a = args_of(&h, &b, 1, 1);
+    a.idx_cache = NULL;
+    CHECK(dsa_prologue(ctx, &a, NULL) == DSA_ERROR_INVALID_ARGUMENT);
+    a = args_of(&h, &b, 1, 1);
+    a.num_cache_blocks = 0;
+    CHECK(dsa_prologue(ctx, &a, NULL) == DSA_ERROR_INVALID_ARGUMENT);
+    CHECK(dsa_prologue(NULL, &a, NULL) == DSA_ERROR_INVALID_ARGUMENT);
+    CHECK(dsa_prologue(ctx, NULL, NULL) == DSA_ERROR_INVALID_ARGUMENT);
+    free_case(&h, &b);
+    dsa_ctx_destroy(ctx);
+    dsa_ctx_destroy(NULL);
+}
+
+int main(int argc, char **argv)
+{
+    if (cuInit(0) != CUDA_SUCCESS) {
+        printf("SKIPPED: test_prologue: no CUDA device\n");
+        return 0;
+    }
+    CUdevice dev;
+    CUcontext cu;
+    CK(cuDeviceGet(&dev, 0));
+    CK(cuDevicePrimaryCtxRetain(&cu, dev));
+    CK(cuCtxSetCurrent(cu));
+    rng = (unsigned)time(NULL);
+    printf("test_prologue: seed %u\n", rng);
+    const char *only = argc > 1 ? argv[1] : NULL;
+    for (const char *const *n = dsa_configs(); *n; n++) {
+        if (only && !strstr(*n, only))
+            continue;
+        int before = check_failed;
+        test_config(*n);
+        printf("%s %s\n", check_failed == before ? "ok  " : "FAIL", *n);
+    }
+    test_norm_before_slot_check_all_slots_negative("glm5.2_tp4_dcp4_i1_fp8_ds_mla");
+    test_norm_before_slot_check_all_slots_negative("deepseek_v32_tp8_dcp8_i1_fp8_ds_mla");
+    test_rejected("tiny_tp4_dcp2_i1_nvfp4_ds_mla");
+    test_graph_capture("glm5.2_tp4_dcp4_i1_fp8_ds_mla");
+    test_bad_arguments("tiny_tp4_dcp1_i1_bf16");
+    CHECK_DONE();
+}

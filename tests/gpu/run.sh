@@ -12,9 +12,9 @@ nvidia-smi -L
 if [ "$mode" = test ] || [ "$mode" = all ]; then
   cache=$(mktemp -d)
   echo "== test_prologue (cold JIT cache $cache)"
-  DSA_TEST_CACHE=$cache build/tests/gpu/test_prologue 2>&1 | tee "$log/test_prologue.log"
+  DSA_TEST_CACHE=$cache build/tests/gpu/test_prologue 2>&1 | tee "$log/test_prologue.log" | grep -E "^(FAIL|ok|[0-9]+ passed)|ctx_create"
   echo "== test_prologue again (warm JIT cache)"
-  DSA_TEST_CACHE=$cache build/tests/gpu/test_prologue tiny_tp4_dcp1 2>&1 | tail -3
+  DSA_TEST_CACHE=$cache build/tests/gpu/test_prologue 2>&1 | tee "$log/test_prologue_warm.log" | grep -E "^(FAIL|ok|[0-9]+ passed)|ctx_create"
 fi
 if [ "$mode" = bench ] || [ "$mode" = all ]; then
   PYTHONUNBUFFERED=1 python3 tests/bench/bench_prologue.py 2>&1 | tee "$log/bench_prologue.log"

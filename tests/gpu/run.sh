@@ -2,20 +2,22 @@
 # GPU tests and benchmarks in one call (for the H200 machine, which has CUDA, NCCL and PyTorch but
 # no Lua): builds the runtime and GPU tests from the committed out/ with `ninja gpu`, then runs
 # them. Usage: tests/gpu/run.sh [test|bench|all] (default test). Logs go to $OUT when set.
-set -euo pipefail
+set -uo pipefail
+status=0
 cd "$(dirname "$0")/../.."
 export NCCL_NVLS_ENABLE=0 # NVLink multicast stays off on shared machines
 mode=${1:-test}
 log=${OUT:-/tmp}
-ninja gpu
+ninja gpu || exit 1
 nvidia-smi -L
 if [ "$mode" = test ] || [ "$mode" = all ]; then
   cache=$(mktemp -d)
   echo "== test_prologue (cold JIT cache $cache)"
-  DSA_TEST_CACHE=$cache build/tests/gpu/test_prologue 2>&1 | tee "$log/test_prologue.log" | grep -E "^(FAIL|ok|[0-9]+ passed)|ctx_create"
+  DSA_TEST_CACHE=$cache build/tests/gpu/test_prologue 2>&1 | tee "$log/test_prologue.log" | grep -E "^(FAIL|ok|[0-9]+ passed)|ctx_create" || status=1
   echo "== test_prologue again (warm JIT cache)"
-  DSA_TEST_CACHE=$cache build/tests/gpu/test_prologue 2>&1 | tee "$log/test_prologue_warm.log" | grep -E "^(FAIL|ok|[0-9]+ passed)|ctx_create"
+  DSA_TEST_CACHE=$cache build/tests/gpu/test_prologue 2>&1 | tee "$log/test_prologue_warm.log" | grep -E "^(FAIL|ok|[0-9]+ passed)|ctx_create" || status=1
 fi
 if [ "$mode" = bench ] || [ "$mode" = all ]; then
-  PYTHONUNBUFFERED=1 python3 tests/bench/bench_prologue.py 2>&1 | tee "$log/bench_prologue.log"
+  PYTHONUNBUFFERED=1 python3 tests/bench/bench_prologue.py 2>&1 | tee "$log/bench_prologue.log" || status=1
 fi
+exit $status

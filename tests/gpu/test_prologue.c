@@ -3,9 +3,11 @@
  *
  * Tolerances (each a consequence of the formats, not a fudge):
  * - q_c_out, bf16 cache values: within 1 bf16 ulp of the fp32 reference. The result is rounded
- *   to bf16 (half an ulp) and the fp32 math on the GPU (rsqrtf, another summation order, fused
- *   multiply-adds in rope) differs from the reference's in the last bits, which can move a value
- *   across a rounding boundary: one ulp, never more.
+ *   to bf16 (half an ulp) and the fp32 math on the GPU (rsqrtf, another summation order) differs
+ *   from the reference's in the last bits, which can move a value across a rounding boundary: one
+ *   ulp, never more. Rotated rope values can cancel (x0 c - x1 s near 0), and the GPU fuses the
+ *   multiply-add where the reference rounds each product: the two differ by up to
+ *   2^-23 (|x0 c| + |x1 s|) <= 2^-22 max|x| in absolute terms, added to the rope tolerance.
  * - e4m3 codes (fp8 latent, indexer keys, nvfp4 rope and block scales): within 1 code, for the
  *   same reason one step higher up; sign always equal.
  * - fp32 tile scales of fp8_ds_mla (amax / 448): relative 1e-6 (amax is one fp32 value of the
@@ -95,10 +97,24 @@ static void fill_bf16(uint16_t *x, size_t n, float scale, float offset)
         x[i] = ref_bf16_encode(offset + frand() * scale);
 }
 
-static int within_bf16_ulp(float got, float want)
+static int within_bf16_ulp_plus(float got, float want, float slack)
 {
     float ulp = want == 0 ? 1e-38f : ldexpf(1.0f, ilogbf(want) - 7);
-    return fabsf(got - want) <= ulp * 1.0001f;
+    return fabsf(got - want) <= ulp * 1.0001f + slack;
+}
+
+static int within_bf16_ulp(float got, float want)
+{
+    return within_bf16_ulp_plus(got, want, 0.0f);
+}
+
+/* Absolute slack of rotated rope values: 2^-22 times the largest input magnitude (see above). */
+static float rope_slack(const uint16_t *kv_row)
+{
+    float m = 0;
+    for (int i = 512; i < 576; i++)
+        m = fmaxf(m, fabsf(ref_bf16_decode(kv_row[i])));
+    return ldexpf(m, -22);
 }
 
 static int code_close(uint8_t a, uint8_t b)
@@ -294,6 +310,7 @@ static int verify(const geo_t *g, host_t *h, bufs_t *b, int indexer, int clear)
         float latent[512], rope[64], k[128], dl[512], dr[64];
         ref_token(g, h, t, latent, rope, k);
         uint8_t want[1152];
+        const float slack = rope_slack(h->kv + (size_t)t * 576);
         const uint8_t *got = h->cache + (size_t)s * (size_t)g->bpt;
         if (g->fmt == 0) {
             ref_bf16_cache_encode(latent, rope, 512, 64, want);
@@ -301,7 +318,7 @@ static int verify(const geo_t *g, host_t *h, bufs_t *b, int indexer, int clear)
             for (int i = 0; i < 512; i++)
                 bad_entry += !within_bf16_ulp(dl[i], latent[i]);
             for (int i = 0; i < 64; i++)
-                bad_entry += !within_bf16_ulp(dr[i], rope[i]);
+                bad_entry += !within_bf16_ulp_plus(dr[i], rope[i], slack);
         } else if (g->fmt == 1) {
             ref_fp8_ds_mla_encode(latent, rope, 512, 64, 0, want);
             for (int j = 0; j < 4; j++) {
@@ -314,7 +331,7 @@ static int verify(const geo_t *g, host_t *h, bufs_t *b, int indexer, int clear)
                 bad_entry += !code_close(got[i], want[i]);
             ref_fp8_ds_mla_decode(got, 512, 64, dl, dr);
             for (int i = 0; i < 64; i++)
-                bad_entry += !within_bf16_ulp(dr[i], rope[i]);
+                bad_entry += !within_bf16_ulp_plus(dr[i], rope[i], slack);
             for (int i = 0; i < 512; i++) {
                 float sc;
                 memcpy(&sc, got + 512 + 4 * (i / 128), 4);

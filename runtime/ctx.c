@@ -42,9 +42,34 @@ dsa_result_t dsa_fail(dsa_ctx_t ctx, dsa_result_t r, const char *fmt, ...)
     return r;
 }
 
-void dsa_log(const dsa_ctx_t ctx, int level, const char *fmt, ...)
+long dsa_fault_after = -1;
+
+static int inject_fault(void)
 {
-    if (ctx && ctx->opts.log_level < level)
+    long left = __atomic_load_n(&dsa_fault_after, __ATOMIC_RELAXED);
+    if (left < 0)
+        return 0;
+    return __atomic_sub_fetch(&dsa_fault_after, 1, __ATOMIC_RELAXED) < 0;
+}
+
+void *dsa_malloc(size_t n)
+{
+    return inject_fault() ? NULL : malloc(n);
+}
+
+void *dsa_calloc(size_t n, size_t size)
+{
+    return inject_fault() ? NULL : calloc(n, size);
+}
+
+char *dsa_thread_err(void)
+{
+    return thread_err;
+}
+
+void dsa_log(int threshold, int level, const char *fmt, ...)
+{
+    if (threshold < level)
         return;
     va_list ap;
     va_start(ap, fmt);
@@ -71,19 +96,19 @@ void dsa_ctx_destroy(dsa_ctx_t ctx)
     if (!ctx)
         return;
     if (ctx->cu) {
-        cuCtxPushCurrent(ctx->cu);
+        dsa_cu.cuCtxPushCurrent(ctx->cu);
         for (int i = 0; ctx->kernels && i < ctx->plan->nkernels; i++)
             if (ctx->kernels[i].module)
-                cuModuleUnload(ctx->kernels[i].module);
+                dsa_cu.cuModuleUnload(ctx->kernels[i].module);
         if (ctx->rope_cos)
-            cuMemFree(ctx->rope_cos);
+            dsa_cu.cuMemFree(ctx->rope_cos);
         if (ctx->rope_sin)
-            cuMemFree(ctx->rope_sin);
+            dsa_cu.cuMemFree(ctx->rope_sin);
         if (ctx->rejected)
-            cuMemFree(ctx->rejected);
+            dsa_cu.cuMemFree(ctx->rejected);
         CUcontext dummy;
-        cuCtxPopCurrent(&dummy);
-        cuDevicePrimaryCtxRelease(ctx->dev);
+        dsa_cu.cuCtxPopCurrent(&dummy);
+        dsa_cu.cuDevicePrimaryCtxRelease(ctx->dev);
     }
     free(ctx->kernels);
     free(ctx->info);
@@ -94,7 +119,7 @@ dsa_result_t dsa_ctx_create(const char *config, const dsa_options_t *opts, dsa_c
 {
     dsa_result_t rc = DSA_SUCCESS;
     dsa_ctx_t ctx = NULL;
-    float *cos_h = NULL, *sin_h = NULL;
+    CUdeviceptr freq_d = 0;
     int pushed = 0;
     thread_err[0] = '\0';
     if (!out)
@@ -127,73 +152,80 @@ dsa_result_t dsa_ctx_create(const char *config, const dsa_options_t *opts, dsa_c
         return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT,
                         "dsa_ctx_create: opts->max_tokens is %lld, at most 2^31-1 per launch", (long long)o.max_tokens);
 
-    ctx = calloc(1, sizeof *ctx);
+    ctx = dsa_calloc(1, sizeof *ctx);
     if (!ctx)
         return dsa_fail(NULL, DSA_ERROR_OUT_OF_MEMORY, "dsa_ctx_create: out of host memory");
     ctx->plan = plan;
     ctx->opts = o;
     snprintf(ctx->target, sizeof ctx->target, "%s", o.target ? o.target : plan->targets[0]);
-    ctx->kernels = calloc((size_t)plan->nkernels, sizeof *ctx->kernels);
-    ctx->info = calloc((size_t)plan->nkernels, sizeof *ctx->info);
+    ctx->kernels = dsa_calloc((size_t)plan->nkernels, sizeof *ctx->kernels);
+    ctx->info = dsa_calloc((size_t)plan->nkernels, sizeof *ctx->info);
     if (!ctx->kernels || !ctx->info) {
         rc = dsa_fail(ctx, DSA_ERROR_OUT_OF_MEMORY, "dsa_ctx_create: out of host memory");
         goto fail;
     }
-    CUresult init = cuInit(0);
+    char lerr[512];
+    if (dsa_load_cuda(lerr, sizeof lerr) != 0) {
+        rc = dsa_fail(ctx, DSA_ERROR_CUDA, "dsa_ctx_create: no CUDA driver on this machine (%s)", lerr);
+        goto fail;
+    }
+    CUresult init = dsa_cu.cuInit(0);
     if (init == CUDA_ERROR_NO_DEVICE || init == CUDA_ERROR_STUB_LIBRARY) {
         rc = dsa_fail(ctx, DSA_ERROR_CUDA, "dsa_ctx_create: no usable CUDA device (cuInit returned %d)", (int)init);
         goto fail;
     }
     CU_CHECK(ctx, init);
     int count = 0;
-    CU_CHECK(ctx, cuDeviceGetCount(&count));
+    CU_CHECK(ctx, dsa_cu.cuDeviceGetCount(&count));
     if (o.device < 0 || o.device >= count) {
         rc = dsa_fail(ctx, DSA_ERROR_INVALID_ARGUMENT, "dsa_ctx_create: opts->device is %d, this machine has %d", o.device,
                       count);
         goto fail;
     }
-    CU_CHECK(ctx, cuDeviceGet(&ctx->dev, o.device));
+    CU_CHECK(ctx, dsa_cu.cuDeviceGet(&ctx->dev, o.device));
     int major = 0;
-    CU_CHECK(ctx, cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, ctx->dev));
+    CU_CHECK(ctx, dsa_cu.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, ctx->dev));
     if (strncmp(ctx->target, "sm_90", 5) == 0 && major != 9) {
         rc = dsa_fail(ctx, DSA_ERROR_UNSUPPORTED, "configuration %s targets %s; device %d has compute capability %d.x",
                       plan->name, ctx->target, o.device, major);
         goto fail;
     }
-    CU_CHECK(ctx, cuDevicePrimaryCtxRetain(&ctx->cu, ctx->dev));
-    CU_CHECK(ctx, cuCtxPushCurrent(ctx->cu));
+    CU_CHECK(ctx, dsa_cu.cuDevicePrimaryCtxRetain(&ctx->cu, ctx->dev));
+    CU_CHECK(ctx, dsa_cu.cuCtxPushCurrent(ctx->cu));
     pushed = 1;
 
     rc = dsa_jit_load(ctx);
     if (rc != DSA_SUCCESS)
         goto fail;
 
+    /* The rope table, computed on the GPU from the host's frequencies (a 200K-position table is
+     * 13 million sin/cos: milliseconds there, a large part of a warm start on the host). */
     size_t n = (size_t)plan->max_positions * (size_t)(plan->qk_rope_dim / 2);
-    cos_h = malloc(n * sizeof *cos_h);
-    sin_h = malloc(n * sizeof *sin_h);
-    if (!cos_h || !sin_h) {
-        rc = dsa_fail(ctx, DSA_ERROR_OUT_OF_MEMORY, "dsa_ctx_create: out of host memory for the rope table");
-        goto fail;
-    }
-    dsa_rope_table(plan, cos_h, sin_h);
-    CU_CHECK(ctx, cuMemAlloc(&ctx->rope_cos, n * sizeof *cos_h));
-    CU_CHECK(ctx, cuMemAlloc(&ctx->rope_sin, n * sizeof *sin_h));
-    CU_CHECK(ctx, cuMemcpyHtoD(ctx->rope_cos, cos_h, n * sizeof *cos_h));
-    CU_CHECK(ctx, cuMemcpyHtoD(ctx->rope_sin, sin_h, n * sizeof *sin_h));
-    CU_CHECK(ctx, cuMemAlloc(&ctx->rejected, 2 * sizeof(uint64_t)));
-    CU_CHECK(ctx, cuMemsetD8(ctx->rejected, 0, 2 * sizeof(uint64_t)));
-    free(cos_h);
-    free(sin_h);
+    double freq[128], mscale;
+    dsa_rope_freqs(plan, freq, &mscale);
+    CU_CHECK(ctx, dsa_cu.cuMemAlloc(&ctx->rope_cos, n * sizeof(float)));
+    CU_CHECK(ctx, dsa_cu.cuMemAlloc(&ctx->rope_sin, n * sizeof(float)));
+    CU_CHECK(ctx, dsa_cu.cuMemAlloc(&freq_d, sizeof freq));
+    CU_CHECK(ctx, dsa_cu.cuMemcpyHtoD(freq_d, freq, sizeof freq));
+    CUfunction rope_fn;
+    CU_CHECK(ctx, dsa_cu.cuModuleGetFunction(&rope_fn, ctx->kernels[0].module, plan->rope_entry));
+    void *rope_args[] = {&freq_d, &mscale, &ctx->rope_cos, &ctx->rope_sin};
+    CU_CHECK(ctx, dsa_cu.cuLaunchKernel(rope_fn, (unsigned)((n + 255) / 256), 1, 1, 256, 1, 1, 0, NULL, rope_args,
+                                        NULL));
+    CU_CHECK(ctx, dsa_cu.cuCtxSynchronize());
+    CU_CHECK(ctx, dsa_cu.cuMemAlloc(&ctx->rejected, 2 * sizeof(uint64_t)));
+    CU_CHECK(ctx, dsa_cu.cuMemsetD8(ctx->rejected, 0, 2 * sizeof(uint64_t)));
+    dsa_cu.cuMemFree(freq_d);
     CUcontext popped;
-    cuCtxPopCurrent(&popped);
+    dsa_cu.cuCtxPopCurrent(&popped);
     *out = ctx;
     return DSA_SUCCESS;
 fail:
-    free(cos_h);
-    free(sin_h);
+    if (freq_d)
+        dsa_cu.cuMemFree(freq_d);
     if (pushed) {
         CUcontext dummy;
-        cuCtxPopCurrent(&dummy);
+        dsa_cu.cuCtxPopCurrent(&dummy);
     }
     if (ctx)
         memcpy(thread_err, ctx->err, DSA_ERRLEN);
@@ -274,7 +306,7 @@ dsa_result_t dsa_prologue(dsa_ctx_t ctx, const dsa_prologue_args_t *a, void *str
     k.kv_stride = ks;
     k.idx_k_stride = is;
     k.clear_topk = a->clear_topk && a->topk;
-    CUresult pr = cuCtxPushCurrent(ctx->cu);
+    CUresult pr = dsa_cu.cuCtxPushCurrent(ctx->cu);
     if (pr != CUDA_SUCCESS)
         return dsa_fail(ctx, DSA_ERROR_CUDA, "dsa_prologue: cannot make the context current (%d)", (int)pr);
     /* A call larger than max_tokens runs as several launches, never truncated. */
@@ -289,19 +321,19 @@ dsa_result_t dsa_prologue(dsa_ctx_t ctx, const dsa_prologue_args_t *a, void *str
         k.topk = a->topk ? a->topk + t0 * p->idx_topk : NULL;
         k.num_tokens = (int32_t)n;
         void *params[] = {&k};
-        CUresult r = cuLaunchKernel(ctx->kernels[0].fn, (unsigned)n, 1, 1, ctx->plan->kernels[0].threads, 1, 1, 0,
+        CUresult r = dsa_cu.cuLaunchKernel(ctx->kernels[0].fn, (unsigned)n, 1, 1, ctx->plan->kernels[0].threads, 1, 1, 0,
                                     (CUstream)stream, params, NULL);
         if (r != CUDA_SUCCESS) {
             const char *s = "?";
             CUcontext dummy;
-            cuGetErrorString(r, &s);
-            cuCtxPopCurrent(&dummy);
+            dsa_cu.cuGetErrorString(r, &s);
+            dsa_cu.cuCtxPopCurrent(&dummy);
             return dsa_fail(ctx, DSA_ERROR_CUDA, "dsa_prologue: launch of %s failed: %s", ctx->plan->kernels[0].entry,
                             s);
         }
     }
     CUcontext dummy;
-    cuCtxPopCurrent(&dummy);
+    dsa_cu.cuCtxPopCurrent(&dummy);
     return DSA_SUCCESS;
 }
 
@@ -312,12 +344,12 @@ dsa_result_t dsa_take_rejected(dsa_ctx_t ctx, uint64_t counts[2])
         return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT, "dsa_take_rejected: ctx is NULL");
     if (!counts)
         return dsa_fail(ctx, DSA_ERROR_INVALID_ARGUMENT, "dsa_take_rejected: counts is NULL");
-    CU_CHECK(ctx, cuCtxPushCurrent(ctx->cu));
-    CU_CHECK(ctx, cuCtxSynchronize());
-    CU_CHECK(ctx, cuMemcpyDtoH(counts, ctx->rejected, 2 * sizeof(uint64_t)));
-    CU_CHECK(ctx, cuMemsetD8(ctx->rejected, 0, 2 * sizeof(uint64_t)));
+    CU_CHECK(ctx, dsa_cu.cuCtxPushCurrent(ctx->cu));
+    CU_CHECK(ctx, dsa_cu.cuCtxSynchronize());
+    CU_CHECK(ctx, dsa_cu.cuMemcpyDtoH(counts, ctx->rejected, 2 * sizeof(uint64_t)));
+    CU_CHECK(ctx, dsa_cu.cuMemsetD8(ctx->rejected, 0, 2 * sizeof(uint64_t)));
 fail:;
     CUcontext dummy;
-    cuCtxPopCurrent(&dummy);
+    dsa_cu.cuCtxPopCurrent(&dummy);
     return rc;
 }

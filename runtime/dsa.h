@@ -58,7 +58,9 @@ DSA_API void dsa_ctx_destroy(dsa_ctx_t ctx); /* NULL: does nothing */
 typedef struct dsa_kernel_info {
     const char *name;
     int from_cache;
-    int registers, spill_bytes, shared_bytes;
+    int registers;    /* from the loaded function */
+    int local_bytes;  /* local memory per thread: stack and spills; 0 is what dsagen expects */
+    int shared_bytes; /* static shared memory */
     size_t cubin_bytes;
     double compile_ms;
 } dsa_kernel_info_t;

@@ -27,6 +27,7 @@ typedef struct dsa_plan {
     dsa_source_t config_h;
     int nkernels;
     const dsa_kernel_desc_t *kernels;
+    const char *rope_entry; /* the rope table kernel, in kernels[0]'s module */
     int ntargets;
     const char *const *targets;
     /* geometry and topology */

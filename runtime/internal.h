@@ -3,7 +3,7 @@
 #ifndef DSA_INTERNAL_H
 #define DSA_INTERNAL_H
 
-#include <cuda.h>
+#include "loader.h"
 #include <stdarg.h>
 
 #include "dsa.h"
@@ -35,7 +35,15 @@ struct dsa_ctx {
  * returns r. */
 DSA_HIDDEN dsa_result_t dsa_fail(dsa_ctx_t ctx, dsa_result_t r, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-DSA_HIDDEN void dsa_log(const dsa_ctx_t ctx, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Host allocation of the runtime, with a fault injector for tests: dsa_fault_after counts the
+ * allocations that still succeed (-1: all do). */
+DSA_HIDDEN void *dsa_malloc(size_t n);
+DSA_HIDDEN void *dsa_calloc(size_t n, size_t size);
+DSA_HIDDEN extern long dsa_fault_after;
+
+/* Prints to stderr when level <= threshold (the context's log_level). */
+DSA_HIDDEN void dsa_log(int threshold, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+DSA_HIDDEN char *dsa_thread_err(void);
 
 /* CU_CHECK(ctx, call): on failure records "call failed: NAME (text) at file:line" and jumps to
  * the enclosing function's `fail` label with rc set. */
@@ -44,22 +52,35 @@ DSA_HIDDEN void dsa_log(const dsa_ctx_t ctx, int level, const char *fmt, ...) __
         CUresult cu_ = (call);                                                                               \
         if (cu_ != CUDA_SUCCESS) {                                                                           \
             const char *n_ = "?", *s_ = "?";                                                                 \
-            cuGetErrorName(cu_, &n_);                                                                        \
-            cuGetErrorString(cu_, &s_);                                                                      \
+            dsa_cu.cuGetErrorName(cu_, &n_);                                                                        \
+            dsa_cu.cuGetErrorString(cu_, &s_);                                                                      \
             rc = dsa_fail(ctx, cu_ == CUDA_ERROR_OUT_OF_MEMORY ? DSA_ERROR_OUT_OF_MEMORY : DSA_ERROR_CUDA,    \
                           "%s failed: %s (%s) at %s:%d", #call, n_, s_, __FILE__, __LINE__);                 \
             goto fail;                                                                                       \
         }                                                                                                    \
     } while (0)
 
-/* JIT: compiles or loads every kernel of ctx's plan into ctx->kernels. */
+/* JIT, no GPU needed: compiles (NVRTC, one thread per kernel) or loads from the disk cache every
+ * kernel of plan for target. cache_dir NULL: $DSA_CACHE_DIR or ~/.cache/dsagen; "": no cache.
+ * out has plan->nkernels entries; each cubin is malloc'd, the caller frees it. */
+typedef struct dsa_jit_out {
+    char *cubin;
+    size_t len;
+    dsa_kernel_info_t info;
+} dsa_jit_out_t;
+DSA_HIDDEN dsa_result_t dsa_jit_compile(const dsa_plan_t *plan, const char *target, const char *cache_dir,
+                                        int log_level, dsa_jit_out_t *out, char *err, size_t errlen);
+
+/* JIT for a context: dsa_jit_compile, then load the modules on ctx's device. */
 DSA_HIDDEN dsa_result_t dsa_jit_load(dsa_ctx_t ctx);
 
 /* Kernel headers embedded from runtime/kernels (build/runtime/kernel_headers.c). */
 extern const char dsa_hdr_abi[], dsa_hdr_numerics[], dsa_hdr_prologue[];
 extern const size_t dsa_hdr_abi_len, dsa_hdr_numerics_len, dsa_hdr_prologue_len;
 
-/* Rope cos/sin table of the plan: [max_positions, qk_rope_dim / 2] each, fp32. */
+/* Rope of the plan: per-pair frequencies (qk_rope_dim / 2 <= 128) and the cos/sin scale; and the
+ * whole cos/sin table on the host, [max_positions, qk_rope_dim / 2] each, fp32. */
+DSA_HIDDEN void dsa_rope_freqs(const dsa_plan_t *p, double *freq, double *mscale);
 DSA_HIDDEN void dsa_rope_table(const dsa_plan_t *p, float *cos_out, float *sin_out);
 
 #endif

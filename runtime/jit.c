@@ -3,7 +3,6 @@
  * written to a temporary file and renamed; each carries the SHA-256 of its payload, so a truncated
  * or corrupt entry is detected on load, reported, and rebuilt. */
 #include <errno.h>
-#include <nvrtc.h>
 #include <openssl/evp.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -15,11 +14,16 @@
 
 #include "internal.h"
 
-#define CACHE_MAGIC "DSACUBIN1\n"
+/* Entry: magic, the 32-byte key it was compiled for, SHA-256 of the payload, payload length (u64),
+ * payload (the cubin). The key check catches an entry of another NVRTC version or other options
+ * that was copied or renamed into place; the payload hash catches truncation and bit flips. */
+#define CACHE_MAGIC "DSACUBIN2\n"
 #define MAGIC_LEN 10
 
 typedef struct job {
-    dsa_ctx_t ctx;
+    const dsa_plan_t *plan;
+    const char *target;
+    int log_level;
     const dsa_kernel_desc_t *k;
     const char *headers[4];
     const char *names[4];
@@ -58,7 +62,7 @@ static __attribute__((format(printf, 2, 3))) void job_fail(job_t *j, const char 
 {
     va_list ap;
     va_start(ap, fmt);
-    char *m = malloc(DSA_ERRLEN);
+    char *m = dsa_malloc(DSA_ERRLEN);
     if (m)
         vsnprintf(m, DSA_ERRLEN, fmt, ap);
     va_end(ap);
@@ -72,7 +76,7 @@ static void make_key(job_t *j, int nheaders)
     EVP_MD_CTX *h = EVP_MD_CTX_new();
     EVP_DigestInit_ex(h, EVP_sha256(), NULL);
     int major = 0, minor = 0;
-    nvrtcVersion(&major, &minor);
+    dsa_nvrtc.nvrtcVersion(&major, &minor);
     char ver[64];
     snprintf(ver, sizeof ver, "nvrtc %d.%d\n", major, minor);
     EVP_DigestUpdate(h, ver, strlen(ver));
@@ -94,28 +98,35 @@ static char *cache_load(job_t *j, size_t *len)
     FILE *f = fopen(j->path, "rb");
     if (!f)
         return NULL;
-    char head[MAGIC_LEN + 32 + 8];
+    char head[MAGIC_LEN + 32 + 32 + 8];
     char *payload = NULL;
     const char *why = NULL;
     uint64_t n = 0;
     if (fread(head, 1, sizeof head, f) != sizeof head || memcmp(head, CACHE_MAGIC, MAGIC_LEN) != 0) {
         why = "bad header";
+    } else if (memcmp(head + MAGIC_LEN, j->key, 32) != 0) {
+        why = "compiled for another key: another NVRTC version, options or source";
     } else {
-        memcpy(&n, head + MAGIC_LEN + 32, 8);
-        payload = n <= ((uint64_t)1 << 30) ? malloc(n ? n : 1) : NULL;
+        memcpy(&n, head + MAGIC_LEN + 64, 8);
+        payload = n <= ((uint64_t)1 << 30) ? dsa_malloc(n ? n : 1) : NULL;
+        if (!payload && n <= ((uint64_t)1 << 30)) {
+            fclose(f);
+            return NULL; /* out of memory: compile instead, and keep the entry */
+        }
         if (!payload || fread(payload, 1, n, f) != n || fgetc(f) != EOF) {
             why = "truncated or too long";
         } else {
             unsigned char h[32];
             sha256(payload, n, h);
-            if (memcmp(h, head + MAGIC_LEN, 32) != 0)
+            if (memcmp(h, head + MAGIC_LEN + 32, 32) != 0)
                 why = "checksum mismatch";
         }
     }
     fclose(f);
     if (why) {
         free(payload);
-        dsa_log(j->ctx, DSA_LOG_WARN, "JIT cache entry %s is damaged (%s): removed, recompiling", j->path, why);
+        dsa_log(j->log_level, DSA_LOG_WARN, "JIT cache entry %s is unusable (%s): removed, recompiling", j->path,
+                why);
         unlink(j->path);
         return NULL;
     }
@@ -131,34 +142,45 @@ static void cache_store(job_t *j)
     unsigned char h[32];
     sha256(j->cubin, j->cubin_len, h);
     uint64_t n = j->cubin_len;
-    int ok = f && fwrite(CACHE_MAGIC, 1, MAGIC_LEN, f) == MAGIC_LEN && fwrite(h, 1, 32, f) == 32 &&
+    int ok = f && fwrite(CACHE_MAGIC, 1, MAGIC_LEN, f) == MAGIC_LEN && fwrite(j->key, 1, 32, f) == 32 &&
+             fwrite(h, 1, 32, f) == 32 &&
              fwrite(&n, 1, 8, f) == 8 && fwrite(j->cubin, 1, n, f) == n;
     if (f && fclose(f) != 0)
         ok = 0;
     if (!ok || rename(tmp, j->path) != 0) {
-        dsa_log(j->ctx, DSA_LOG_WARN, "cannot write JIT cache entry %s: %s (continuing without it)", j->path,
+        dsa_log(j->log_level, DSA_LOG_WARN, "cannot write JIT cache entry %s: %s (continuing without it)", j->path,
                 strerror(errno));
         unlink(tmp);
     }
 }
 
-/* Reads "ptxas info" lines of the NVRTC log: registers, spills, shared memory. */
-static void parse_ptxas(const char *log, dsa_kernel_info_t *info)
+static int number_before(const char *log, const char *p)
 {
-    const char *p;
-    if ((p = strstr(log, "Used ")))
+    while (p > log && p[-1] == ' ')
+        p--;
+    while (p > log && p[-1] >= '0' && p[-1] <= '9')
+        p--;
+    return atoi(p);
+}
+
+/* Reads the "ptxas info" lines of an NVRTC log (--ptxas-options=-v) for one entry function:
+ * registers and shared memory after "Compiling entry function '<entry>'", stack frame plus spill
+ * stores (local memory) after "Function properties for <entry>". Used where no GPU loads it. */
+static void parse_ptxas(const char *log, const char *entry, dsa_kernel_info_t *info)
+{
+    char key[320];
+    snprintf(key, sizeof key, "Compiling entry function '%s'", entry);
+    const char *sec = strstr(log, key), *p;
+    if (sec && (p = strstr(sec, "Used ")))
         info->registers = atoi(p + 5);
-    if ((p = strstr(log, "bytes spill stores")))
-        for (const char *q = p; q > log; q--)
-            if (q[-1] == ',' || q[-1] == ':') {
-                info->spill_bytes = atoi(q);
-                break;
-            }
-    if ((p = strstr(log, "registers, ")) && strstr(p, "bytes smem")) {
-        const char *s = strstr(p, "bytes smem");
-        while (s > p && (s[-1] == ' ' || (s[-1] >= '0' && s[-1] <= '9')))
-            s--;
-        info->shared_bytes = atoi(s);
+    if (sec && (p = strstr(sec, "bytes smem")))
+        info->shared_bytes = number_before(log, p);
+    snprintf(key, sizeof key, "Function properties for %s\n", entry);
+    if ((sec = strstr(log, key))) {
+        const char *eol = strchr(sec + strlen(key), '\n');
+        const char *stack = strstr(sec, "bytes stack frame"), *spill = strstr(sec, "bytes spill stores");
+        if (stack && (!eol || stack < eol) && spill && (!eol || spill < eol))
+            info->local_bytes = number_before(log, stack) + number_before(log, spill);
     }
 }
 
@@ -166,11 +188,11 @@ static void parse_ptxas(const char *log, dsa_kernel_info_t *info)
 static void explain_failure(job_t *j, const char *log)
 {
     size_t cap = DSA_ERRLEN, len = 0;
-    char *m = malloc(cap);
+    char *m = dsa_malloc(cap);
     if (!m)
         return;
     len += (size_t)snprintf(m + len, cap - len, "kernel %s (%s) of %s did not compile\noptions:", j->k->name,
-                            j->k->source.name, j->ctx->plan->name);
+                            j->k->source.name, j->plan->name);
     for (int i = 0; i < j->nopts && len < cap; i++)
         len += (size_t)snprintf(m + len, cap - len, " %s", j->opts[i]);
     if (len < cap)
@@ -208,30 +230,30 @@ static void *compile_job(void *arg)
     double t0 = now_ms();
     nvrtcProgram prog = NULL;
     char *log = NULL;
-    nvrtcResult r = nvrtcCreateProgram(&prog, j->k->source.text, j->k->source.name, 4, j->headers, j->names);
+    nvrtcResult r = dsa_nvrtc.nvrtcCreateProgram(&prog, j->k->source.text, j->k->source.name, 4, j->headers, j->names);
     if (r != NVRTC_SUCCESS) {
         j->rc = DSA_ERROR_NVRTC;
-        job_fail(j, "nvrtcCreateProgram for kernel %s failed: %s", j->k->name, nvrtcGetErrorString(r));
+        job_fail(j, "nvrtcCreateProgram for kernel %s failed: %s", j->k->name, dsa_nvrtc.nvrtcGetErrorString(r));
         return NULL;
     }
-    nvrtcResult cr = nvrtcCompileProgram(prog, j->nopts, j->opts);
+    nvrtcResult cr = dsa_nvrtc.nvrtcCompileProgram(prog, j->nopts, j->opts);
     size_t loglen = 0;
-    nvrtcGetProgramLogSize(prog, &loglen);
-    log = malloc(loglen + 1);
+    dsa_nvrtc.nvrtcGetProgramLogSize(prog, &loglen);
+    log = dsa_malloc(loglen + 1);
     if (log) {
         log[0] = '\0';
-        nvrtcGetProgramLog(prog, log);
+        dsa_nvrtc.nvrtcGetProgramLog(prog, log);
     }
     if (cr != NVRTC_SUCCESS) {
         j->rc = DSA_ERROR_NVRTC;
         explain_failure(j, log ? log : "(no log)");
     } else {
         if (log)
-            parse_ptxas(log, &j->info);
+            parse_ptxas(log, j->k->entry, &j->info);
         size_t n = 0;
-        nvrtcGetCUBINSize(prog, &n);
-        j->cubin = malloc(n ? n : 1);
-        if (!j->cubin || nvrtcGetCUBIN(prog, j->cubin) != NVRTC_SUCCESS) {
+        dsa_nvrtc.nvrtcGetCUBINSize(prog, &n);
+        j->cubin = dsa_malloc(n ? n : 1);
+        if (!j->cubin || dsa_nvrtc.nvrtcGetCUBIN(prog, j->cubin) != NVRTC_SUCCESS) {
             j->rc = j->cubin ? DSA_ERROR_NVRTC : DSA_ERROR_OUT_OF_MEMORY;
             job_fail(j, "cannot get the cubin of kernel %s", j->k->name);
         } else {
@@ -239,7 +261,7 @@ static void *compile_job(void *arg)
         }
     }
     free(log);
-    nvrtcDestroyProgram(&prog);
+    dsa_nvrtc.nvrtcDestroyProgram(&prog);
     j->info.compile_ms = now_ms() - t0;
     return NULL;
 }
@@ -262,39 +284,51 @@ static int make_dirs(const char *dir)
     return access(dir, W_OK) == 0 ? 0 : -1;
 }
 
-dsa_result_t dsa_jit_load(dsa_ctx_t ctx)
+static const char *default_cache_dir(char *buf, size_t n, const char *given)
 {
-    const dsa_plan_t *plan = ctx->plan;
+    const char *cd = given ? given : getenv("DSA_CACHE_DIR");
+    if (cd)
+        snprintf(buf, n, "%s", cd);
+    else if (getenv("HOME"))
+        snprintf(buf, n, "%s/.cache/dsagen", getenv("HOME"));
+    else
+        buf[0] = '\0';
+    return buf;
+}
+
+dsa_result_t dsa_jit_compile(const dsa_plan_t *plan, const char *target, const char *cache_dir, int log_level,
+                             dsa_jit_out_t *out, char *err, size_t errlen)
+{
     dsa_result_t rc = DSA_SUCCESS;
-    job_t *jobs = calloc((size_t)plan->nkernels, sizeof *jobs);
-    pthread_t *th = calloc((size_t)plan->nkernels, sizeof *th);
-    int *started = calloc((size_t)plan->nkernels, sizeof *started);
+    if (dsa_load_nvrtc(err, errlen) != 0)
+        return DSA_ERROR_NVRTC;
+    job_t *jobs = dsa_calloc((size_t)plan->nkernels, sizeof *jobs);
+    pthread_t *th = dsa_calloc((size_t)plan->nkernels, sizeof *th);
+    int *started = dsa_calloc((size_t)plan->nkernels, sizeof *started);
     if (!jobs || !th || !started) {
-        rc = dsa_fail(ctx, DSA_ERROR_OUT_OF_MEMORY, "out of host memory");
-        goto fail;
+        snprintf(err, errlen, "out of host memory");
+        rc = DSA_ERROR_OUT_OF_MEMORY;
+        goto done;
     }
-    char dir[4096] = "";
-    const char *cd = ctx->opts.cache_dir ? ctx->opts.cache_dir : getenv("DSA_CACHE_DIR");
-    if (!cd && getenv("HOME"))
-        snprintf(dir, sizeof dir, "%s/.cache/dsagen", getenv("HOME"));
-    else if (cd)
-        snprintf(dir, sizeof dir, "%s", cd);
+    char dir[4096];
+    default_cache_dir(dir, sizeof dir, cache_dir);
     if (dir[0] && make_dirs(dir) != 0) {
-        dsa_log(ctx, DSA_LOG_WARN, "JIT cache folder %s is not writable (%s): compiling in memory", dir,
+        dsa_log(log_level, DSA_LOG_WARN, "JIT cache folder %s is not writable (%s): compiling in memory", dir,
                 strerror(errno));
         dir[0] = '\0';
     }
-
     for (int i = 0; i < plan->nkernels; i++) {
         job_t *j = &jobs[i];
-        j->ctx = ctx;
+        j->plan = plan;
+        j->target = target;
+        j->log_level = log_level;
         j->k = &plan->kernels[i];
         j->info.name = j->k->name;
         const char *h[4] = {plan->config_h.text, dsa_hdr_abi, dsa_hdr_numerics, dsa_hdr_prologue};
         const char *n[4] = {"config.h", "dsa_abi.h", "dsa_numerics.cuh", "dsa_prologue.cuh"};
         memcpy(j->headers, h, sizeof h);
         memcpy(j->names, n, sizeof n);
-        snprintf(j->opts_arch, sizeof j->opts_arch, "--gpu-architecture=%s", ctx->target);
+        snprintf(j->opts_arch, sizeof j->opts_arch, "--gpu-architecture=%s", target);
         j->opts[0] = j->opts_arch;
         j->opts[1] = "-std=c++17";
         j->opts[2] = "--ptxas-options=-v";
@@ -303,7 +337,7 @@ dsa_result_t dsa_jit_load(dsa_ctx_t ctx)
         char key[65];
         hex(j->key, 32, key);
         if (dir[0]) {
-            snprintf(j->path, sizeof j->path, "%s/%s.%s.%s.%.16s.cubin", dir, plan->name, j->k->name, ctx->target, key);
+            snprintf(j->path, sizeof j->path, "%s/%s.%s.%s.%.16s.cubin", dir, plan->name, j->k->name, target, key);
             double t0 = now_ms();
             j->cubin = cache_load(j, &j->cubin_len);
             if (j->cubin) {
@@ -322,22 +356,23 @@ dsa_result_t dsa_jit_load(dsa_ctx_t ctx)
     for (int i = 0; i < plan->nkernels; i++) {
         job_t *j = &jobs[i];
         if (j->rc != DSA_SUCCESS) {
-            rc = dsa_fail(ctx, j->rc, "%s", j->err ? j->err : "kernel compilation failed");
-            goto fail;
+            snprintf(err, errlen, "%s", j->err ? j->err : "kernel compilation failed");
+            rc = j->rc;
+            goto done;
         }
         if (!j->info.from_cache && dir[0])
             cache_store(j);
-        dsa_log(ctx, DSA_LOG_INFO, "kernel %s: %s in %.1f ms, %d registers, %d spill bytes, %zu-byte cubin", j->k->name,
-                j->info.from_cache ? "loaded from cache" : "compiled", j->info.compile_ms, j->info.registers,
-                j->info.spill_bytes, j->cubin_len);
-        dsa_kernel_t *k = &ctx->kernels[i];
-        CU_CHECK(ctx, cuModuleLoadData(&k->module, j->cubin));
-        CU_CHECK(ctx, cuModuleGetFunction(&k->fn, k->module, j->k->entry));
         j->info.cubin_bytes = j->cubin_len;
-        k->info = j->info;
-        ctx->info[i] = j->info;
+        dsa_log(log_level, DSA_LOG_INFO, "%s: kernel %s %s in %.1f ms, %zu-byte cubin", plan->name, j->k->name,
+                j->info.from_cache ? "loaded from cache" : "compiled", j->info.compile_ms, j->cubin_len);
     }
-fail:
+    for (int i = 0; i < plan->nkernels; i++) {
+        out[i].cubin = jobs[i].cubin;
+        out[i].len = jobs[i].cubin_len;
+        out[i].info = jobs[i].info;
+        jobs[i].cubin = NULL;
+    }
+done:
     for (int i = 0; jobs && i < plan->nkernels; i++) {
         free(jobs[i].cubin);
         free(jobs[i].err);
@@ -345,5 +380,38 @@ fail:
     free(jobs);
     free(th);
     free(started);
+    return rc;
+}
+
+dsa_result_t dsa_jit_load(dsa_ctx_t ctx)
+{
+    const dsa_plan_t *plan = ctx->plan;
+    dsa_result_t rc;
+    dsa_jit_out_t *out = dsa_calloc((size_t)plan->nkernels, sizeof *out);
+    if (!out)
+        return dsa_fail(ctx, DSA_ERROR_OUT_OF_MEMORY, "out of host memory");
+    rc = dsa_jit_compile(plan, ctx->target, ctx->opts.cache_dir, ctx->opts.log_level, out, ctx->err, DSA_ERRLEN);
+    if (rc != DSA_SUCCESS)
+        goto fail;
+    for (int i = 0; i < plan->nkernels; i++) {
+        dsa_kernel_t *k = &ctx->kernels[i];
+        CU_CHECK(ctx, dsa_cu.cuModuleLoadData(&k->module, out[i].cubin));
+        CU_CHECK(ctx, dsa_cu.cuModuleGetFunction(&k->fn, k->module, plan->kernels[i].entry));
+        int regs = 0, local = 0, shared = 0;
+        CU_CHECK(ctx, dsa_cu.cuFuncGetAttribute(&regs, CU_FUNC_ATTRIBUTE_NUM_REGS, k->fn));
+        CU_CHECK(ctx, dsa_cu.cuFuncGetAttribute(&local, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, k->fn));
+        CU_CHECK(ctx, dsa_cu.cuFuncGetAttribute(&shared, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, k->fn));
+        out[i].info.registers = regs;
+        out[i].info.local_bytes = local;
+        out[i].info.shared_bytes = shared;
+        k->info = out[i].info;
+        ctx->info[i] = out[i].info;
+    }
+fail:
+    for (int i = 0; i < plan->nkernels; i++)
+        free(out[i].cubin);
+    free(out);
+    if (rc != DSA_SUCCESS)
+        memcpy(dsa_thread_err(), ctx->err, DSA_ERRLEN);
     return rc;
 }

@@ -24,6 +24,7 @@ const dsa_plan_t dsa_plan_deepseek_v32_tp8_dcp1_i1_fp8_ds_mla = {
     .name = DSA_CONFIG_NAME,
     .config_h = {"config.h", dsa_src_deepseek_v32_tp8_dcp1_i1_fp8_ds_mla_config_h, &dsa_src_deepseek_v32_tp8_dcp1_i1_fp8_ds_mla_config_h_len},
     .nkernels = (int)(sizeof kernels / sizeof kernels[0]),
+    .rope_entry = "dsa_rope_table_deepseek_v32_tp8_dcp1_i1_fp8_ds_mla",
     .kernels = kernels,
     .ntargets = (int)(sizeof targets / sizeof targets[0]),
     .targets = targets,

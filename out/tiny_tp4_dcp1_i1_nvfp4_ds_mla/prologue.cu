@@ -81,3 +81,19 @@ dsa_prologue_tiny_tp4_dcp1_i1_nvfp4_ds_mla(const dsa_prologue_params p)
                                                                  slot, p.idx_cache);
     }
 }
+
+// The rope cos/sin table of this configuration, computed once at context creation: row pos holds
+// cos and sin of pos * freq[i] (freq from the host: theta^(-2i/d), YaRN-corrected) times mscale,
+// in double, stored as fp32. One thread per (position, pair).
+extern "C" __global__ void dsa_rope_table_tiny_tp4_dcp1_i1_nvfp4_ds_mla(const double *freq, double mscale, float *cos_out,
+                                                    float *sin_out)
+{
+    const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (i >= (int64_t)DSA_MAX_POSITIONS * (DSA_QK_ROPE_DIM / 2))
+        return;
+    const int64_t pos = i / (DSA_QK_ROPE_DIM / 2);
+    double s, c;
+    sincos((double)pos * freq[i % (DSA_QK_ROPE_DIM / 2)], &s, &c);
+    cos_out[i] = (float)(c * mscale);
+    sin_out[i] = (float)(s * mscale);
+}

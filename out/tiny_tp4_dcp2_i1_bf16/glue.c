@@ -24,6 +24,7 @@ const dsa_plan_t dsa_plan_tiny_tp4_dcp2_i1_bf16 = {
     .name = DSA_CONFIG_NAME,
     .config_h = {"config.h", dsa_src_tiny_tp4_dcp2_i1_bf16_config_h, &dsa_src_tiny_tp4_dcp2_i1_bf16_config_h_len},
     .nkernels = (int)(sizeof kernels / sizeof kernels[0]),
+    .rope_entry = "dsa_rope_table_tiny_tp4_dcp2_i1_bf16",
     .kernels = kernels,
     .ntargets = (int)(sizeof targets / sizeof targets[0]),
     .targets = targets,

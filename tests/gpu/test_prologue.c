@@ -423,10 +423,10 @@ static void test_config(const char *name)
     const dsa_kernel_info_t *info;
     int nk = dsa_ctx_kernels(ctx, &info);
     for (int i = 0; i < nk; i++)
-        printf("  %s: ctx_create %.1f ms; kernel %s %s in %.1f ms, %d registers, %d spill bytes, %zu-byte cubin\n",
+        printf("  %s: ctx_create %.1f ms; kernel %s %s in %.1f ms, %d registers, %d local bytes, %zu-byte cubin\n",
                name, (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6, info[i].name,
                info[i].from_cache ? "loaded from cache" : "compiled", info[i].compile_ms, info[i].registers,
-               info[i].spill_bytes, info[i].cubin_bytes);
+               info[i].local_bytes, info[i].cubin_bytes);
     const int Ts[] = {1, 4, 17, 512, 4096};
     for (size_t i = 0; i < sizeof Ts / sizeof Ts[0]; i++) {
         host_t h;

@@ -1,0 +1,40 @@
+/* The CUDA driver and NVRTC, loaded at run time (dlopen) rather than linked: libdsa then loads on
+ * a machine without a GPU driver and says so with a result code, the JIT compiles without a GPU,
+ * and tests can substitute a fake NVRTC (DSA_NVRTC_LIBRARY). Calls go through dsa_cu / dsa_nvrtc. */
+#ifndef DSA_LOADER_H
+#define DSA_LOADER_H
+
+#include <cuda.h>
+#include <nvrtc.h>
+
+#define DSA_STR2(x) #x
+#define DSA_STR(x) DSA_STR2(x) /* expands cuda.h's versioned names: cuMemAlloc -> "cuMemAlloc_v2" */
+
+#define DSA_CU_FUNCS(X)                                                                                      \
+    X(cuInit) X(cuDeviceGetCount) X(cuDeviceGet) X(cuDeviceGetAttribute) X(cuDevicePrimaryCtxRetain)         \
+    X(cuDevicePrimaryCtxRelease) X(cuCtxPushCurrent) X(cuCtxPopCurrent) X(cuCtxSynchronize)                 \
+    X(cuModuleLoadData) X(cuModuleGetFunction) X(cuModuleUnload) X(cuFuncGetAttribute) X(cuMemAlloc)        \
+    X(cuMemFree) X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemsetD8) X(cuLaunchKernel) X(cuGetErrorName)          \
+    X(cuGetErrorString)
+
+#define DSA_NVRTC_FUNCS(X)                                                                                   \
+    X(nvrtcVersion) X(nvrtcCreateProgram) X(nvrtcCompileProgram) X(nvrtcGetProgramLogSize)                  \
+    X(nvrtcGetProgramLog) X(nvrtcGetCUBINSize) X(nvrtcGetCUBIN) X(nvrtcDestroyProgram) X(nvrtcGetErrorString)
+
+#define DSA_FN_FIELD(name) __typeof__(name) *name;
+typedef struct dsa_cu_api {
+    DSA_CU_FUNCS(DSA_FN_FIELD)
+} dsa_cu_api_t;
+typedef struct dsa_nvrtc_api {
+    DSA_NVRTC_FUNCS(DSA_FN_FIELD)
+} dsa_nvrtc_api_t;
+#undef DSA_FN_FIELD
+
+extern __attribute__((visibility("hidden"))) dsa_cu_api_t dsa_cu;
+extern __attribute__((visibility("hidden"))) dsa_nvrtc_api_t dsa_nvrtc;
+
+/* Load once (thread-safe). Return 0, or -1 with a message naming the library and what failed. */
+__attribute__((visibility("hidden"))) int dsa_load_cuda(char *err, size_t errlen);
+__attribute__((visibility("hidden"))) int dsa_load_nvrtc(char *err, size_t errlen);
+
+#endif

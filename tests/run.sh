@@ -116,6 +116,37 @@ for t in build/tests/test_* build/asan/tests/test_*; do
   pass=$((pass + p)); fail=$((fail + f))
 done
 
+# ---- the runtime on the CPU: its tests (plain and ASan+UBSan), and every generated kernel
+# compiled with NVRTC (dsa-jit fails on any error, and on local memory: spills or stack) ----
+if [ -f .cuda/include/cuda.h ] && [ -f .cuda/include/nvrtc.h ]; then
+  [ -d .cuda/lib ] && export LD_LIBRARY_PATH=$PWD/.cuda/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  if ninja runtime; then
+    ok
+    export LSAN_OPTIONS=suppressions=$PWD/tests/lsan.supp # NVRTC keeps some allocations for the process
+    for t in build/tests/test_runtime build/asan/tests/test_runtime; do
+      out=$("$t" 2>&1); rc=$?
+      line=$(printf '%s\n' "$out" | tail -1)
+      printf '%s\n' "$out" | grep -E '^(FAIL|SKIPPED)|ERROR|runtime error' | head -20
+      p=$(sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\1/p' <<<"$line")
+      f=$(sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\2/p' <<<"$line")
+      if [ -z "$p" ] || [ $rc -ne 0 ]; then bad "$t exited $rc: $line"; else pass=$((pass + p)); fail=$((fail + f)); fi
+      out=$(DSA_NVRTC_LIBRARY=$PWD/build/tests/libfake_nvrtc.so "$t" --fake-nvrtc 2>&1); rc=$?
+      [ $rc -eq 0 ] && ok || bad "$t --fake-nvrtc: $(printf '%s' "$out" | tail -20)"
+    done
+    if out=$(build/dsa-jit 2>&1); then
+      ok
+      echo "NVRTC: every generated kernel compiles without local memory ($(($(printf '%s\n' "$out" | wc -l) - 1)) kernels)"
+    else
+      bad "dsa-jit: $out"
+    fi
+  else
+    bad "ninja runtime"
+  fi
+else
+  echo "SKIPPED: runtime tests and NVRTC checks: no CUDA headers/NVRTC at .cuda (run tools/setup.sh)"
+  skip=$((skip + 1))
+fi
+
 # ---- GPU tests: only where a GPU is present; they say so loudly when skipped ----
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
   if tests/gpu/run.sh; then ok; else bad "GPU tests (tests/gpu/run.sh)"; fi

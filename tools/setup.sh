@@ -2,7 +2,9 @@
 # Installs what dsagen needs on a Debian machine (as root), once: compiler, ninja, Lua 5.4,
 # Penlight, OpenSSL's libcrypto (SHA-256 for provenance hashes).
 set -eu
+cd "$(dirname "$0")/.."
 need=()
+need_cuda=()
 for p in gcc ninja-build liblua5.4-dev lua-penlight libssl-dev; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || need+=("$p")
 done
@@ -11,4 +13,27 @@ if [ ${#need[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+# CUDA headers and NVRTC, for the runtime and the JIT checks (no GPU or driver needed): the
+# machine's toolkit when it has one, else NVIDIA's wheels from PyPI unpacked into build/cuda
+# (downloaded, not installed). .cuda points at whichever is used; build.ninja reads it.
+if [ -z "${DSA_CUDA_FROM_WHEELS:-}" ] && [ -f /usr/local/cuda/include/cuda.h ] && [ -f /usr/local/cuda/include/nvrtc.h ]; then
+  [ "$(readlink .cuda 2>/dev/null)" = /usr/local/cuda ] || ln -sfn /usr/local/cuda .cuda
+elif [ ! -f build/cuda/nvidia/cu13/include/nvrtc.h ]; then
+  for p in python3-pip unzip; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || need_cuda+=("$p")
+  done
+  if [ ${#need_cuda[@]} -gt 0 ]; then
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq "${need_cuda[@]}" >/dev/null
+  fi
+  echo "setup: fetching CUDA 13.0 headers and NVRTC from PyPI into build/cuda"
+  mkdir -p build/cuda/wheels
+  python3 -m pip download -q --no-deps -d build/cuda/wheels nvidia-cuda-nvrtc==13.0.88 nvidia-cuda-runtime==13.0.96
+  for w in build/cuda/wheels/*.whl; do unzip -q -o "$w" -d build/cuda; done
+  ln -sfn build/cuda/nvidia/cu13 .cuda
+else
+  ln -sfn build/cuda/nvidia/cu13 .cuda
 fi

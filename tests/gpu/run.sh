@@ -8,6 +8,7 @@ cd "$(dirname "$0")/../.."
 export NCCL_NVLS_ENABLE=0 # NVLink multicast stays off on shared machines
 mode=${1:-test}
 log=${OUT:-/tmp}
+[ -e .cuda ] || ln -sfn /usr/local/cuda .cuda # what tools/setup.sh does on a machine with the toolkit
 ninja gpu || exit 1
 nvidia-smi -L
 if [ "$mode" = test ] || [ "$mode" = all ]; then

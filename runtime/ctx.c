@@ -95,6 +95,8 @@ void dsa_ctx_destroy(dsa_ctx_t ctx)
 {
     if (!ctx)
         return;
+    if (ctx->dcp)
+        ctx->dcp->destroy(ctx->dcp);
     if (ctx->cu) {
         dsa_cu.cuCtxPushCurrent(ctx->cu);
         for (int i = 0; ctx->kernels && i < ctx->plan->nkernels; i++)
@@ -194,6 +196,9 @@ dsa_result_t dsa_ctx_create(const char *config, const dsa_options_t *opts, dsa_c
     CU_CHECK(ctx, dsa_cu.cuCtxPushCurrent(ctx->cu));
     pushed = 1;
 
+    rc = dsa_transport_create(ctx);
+    if (rc != DSA_SUCCESS)
+        goto fail;
     rc = dsa_jit_load(ctx);
     if (rc != DSA_SUCCESS)
         goto fail;
@@ -351,5 +356,26 @@ dsa_result_t dsa_take_rejected(dsa_ctx_t ctx, uint64_t counts[2])
 fail:;
     CUcontext dummy;
     dsa_cu.cuCtxPopCurrent(&dummy);
+    return rc;
+}
+
+dsa_result_t dsa_dcp_allgather(dsa_ctx_t ctx, const void *send, void *recv, size_t bytes, void *stream)
+{
+    if (!ctx)
+        return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT, "dsa_dcp_allgather: ctx is NULL");
+    if (!send || !recv)
+        return dsa_fail(ctx, DSA_ERROR_INVALID_ARGUMENT, "dsa_dcp_allgather: %s is NULL", !send ? "send" : "recv");
+    if (!ctx->dcp)
+        return dsa_fail(ctx, DSA_ERROR_INVALID_ARGUMENT, "dsa_dcp_allgather: configuration %s has dcp 1",
+                        ctx->plan->name);
+    if (bytes == 0)
+        return DSA_SUCCESS;
+    CUresult pr = dsa_cu.cuCtxPushCurrent(ctx->cu);
+    if (pr != CUDA_SUCCESS)
+        return dsa_fail(ctx, DSA_ERROR_CUDA, "dsa_dcp_allgather: cannot make the context current (%d)", (int)pr);
+    dsa_result_t rc = ctx->dcp->allgather(ctx->dcp, ctx, (CUdeviceptr)(uintptr_t)send, (CUdeviceptr)(uintptr_t)recv,
+                                          bytes, (CUstream)stream);
+    CUcontext popped;
+    dsa_cu.cuCtxPopCurrent(&popped);
     return rc;
 }

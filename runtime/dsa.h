@@ -35,6 +35,12 @@ DSA_API const char *dsa_last_error(dsa_ctx_t ctx);
 
 typedef enum dsa_log_level { DSA_LOG_QUIET = 0, DSA_LOG_WARN = 1, DSA_LOG_INFO = 2 } dsa_log_level_t;
 
+/* W ranks of a DCP group inside one process, on one GPU and one stream: the transport the tests
+ * use to run DCP = W without W GPUs. Never a production path. */
+typedef struct dsa_inproc_group *dsa_inproc_group_t;
+DSA_API dsa_result_t dsa_inproc_group_create(int size, dsa_inproc_group_t *group);
+DSA_API void dsa_inproc_group_destroy(dsa_inproc_group_t group); /* after its contexts */
+
 typedef struct dsa_options {
     size_t size;            /* sizeof(dsa_options_t): lets the struct grow without breaking callers */
     const char *cache_dir;  /* JIT cache; NULL: $DSA_CACHE_DIR, else $HOME/.cache/dsagen; "" disables it */
@@ -42,9 +48,14 @@ typedef struct dsa_options {
     int device;             /* CUDA device ordinal */
     int log_level;          /* dsa_log_level_t; messages go to stderr */
     const char *target;     /* NULL: the configuration's first target; else e.g. "sm_90a" */
+    /* The DCP group, for configurations with dcp > 1: exactly one of the three. */
+    void *nccl_comm;        /* the host's ncclComm_t of the DCP group (size dcp); the host keeps it */
+    const void *nccl_id;    /* or an ncclUniqueId (128 bytes): the context creates its own communicator */
+    dsa_inproc_group_t inproc_group; /* or, in tests, an in-process group */
+    int dcp_rank;           /* this rank in the group, with nccl_id or inproc_group */
 } dsa_options_t;
 
-#define DSA_OPTIONS_INIT {sizeof(dsa_options_t), NULL, 16384, 0, DSA_LOG_WARN, NULL}
+#define DSA_OPTIONS_INIT {sizeof(dsa_options_t), NULL, 16384, 0, DSA_LOG_WARN, NULL, NULL, NULL, NULL, 0}
 
 /* Names of the configurations linked into this library, NULL-terminated. */
 DSA_API const char *const *dsa_configs(void);
@@ -94,6 +105,10 @@ typedef struct dsa_prologue_args {
 } dsa_prologue_args_t;
 
 DSA_API dsa_result_t dsa_prologue(dsa_ctx_t ctx, const dsa_prologue_args_t *args, void *stream);
+
+/* The DCP all-gather that the attend step uses, exposed for tests and benchmarks: recv holds the
+ * group's send buffers of bytes each, in rank order. Enqueued on stream; no synchronisation. */
+DSA_API dsa_result_t dsa_dcp_allgather(dsa_ctx_t ctx, const void *send, void *recv, size_t bytes, void *stream);
 
 /* Synchronises ctx's device, returns and resets the counts of tokens the prologue skipped:
  * counts[0] for a slot beyond the cache, counts[1] for a position outside the rope table. */

@@ -18,6 +18,22 @@ typedef struct dsa_kernel {
     dsa_kernel_info_t info;
 } dsa_kernel_t;
 
+/* The DCP transport behind one small interface: NCCL in production, in-process in tests. */
+typedef struct dsa_transport dsa_transport_t;
+struct dsa_transport {
+    int rank, size;
+    /* recv = the size send buffers of bytes each, in rank order */
+    dsa_result_t (*allgather)(dsa_transport_t *t, dsa_ctx_t ctx, CUdeviceptr send, CUdeviceptr recv, size_t bytes,
+                              CUstream stream);
+    /* send: size blocks of bytes, block p for rank p; recv: size blocks, block p from rank p */
+    dsa_result_t (*alltoall)(dsa_transport_t *t, dsa_ctx_t ctx, CUdeviceptr send, CUdeviceptr recv, size_t bytes,
+                             CUstream stream);
+    void (*destroy)(dsa_transport_t *t);
+};
+
+/* Sets up ctx->dcp from the options (NULL transport at dcp 1); records the error in ctx. */
+DSA_HIDDEN dsa_result_t dsa_transport_create(dsa_ctx_t ctx);
+
 struct dsa_ctx {
     const dsa_plan_t *plan;
     dsa_options_t opts;
@@ -28,6 +44,7 @@ struct dsa_ctx {
     dsa_kernel_info_t *info;
     CUdeviceptr rope_cos, rope_sin; /* [max_positions, qk_rope_dim / 2] fp32 */
     CUdeviceptr rejected;           /* 2 x u64 */
+    dsa_transport_t *dcp;           /* NULL at dcp 1 */
     char err[DSA_ERRLEN];
 };
 

@@ -1,4 +1,4 @@
-/* dlopen of the CUDA driver and NVRTC (see loader.h). */
+/* dlopen of the CUDA driver, NVRTC and NCCL (see loader.h). */
 #include "loader.h"
 
 #include <dlfcn.h>
@@ -8,10 +8,11 @@
 
 dsa_cu_api_t dsa_cu;
 dsa_nvrtc_api_t dsa_nvrtc;
+dsa_nccl_api_t dsa_nccl;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static int cu_state, nvrtc_state; /* 0 not tried, 1 loaded, -1 failed */
-static char cu_err[512], nvrtc_err[512];
+static int cu_state, nvrtc_state, nccl_state; /* 0 not tried, 1 loaded, -1 failed */
+static char cu_err[512], nvrtc_err[512], nccl_err[512];
 
 static int open_lib(const char *const *names, void **h, char *err, size_t n)
 {
@@ -64,6 +65,28 @@ int dsa_load_nvrtc(char *err, size_t errlen)
     int rc = nvrtc_state == 1 ? 0 : -1;
     if (rc)
         snprintf(err, errlen, "%s", nvrtc_err);
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+
+int dsa_load_nccl(char *err, size_t errlen)
+{
+    pthread_mutex_lock(&lock);
+    if (nccl_state == 0) {
+        static const char *const names[] = {"libnccl.so.2", "libnccl.so", NULL};
+        void *h;
+        nccl_state = open_lib(names, &h, nccl_err, sizeof nccl_err) == 0 ? 1 : -1;
+#define X(name)                                                                                              \
+    if (nccl_state == 1 && !(*(void **)&dsa_nccl.name = dlsym(h, #name))) {                                \
+        snprintf(nccl_err, sizeof nccl_err, "libnccl.so.2 lacks %s", #name);                               \
+        nccl_state = -1;                                                                                     \
+    }
+        DSA_NCCL_FUNCS(X)
+#undef X
+    }
+    int rc = nccl_state == 1 ? 0 : -1;
+    if (rc)
+        snprintf(err, errlen, "%s", nccl_err);
     pthread_mutex_unlock(&lock);
     return rc;
 }

@@ -1,10 +1,11 @@
-/* The CUDA driver and NVRTC, loaded at run time (dlopen) rather than linked: libdsa then loads on
+/* The CUDA driver, NVRTC and NCCL, loaded at run time (dlopen) rather than linked: libdsa then loads on
  * a machine without a GPU driver and says so with a result code, the JIT compiles without a GPU,
  * and tests can substitute a fake NVRTC (DSA_NVRTC_LIBRARY). Calls go through dsa_cu / dsa_nvrtc. */
 #ifndef DSA_LOADER_H
 #define DSA_LOADER_H
 
 #include <cuda.h>
+#include <nccl.h>
 #include <nvrtc.h>
 
 #define DSA_STR2(x) #x
@@ -14,12 +15,16 @@
     X(cuInit) X(cuDeviceGetCount) X(cuDeviceGet) X(cuDeviceGetAttribute) X(cuDevicePrimaryCtxRetain)         \
     X(cuDevicePrimaryCtxRelease) X(cuCtxPushCurrent) X(cuCtxPopCurrent) X(cuCtxSynchronize)                 \
     X(cuModuleLoadData) X(cuModuleGetFunction) X(cuModuleUnload) X(cuFuncGetAttribute) X(cuMemAlloc)        \
-    X(cuMemFree) X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemsetD8) X(cuLaunchKernel) X(cuGetErrorName)          \
+    X(cuMemFree) X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemcpyDtoDAsync) X(cuMemsetD8) X(cuLaunchKernel) X(cuGetErrorName)          \
     X(cuGetErrorString)
 
 #define DSA_NVRTC_FUNCS(X)                                                                                   \
     X(nvrtcVersion) X(nvrtcCreateProgram) X(nvrtcCompileProgram) X(nvrtcGetProgramLogSize)                  \
     X(nvrtcGetProgramLog) X(nvrtcGetCUBINSize) X(nvrtcGetCUBIN) X(nvrtcDestroyProgram) X(nvrtcGetErrorString)
+
+#define DSA_NCCL_FUNCS(X)                                                                                    \
+    X(ncclCommInitRank) X(ncclCommDestroy) X(ncclCommCount) X(ncclCommUserRank) X(ncclAllGather) X(ncclSend)  \
+    X(ncclRecv) X(ncclGroupStart) X(ncclGroupEnd) X(ncclGetErrorString)
 
 #define DSA_FN_FIELD(name) __typeof__(name) *name;
 typedef struct dsa_cu_api {
@@ -28,13 +33,18 @@ typedef struct dsa_cu_api {
 typedef struct dsa_nvrtc_api {
     DSA_NVRTC_FUNCS(DSA_FN_FIELD)
 } dsa_nvrtc_api_t;
+typedef struct dsa_nccl_api {
+    DSA_NCCL_FUNCS(DSA_FN_FIELD)
+} dsa_nccl_api_t;
 #undef DSA_FN_FIELD
 
 extern __attribute__((visibility("hidden"))) dsa_cu_api_t dsa_cu;
 extern __attribute__((visibility("hidden"))) dsa_nvrtc_api_t dsa_nvrtc;
+extern __attribute__((visibility("hidden"))) dsa_nccl_api_t dsa_nccl;
 
 /* Load once (thread-safe). Return 0, or -1 with a message naming the library and what failed. */
 __attribute__((visibility("hidden"))) int dsa_load_cuda(char *err, size_t errlen);
 __attribute__((visibility("hidden"))) int dsa_load_nvrtc(char *err, size_t errlen);
+__attribute__((visibility("hidden"))) int dsa_load_nccl(char *err, size_t errlen);
 
 #endif

@@ -31,8 +31,11 @@ elif [ ! -f build/cuda/nvidia/cu13/include/nvrtc.h ]; then
   fi
   echo "setup: fetching CUDA 13.0 headers and NVRTC from PyPI into build/cuda"
   mkdir -p build/cuda/wheels
-  python3 -m pip download -q --no-deps -d build/cuda/wheels nvidia-cuda-nvrtc==13.0.88 nvidia-cuda-runtime==13.0.96
-  for w in build/cuda/wheels/*.whl; do unzip -q -o "$w" -d build/cuda; done
+  python3 -m pip download -q --no-deps -d build/cuda/wheels nvidia-cuda-nvrtc==13.0.88 nvidia-cuda-runtime==13.0.96 \
+    nvidia-nccl-cu13==2.28.3
+  for w in build/cuda/wheels/nvidia_cuda_*.whl; do unzip -q -o "$w" -d build/cuda; done
+  # of NCCL only its header: libdsa opens libnccl.so.2 at run time, on the GPU machines
+  unzip -q -o -j build/cuda/wheels/nvidia_nccl_*.whl nvidia/nccl/include/nccl.h -d build/cuda/nvidia/cu13/include
   ln -sfn build/cuda/nvidia/cu13 .cuda
 else
   ln -sfn build/cuda/nvidia/cu13 .cuda

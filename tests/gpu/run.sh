@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# GPU tests and benchmarks in one call (for the H200 machine, which has CUDA, NCCL and PyTorch but
-# no Lua): builds the runtime and GPU tests from the committed out/ with `ninja gpu`, then runs
-# them. Usage: tests/gpu/run.sh [test|bench|all] (default test). Logs go to $OUT when set.
+# GPU tests and benchmarks in one call (for the H200 machines, which have CUDA, NCCL and PyTorch
+# but no Lua): builds the runtime and GPU tests from the committed out/ with `ninja gpu`, then runs
+# them. Usage: tests/gpu/run.sh [test|bench|all] (default test); the NCCL test needs 2 GPUs and
+# says SKIPPED on one. Logs go to $OUT when set.
 set -uo pipefail
 status=0
 cd "$(dirname "$0")/../.."
@@ -17,6 +18,10 @@ if [ "$mode" = test ] || [ "$mode" = all ]; then
   DSA_TEST_CACHE=$cache build/tests/gpu/test_prologue 2>&1 | tee "$log/test_prologue.log" | grep -E "^(FAIL|ok|[0-9]+ passed)|ctx_create" || status=1
   echo "== test_prologue again (warm JIT cache)"
   DSA_TEST_CACHE=$cache build/tests/gpu/test_prologue 2>&1 | tee "$log/test_prologue_warm.log" | grep -E "^(FAIL|ok|[0-9]+ passed)|ctx_create" || status=1
+  echo "== test_dcp (in-process DCP group on one GPU)"
+  DSA_TEST_CACHE=$cache build/tests/gpu/test_dcp 2>&1 | tee "$log/test_dcp.log" || status=1
+  echo "== test_dcp nccl (two processes, one GPU each)"
+  DSA_TEST_CACHE=$cache build/tests/gpu/test_dcp nccl 2>&1 | tee "$log/test_dcp_nccl.log" || status=1
 fi
 if [ "$mode" = bench ] || [ "$mode" = all ]; then
   PYTHONUNBUFFERED=1 python3 tests/bench/bench_prologue.py 2>&1 | tee "$log/bench_prologue.log" || status=1

@@ -1,0 +1,215 @@
+/* The DCP transport: NCCL (the host's communicator, or one created from an ncclUniqueId), and an
+ * in-process group that lets tests run W ranks on one GPU. Both only enqueue work on the stream. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+/* ---- NCCL ---- */
+
+typedef struct nccl_transport {
+    dsa_transport_t base;
+    ncclComm_t comm;
+    int owned;
+} nccl_transport_t;
+
+#define NCCL_CHECK(ctx, call)                                                                                \
+    do {                                                                                                     \
+        ncclResult_t n_ = (call);                                                                            \
+        if (n_ != ncclSuccess)                                                                               \
+            return dsa_fail(ctx, DSA_ERROR_NCCL, "%s failed: %s", #call, dsa_nccl.ncclGetErrorString(n_));   \
+    } while (0)
+
+static dsa_result_t nccl_allgather(dsa_transport_t *t, dsa_ctx_t ctx, CUdeviceptr send, CUdeviceptr recv,
+                                   size_t bytes, CUstream stream)
+{
+    nccl_transport_t *n = (nccl_transport_t *)t;
+    NCCL_CHECK(ctx, dsa_nccl.ncclAllGather((const void *)send, (void *)recv, bytes, ncclUint8, n->comm,
+                                           (cudaStream_t)stream));
+    return DSA_SUCCESS;
+}
+
+static dsa_result_t nccl_alltoall(dsa_transport_t *t, dsa_ctx_t ctx, CUdeviceptr send, CUdeviceptr recv,
+                                  size_t bytes, CUstream stream)
+{
+    nccl_transport_t *n = (nccl_transport_t *)t;
+    NCCL_CHECK(ctx, dsa_nccl.ncclGroupStart());
+    for (int p = 0; p < t->size; p++) {
+        NCCL_CHECK(ctx, dsa_nccl.ncclSend((const void *)(send + (size_t)p * bytes), bytes, ncclUint8, p, n->comm,
+                                          (cudaStream_t)stream));
+        NCCL_CHECK(ctx, dsa_nccl.ncclRecv((void *)(recv + (size_t)p * bytes), bytes, ncclUint8, p, n->comm,
+                                          (cudaStream_t)stream));
+    }
+    NCCL_CHECK(ctx, dsa_nccl.ncclGroupEnd());
+    return DSA_SUCCESS;
+}
+
+static void nccl_destroy(dsa_transport_t *t)
+{
+    nccl_transport_t *n = (nccl_transport_t *)t;
+    if (n->owned && n->comm)
+        dsa_nccl.ncclCommDestroy(n->comm);
+    free(n);
+}
+
+/* ---- in-process: the last rank to arrive at a collective performs it for all ----
+ * Every rank of the group must enqueue on the same stream (one GPU, one stream): then the copies,
+ * enqueued after every rank's preceding work, are ordered before every rank's following work. */
+
+#define INPROC_MAX 64
+
+struct dsa_inproc_group {
+    int size;
+    pthread_mutex_t lock;
+    int arrived, op;
+    size_t bytes;
+    CUstream stream;
+    CUdeviceptr send[INPROC_MAX], recv[INPROC_MAX];
+};
+
+typedef struct inproc_transport {
+    dsa_transport_t base;
+    dsa_inproc_group_t g;
+} inproc_transport_t;
+
+dsa_result_t dsa_inproc_group_create(int size, dsa_inproc_group_t *group)
+{
+    if (!group)
+        return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT, "dsa_inproc_group_create: group is NULL");
+    *group = NULL;
+    if (size < 1 || size > INPROC_MAX)
+        return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT, "dsa_inproc_group_create: size is %d, must be 1..%d",
+                        size, INPROC_MAX);
+    dsa_inproc_group_t g = dsa_calloc(1, sizeof *g);
+    if (!g)
+        return dsa_fail(NULL, DSA_ERROR_OUT_OF_MEMORY, "dsa_inproc_group_create: out of host memory");
+    g->size = size;
+    pthread_mutex_init(&g->lock, NULL);
+    *group = g;
+    return DSA_SUCCESS;
+}
+
+void dsa_inproc_group_destroy(dsa_inproc_group_t g)
+{
+    if (!g)
+        return;
+    pthread_mutex_destroy(&g->lock);
+    free(g);
+}
+
+enum { OP_ALLGATHER = 1, OP_ALLTOALL = 2 };
+
+static dsa_result_t inproc_collective(dsa_transport_t *t, dsa_ctx_t ctx, int op, CUdeviceptr send,
+                                      CUdeviceptr recv, size_t bytes, CUstream stream)
+{
+    dsa_inproc_group_t g = ((inproc_transport_t *)t)->g;
+    dsa_result_t rc = DSA_SUCCESS;
+    pthread_mutex_lock(&g->lock);
+    if (g->arrived == 0) {
+        g->op = op;
+        g->bytes = bytes;
+        g->stream = stream;
+    } else if (g->op != op || g->bytes != bytes || g->stream != stream) {
+        rc = dsa_fail(ctx, DSA_ERROR_INVALID_ARGUMENT,
+                      "in-process DCP group: rank %d called a different collective, size or stream than the "
+                      "ranks before it (all ranks must issue the same collectives on one stream)",
+                      t->rank);
+        goto out;
+    }
+    g->send[t->rank] = send;
+    g->recv[t->rank] = recv;
+    if (++g->arrived < g->size)
+        goto out;
+    g->arrived = 0;
+    for (int d = 0; d < g->size; d++) {
+        for (int s = 0; s < g->size; s++) {
+            /* allgather: block s of recv[d] is send[s]; alltoall: block s of recv[d] is block d of send[s] */
+            CUdeviceptr from = op == OP_ALLGATHER ? g->send[s] : g->send[s] + (size_t)d * bytes;
+            CUresult r = dsa_cu.cuMemcpyDtoDAsync(g->recv[d] + (size_t)s * bytes, from, bytes, stream);
+            if (r != CUDA_SUCCESS) {
+                rc = dsa_fail(ctx, DSA_ERROR_CUDA, "in-process DCP group: copy failed (%d)", (int)r);
+                goto out;
+            }
+        }
+    }
+out:
+    pthread_mutex_unlock(&g->lock);
+    return rc;
+}
+
+static dsa_result_t inproc_allgather(dsa_transport_t *t, dsa_ctx_t ctx, CUdeviceptr send, CUdeviceptr recv,
+                                     size_t bytes, CUstream stream)
+{
+    return inproc_collective(t, ctx, OP_ALLGATHER, send, recv, bytes, stream);
+}
+
+static dsa_result_t inproc_alltoall(dsa_transport_t *t, dsa_ctx_t ctx, CUdeviceptr send, CUdeviceptr recv,
+                                    size_t bytes, CUstream stream)
+{
+    return inproc_collective(t, ctx, OP_ALLTOALL, send, recv, bytes, stream);
+}
+
+static void inproc_destroy(dsa_transport_t *t)
+{
+    free(t);
+}
+
+dsa_result_t dsa_transport_create(dsa_ctx_t ctx)
+{
+    const dsa_options_t *o = &ctx->opts;
+    int W = ctx->plan->dcp;
+    int given = (o->nccl_comm != NULL) + (o->nccl_id != NULL) + (o->inproc_group != NULL);
+    if (W == 1) {
+        if (given)
+            return dsa_fail(ctx, DSA_ERROR_INVALID_ARGUMENT,
+                            "dsa_ctx_create: configuration %s has dcp 1 and needs no DCP group, but opts names one",
+                            ctx->plan->name);
+        return DSA_SUCCESS;
+    }
+    if (given != 1)
+        return dsa_fail(ctx, DSA_ERROR_INVALID_ARGUMENT,
+                        "dsa_ctx_create: configuration %s has dcp %d: set exactly one of opts->nccl_comm, "
+                        "opts->nccl_id, opts->inproc_group (%d set)",
+                        ctx->plan->name, W, given);
+    if (o->inproc_group) {
+        if (o->inproc_group->size != W || o->dcp_rank < 0 || o->dcp_rank >= W)
+            return dsa_fail(ctx, DSA_ERROR_INVALID_ARGUMENT,
+                            "dsa_ctx_create: in-process group of size %d, dcp_rank %d, for dcp %d",
+                            o->inproc_group->size, o->dcp_rank, W);
+        inproc_transport_t *t = dsa_calloc(1, sizeof *t);
+        if (!t)
+            return dsa_fail(ctx, DSA_ERROR_OUT_OF_MEMORY, "dsa_ctx_create: out of host memory");
+        *t = (inproc_transport_t){{o->dcp_rank, W, inproc_allgather, inproc_alltoall, inproc_destroy}, o->inproc_group};
+        ctx->dcp = &t->base;
+        return DSA_SUCCESS;
+    }
+    char err[512];
+    if (dsa_load_nccl(err, sizeof err) != 0)
+        return dsa_fail(ctx, DSA_ERROR_NCCL, "dsa_ctx_create: %s", err);
+    nccl_transport_t *t = dsa_calloc(1, sizeof *t);
+    if (!t)
+        return dsa_fail(ctx, DSA_ERROR_OUT_OF_MEMORY, "dsa_ctx_create: out of host memory");
+    t->base = (dsa_transport_t){0, W, nccl_allgather, nccl_alltoall, nccl_destroy};
+    ctx->dcp = &t->base;
+    if (o->nccl_comm) {
+        t->comm = (ncclComm_t)o->nccl_comm;
+    } else {
+        if (o->dcp_rank < 0 || o->dcp_rank >= W)
+            return dsa_fail(ctx, DSA_ERROR_INVALID_ARGUMENT, "dsa_ctx_create: opts->dcp_rank is %d, dcp is %d",
+                            o->dcp_rank, W);
+        ncclUniqueId id;
+        memcpy(&id, o->nccl_id, sizeof id);
+        NCCL_CHECK(ctx, dsa_nccl.ncclCommInitRank(&t->comm, W, id, o->dcp_rank));
+        t->owned = 1;
+    }
+    int count = 0, rank = 0;
+    NCCL_CHECK(ctx, dsa_nccl.ncclCommCount(t->comm, &count));
+    NCCL_CHECK(ctx, dsa_nccl.ncclCommUserRank(t->comm, &rank));
+    if (count != W)
+        return dsa_fail(ctx, DSA_ERROR_INVALID_ARGUMENT,
+                        "dsa_ctx_create: the NCCL communicator has %d ranks, configuration %s has dcp %d", count,
+                        ctx->plan->name, W);
+    t->base.rank = rank;
+    return DSA_SUCCESS;
+}

@@ -23,7 +23,9 @@ lib = ctypes.CDLL(os.path.join(ROOT, "build", "libdsa.so"))
 
 class Options(ctypes.Structure):
     _fields_ = [("size", ctypes.c_size_t), ("cache_dir", ctypes.c_char_p), ("max_tokens", ctypes.c_int64),
-                ("device", ctypes.c_int), ("log_level", ctypes.c_int), ("target", ctypes.c_char_p)]
+                ("device", ctypes.c_int), ("log_level", ctypes.c_int), ("target", ctypes.c_char_p),
+                ("nccl_comm", ctypes.c_void_p), ("nccl_id", ctypes.c_void_p), ("inproc_group", ctypes.c_void_p),
+                ("dcp_rank", ctypes.c_int)]
 
 
 class PrologueArgs(ctypes.Structure):
@@ -39,6 +41,8 @@ lib.dsa_prologue.argtypes = [ctypes.c_void_p, ctypes.POINTER(PrologueArgs), ctyp
 lib.dsa_last_error.argtypes = [ctypes.c_void_p]
 lib.dsa_last_error.restype = ctypes.c_char_p
 lib.dsa_ctx_destroy.argtypes = [ctypes.c_void_p]
+lib.dsa_inproc_group_create.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_void_p)]
+lib.dsa_inproc_group_destroy.argtypes = [ctypes.c_void_p]
 
 # geometry of the configurations benchmarked (values from their config.h)
 GEOS = {
@@ -154,7 +158,12 @@ def eager_prologue(g, t, cos, sin, H):
 
 
 def bench(name, g, T, copy_bw):
-    opts = Options(ctypes.sizeof(Options), None, 1 << 20, 0, 1, None)
+    # the prologue talks to no other rank: rank 0 of an in-process group stands in for the DCP group
+    dcp = int(name.split("_dcp")[1].split("_")[0])
+    group = ctypes.c_void_p()
+    if dcp > 1 and lib.dsa_inproc_group_create(dcp, ctypes.byref(group)) != 0:
+        sys.exit(f"dsa_inproc_group_create: {lib.dsa_last_error(None).decode()}")
+    opts = Options(ctypes.sizeof(Options), None, 1 << 20, 0, 1, None, None, None, group, 0)
     ctx = ctypes.c_void_p()
     rc = lib.dsa_ctx_create(name.encode(), ctypes.byref(opts), ctypes.byref(ctx))
     if rc != 0:
@@ -199,6 +208,7 @@ def bench(name, g, T, copy_bw):
     # cross-check: the query norm of the two implementations agrees to bf16 rounding
     diff = (q_dsa.float() - t["q_out"].float()).abs().max().item()
     lib.dsa_ctx_destroy(ctx)
+    lib.dsa_inproc_group_destroy(group)
     bw = bytes_per_token(g) * T / (ms * 1e-3)
     return ms, ms_eager, bw, diff
 

@@ -202,8 +202,11 @@ static int test_nccl(void)
     pid_t pid[2];
     for (int r = 0; r < W; r++) {
         pid[r] = fork();
-        if (pid[r] == 0)
-            _exit(nccl_rank(r, W, ids));
+        if (pid[r] == 0) {
+            int rc = nccl_rank(r, W, ids);
+            fflush(stdout); /* _exit does not flush, and stdout is a pipe here */
+            _exit(rc);
+        }
     }
     int failed = 0;
     for (int r = 0; r < W; r++) {

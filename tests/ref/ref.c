@@ -3,6 +3,7 @@
 
 #include <float.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 uint16_t ref_bf16_encode(float x)
@@ -316,4 +317,94 @@ void ref_indexer_decode(const uint8_t *page, int dim, int bs, int offset, float 
     float scale = get_f32(page + bs * dim + 4 * offset);
     for (int i = 0; i < dim; i++)
         k[i] = ref_e4m3_decode(page[offset * dim + i]) * scale;
+}
+
+int ref_dcp_owner(int64_t g, int W, int I)
+{
+    return (int)((g / I) % W);
+}
+
+int64_t ref_dcp_local_index(int64_t g, int W, int I)
+{
+    return (g / ((int64_t)W * I)) * I + g % I;
+}
+
+int64_t ref_dcp_slot(int64_t local, const int32_t *block_row, int64_t row_len, int bs)
+{
+    int64_t b = local / bs;
+    if (b >= row_len || block_row[b] < 0)
+        return -1;
+    return (int64_t)block_row[b] * bs + local % bs;
+}
+
+void ref_sparse_mla(const float *q, int H, const float *keys, int n, int kv_dim, int latent, float scale, float *out,
+                    float *lse)
+{
+    for (int h = 0; h < H; h++) {
+        const float *qh = q + (size_t)h * (size_t)kv_dim;
+        float *oh = out + (size_t)h * (size_t)latent;
+        for (int d = 0; d < latent; d++)
+            oh[d] = 0.0f;
+        if (n == 0) {
+            lse[h] = -INFINITY;
+            continue;
+        }
+        float m = -INFINITY;
+        float *s = malloc(sizeof(float) * (size_t)n);
+        for (int j = 0; j < n; j++) {
+            double dot = 0;
+            for (int d = 0; d < kv_dim; d++)
+                dot += (double)qh[d] * keys[(size_t)j * (size_t)kv_dim + (size_t)d];
+            s[j] = (float)dot * scale;
+            m = fmaxf(m, s[j]);
+        }
+        double l = 0;
+        double *acc = calloc((size_t)latent, sizeof(double));
+        for (int j = 0; j < n; j++) {
+            double p = exp((double)s[j] - m);
+            l += p;
+            for (int d = 0; d < latent; d++)
+                acc[d] += p * keys[(size_t)j * (size_t)kv_dim + (size_t)d];
+        }
+        for (int d = 0; d < latent; d++)
+            oh[d] = (float)(acc[d] / l);
+        lse[h] = (float)(m + log(l));
+        free(acc);
+        free(s);
+    }
+}
+
+void ref_merge(const float *const *o, const float *const *L, int W, int H, int latent, float *out, float *lse)
+{
+    for (int h = 0; h < H; h++) {
+        float m = -INFINITY;
+        for (int r = 0; r < W; r++) {
+            float x = L[r][h];
+            if (!isnan(x) && x != INFINITY)
+                m = fmaxf(m, x);
+        }
+        float *oh = out + (size_t)h * (size_t)latent;
+        for (int d = 0; d < latent; d++)
+            oh[d] = 0.0f;
+        if (m == -INFINITY) {
+            lse[h] = -INFINITY;
+            continue;
+        }
+        float sum = 0.0f;
+        for (int r = 0; r < W; r++) {
+            float x = L[r][h];
+            if (!isnan(x) && x != INFINITY && x != -INFINITY)
+                sum += expf(x - m);
+        }
+        float total = m + logf(sum);
+        lse[h] = total;
+        for (int r = 0; r < W; r++) {
+            float x = L[r][h];
+            if (isnan(x) || x == INFINITY || x == -INFINITY)
+                continue;
+            float w = expf(x - total);
+            for (int d = 0; d < latent; d++)
+                oh[d] += w * o[r][(size_t)h * (size_t)latent + (size_t)d];
+        }
+    }
 }

@@ -57,3 +57,22 @@ void ref_indexer_encode(const float *k, int dim, int bs, int offset, uint8_t *pa
 void ref_indexer_decode(const uint8_t *page, int dim, int bs, int offset, float *k);
 
 #endif
+
+/* ---- stage C: sparse MLA, the DCP mapping and the LSE merge ---- */
+
+/* Owner rank, local index and local slot of global position g under DCP (W ranks, interleave I,
+ * block size bs): owner (g / I) % W, local index (g / (W I)) I + g % I, slot from the owner's
+ * block table row (blocks of this request), or -1 when the row has no such block. */
+int ref_dcp_owner(int64_t g, int W, int I);
+int64_t ref_dcp_local_index(int64_t g, int W, int I);
+int64_t ref_dcp_slot(int64_t local, const int32_t *block_row, int64_t row_len, int bs);
+
+/* Attention of H heads of one token over n keys (each kv_dim = latent + rope floats, the first
+ * latent of which are the values): scores (q . k) * scale in fp32, softmax, out = sum p v
+ * (latent dims), lse natural log. n == 0: out 0, lse -inf. */
+void ref_sparse_mla(const float *q, int H, const float *keys, int n, int kv_dim, int latent, float scale, float *out,
+                    float *lse);
+
+/* Merge of W partials (o_r [H][latent], L_r [H]) into o, L in rank order, fp32: NaN/+inf L_r are
+ * -inf, -inf partials weigh 0, an all-empty row is 0 / -inf. */
+void ref_merge(const float *const *o, const float *const *L, int W, int H, int latent, float *out, float *lse);

@@ -1,0 +1,53 @@
+/* A batch for stage C on the CPU: requests with their KV written in one cache format, sharded over
+ * W DCP ranks (interleave I, each rank with its own block tables), plus one unsharded cache (the
+ * DCP = 1 layout); decode and prefill rows with top-k rows of global positions (duplicates,
+ * unsorted, -1 padding, invalid entries); each rank's queries. The GPU tests upload the same
+ * world, so CPU simulation and GPU runs share their inputs. */
+#ifndef DSA_WORLD_H
+#define DSA_WORLD_H
+
+#include <stdint.h>
+
+enum { WORLD_BF16 = 0, WORLD_FP8 = 1, WORLD_NVFP4 = 2 };
+
+/* How the top-k rows are drawn. */
+enum {
+    TOPK_MIXED = 0,      /* random valid positions, duplicates, -1 padding, invalid entries */
+    TOPK_ONE_RANK = 1,   /* every position owned by rank 0 */
+    TOPK_SKIP_LAST = 2,  /* no position owned by the last rank */
+    TOPK_EMPTY = 3,      /* every entry -1 or invalid */
+};
+
+typedef struct world_shard {
+    int64_t num_blocks;     /* blocks of this cache */
+    int64_t max_blocks;     /* columns of the block table */
+    int32_t *table;         /* [nreq][max_blocks], -1 where unused */
+    uint8_t *cache;         /* [num_blocks * bs][bpt] */
+} world_shard_t;
+
+typedef struct world {
+    int W, I, bs, fmt, H, kv_dim, latent, bpt, K, T, nreq;
+    float scale;
+    int32_t *len;           /* [nreq] request lengths */
+    int32_t *req_of;        /* [T] request of each token */
+    int64_t *pos_of;        /* [T] position of each token (decode rows: len - 1) */
+    int32_t *topk;          /* [T][K] global positions */
+    float *q;               /* [W][T][H][kv_dim]: rank r's queries (H heads each) */
+    world_shard_t shard[9]; /* ranks 0..W-1, then the unsharded cache at index W */
+} world_t;
+
+/* fmt: WORLD_*; H heads per rank; K top-k entries per row. */
+void world_build(world_t *w, int W, int I, int bs, int fmt, int H, int K, int mode, unsigned seed);
+void world_free(world_t *w);
+
+/* Decoded key of the entry at slot of shard s. */
+void world_key(const world_t *w, int s, int64_t slot, float *key);
+
+/* Expected output of DCP = 1 for every rank's heads: out [W][T][H][latent], lse [W][T][H]. */
+void world_expect(const world_t *w, float *out, float *lse);
+
+/* The DCP = W computation on the CPU: rank s attends for all W*H gathered heads over its shard,
+ * then each rank merges the partials of its own heads. Same layout as world_expect. */
+void world_simulate(const world_t *w, float *out, float *lse);
+
+#endif

@@ -10,6 +10,14 @@
 
 static _Thread_local char thread_err[DSA_ERRLEN];
 
+extern const char dsa_hdr_abi[], dsa_hdr_numerics[], dsa_hdr_prologue[], dsa_hdr_attend[];
+const dsa_header_t dsa_headers[DSA_NUM_HEADERS] = {
+    {"dsa_abi.h", dsa_hdr_abi},
+    {"dsa_numerics.cuh", dsa_hdr_numerics},
+    {"dsa_prologue.cuh", dsa_hdr_prologue},
+    {"dsa_attend.cuh", dsa_hdr_attend},
+};
+
 const char *dsa_strerror(dsa_result_t r)
 {
     switch (r) {
@@ -108,6 +116,10 @@ void dsa_ctx_destroy(dsa_ctx_t ctx)
             dsa_cu.cuMemFree(ctx->rope_sin);
         if (ctx->rejected)
             dsa_cu.cuMemFree(ctx->rejected);
+        CUdeviceptr ws[] = {ctx->ws_q, ctx->ws_qg, ctx->ws_po_send, ctx->ws_po_recv, ctx->ws_pl_send, ctx->ws_pl_recv};
+        for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
+            if (ws[i])
+                dsa_cu.cuMemFree(ws[i]);
         CUcontext dummy;
         dsa_cu.cuCtxPopCurrent(&dummy);
         dsa_cu.cuDevicePrimaryCtxRelease(ctx->dev);
@@ -219,6 +231,37 @@ dsa_result_t dsa_ctx_create(const char *config, const dsa_options_t *opts, dsa_c
                                         NULL));
     CU_CHECK(ctx, dsa_cu.cuCtxSynchronize());
     CU_CHECK(ctx, dsa_cu.cuMemAlloc(&ctx->rejected, 2 * sizeof(uint64_t)));
+
+    /* Stage C: its kernels and the workspaces of one chunk of max_tokens tokens. */
+    char fname[256];
+    snprintf(fname, sizeof fname, "dsa_pack_q_%s", plan->symbol);
+    CU_CHECK(ctx, dsa_cu.cuModuleGetFunction(&ctx->pack_fn, ctx->kernels[1].module, fname));
+    snprintf(fname, sizeof fname, "dsa_attend_%s", plan->symbol);
+    CU_CHECK(ctx, dsa_cu.cuModuleGetFunction(&ctx->attend_fn, ctx->kernels[1].module, fname));
+    if (plan->dcp > 1) {
+        snprintf(fname, sizeof fname, "dsa_merge_%s", plan->symbol);
+        CU_CHECK(ctx, dsa_cu.cuModuleGetFunction(&ctx->merge_fn, ctx->kernels[1].module, fname));
+    }
+    {
+        const int hb = plan->heads_gathered < 16 ? plan->heads_gathered : 16, kt = 16, stride = 577;
+        ctx->attend_smem = (unsigned)(sizeof(float) * (size_t)((hb + kt) * stride + hb * kt + (hb * kt) % 2) +
+                                      sizeof(int64_t) * (size_t)kt);
+        CU_CHECK(ctx, dsa_cu.cuFuncSetAttribute(ctx->attend_fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                                (int)ctx->attend_smem));
+    }
+    ctx->ws_tokens = o.max_tokens;
+    {
+        const size_t T = (size_t)ctx->ws_tokens, W = (size_t)plan->dcp, HL = (size_t)plan->heads_local;
+        const size_t kvd = (size_t)(plan->kv_lora_rank + plan->qk_rope_dim), lat = (size_t)plan->kv_lora_rank;
+        CU_CHECK(ctx, dsa_cu.cuMemAlloc(&ctx->ws_q, T * HL * kvd * 2));
+        if (W > 1) {
+            CU_CHECK(ctx, dsa_cu.cuMemAlloc(&ctx->ws_qg, W * T * HL * kvd * 2));
+            CU_CHECK(ctx, dsa_cu.cuMemAlloc(&ctx->ws_po_send, W * T * HL * lat * 4));
+            CU_CHECK(ctx, dsa_cu.cuMemAlloc(&ctx->ws_po_recv, W * T * HL * lat * 4));
+            CU_CHECK(ctx, dsa_cu.cuMemAlloc(&ctx->ws_pl_send, W * T * HL * 4));
+            CU_CHECK(ctx, dsa_cu.cuMemAlloc(&ctx->ws_pl_recv, W * T * HL * 4));
+        }
+    }
     CU_CHECK(ctx, dsa_cu.cuMemsetD8(ctx->rejected, 0, 2 * sizeof(uint64_t)));
     dsa_cu.cuMemFree(freq_d);
     CUcontext popped;
@@ -375,6 +418,138 @@ dsa_result_t dsa_dcp_allgather(dsa_ctx_t ctx, const void *send, void *recv, size
         return dsa_fail(ctx, DSA_ERROR_CUDA, "dsa_dcp_allgather: cannot make the context current (%d)", (int)pr);
     dsa_result_t rc = ctx->dcp->allgather(ctx->dcp, ctx, (CUdeviceptr)(uintptr_t)send, (CUdeviceptr)(uintptr_t)recv,
                                           bytes, (CUstream)stream);
+    CUcontext popped;
+    dsa_cu.cuCtxPopCurrent(&popped);
+    return rc;
+}
+
+#define ATTEND_FAIL(...) dsa_fail(ctx, DSA_ERROR_INVALID_ARGUMENT, "dsa_attend: " __VA_ARGS__)
+
+static dsa_result_t launch(dsa_ctx_t ctx, CUfunction fn, unsigned gx, unsigned gy, unsigned threads, unsigned smem,
+                           void *params, CUstream stream, const char *what)
+{
+    void *args[] = {params};
+    CUresult r = dsa_cu.cuLaunchKernel(fn, gx, gy, 1, threads, 1, 1, smem, stream, args, NULL);
+    if (r != CUDA_SUCCESS) {
+        const char *s = "?";
+        dsa_cu.cuGetErrorString(r, &s);
+        return dsa_fail(ctx, DSA_ERROR_CUDA, "dsa_attend: launch of the %s kernel of %s failed: %s", what,
+                        ctx->plan->name, s);
+    }
+    return DSA_SUCCESS;
+}
+
+static dsa_result_t attend_chunk(dsa_ctx_t ctx, const dsa_attend_args_t *a, int64_t t0, int64_t n, int64_t qls,
+                                 int64_t qps, int64_t ts, CUstream stream)
+{
+    const dsa_plan_t *p = ctx->plan;
+    const size_t HL = (size_t)p->heads_local, W = (size_t)p->dcp, lat = (size_t)p->kv_lora_rank;
+    const size_t kvd = lat + (size_t)p->qk_rope_dim;
+    dsa_result_t rc;
+    dsa_pack_params pk = {0};
+    pk.q_lat = (const uint16_t *)a->q_lat + t0 * qls;
+    pk.q_pe = (const uint16_t *)a->q_pe + t0 * qps;
+    pk.positions = a->positions + t0;
+    pk.rope_cos = (const float *)(uintptr_t)ctx->rope_cos;
+    pk.rope_sin = (const float *)(uintptr_t)ctx->rope_sin;
+    pk.q_packed = (uint16_t *)(uintptr_t)ctx->ws_q;
+    pk.rejected = (unsigned long long *)(uintptr_t)ctx->rejected;
+    pk.q_lat_stride = qls;
+    pk.q_pe_stride = qps;
+    pk.num_tokens = (int32_t)n;
+    if ((rc = launch(ctx, ctx->pack_fn, (unsigned)n, 1, 256, 0, &pk, stream, "pack")) != DSA_SUCCESS)
+        return rc;
+    /* 2. the query all-gather: every rank attends for the whole group's heads */
+    if (W > 1 && (rc = ctx->dcp->allgather(ctx->dcp, ctx, ctx->ws_q, ctx->ws_qg, (size_t)n * HL * kvd * 2, stream)) !=
+                     DSA_SUCCESS)
+        return rc;
+    dsa_attend_params at = {0};
+    at.q = (const uint16_t *)(uintptr_t)(W > 1 ? ctx->ws_qg : ctx->ws_q);
+    at.topk = a->topk + t0 * ts;
+    at.req_of_token = a->req_of_token + t0;
+    at.seq_lens = a->seq_lens;
+    at.block_table = a->block_table;
+    at.kv_cache = a->kv_cache;
+    at.out = (uint16_t *)a->out + (size_t)t0 * HL * lat;
+    at.lse = a->lse ? a->lse + (size_t)t0 * HL : NULL;
+    at.part_out = (float *)(uintptr_t)ctx->ws_po_send;
+    at.part_lse = (float *)(uintptr_t)ctx->ws_pl_send;
+    at.num_slots = a->num_cache_blocks * p->block_size;
+    at.max_blocks = a->max_blocks;
+    at.num_requests = a->num_requests;
+    at.topk_stride = ts;
+    at.num_tokens = (int32_t)n;
+    at.rank = ctx->dcp ? ctx->dcp->rank : 0;
+    const int hb = p->heads_gathered < 16 ? p->heads_gathered : 16;
+    if ((rc = launch(ctx, ctx->attend_fn, (unsigned)n, (unsigned)(p->heads_gathered / hb), 256, ctx->attend_smem, &at,
+                     stream, "attend")) != DSA_SUCCESS)
+        return rc;
+    if (W == 1)
+        return DSA_SUCCESS;
+    /* 5. the exchange (each rank receives every rank's partials of its own heads), then the merge */
+    if ((rc = ctx->dcp->alltoall(ctx->dcp, ctx, ctx->ws_po_send, ctx->ws_po_recv, (size_t)n * HL * lat * 4, stream)) !=
+        DSA_SUCCESS)
+        return rc;
+    if ((rc = ctx->dcp->alltoall(ctx->dcp, ctx, ctx->ws_pl_send, ctx->ws_pl_recv, (size_t)n * HL * 4, stream)) !=
+        DSA_SUCCESS)
+        return rc;
+    dsa_merge_params mg = {0};
+    mg.part_out = (const float *)(uintptr_t)ctx->ws_po_recv;
+    mg.part_lse = (const float *)(uintptr_t)ctx->ws_pl_recv;
+    mg.out = at.out;
+    mg.lse = at.lse;
+    mg.num_tokens = (int32_t)n;
+    return launch(ctx, ctx->merge_fn, (unsigned)n, (unsigned)HL, 128, 0, &mg, stream, "merge");
+}
+
+dsa_result_t dsa_attend(dsa_ctx_t ctx, const dsa_attend_args_t *a, void *stream)
+{
+    if (!ctx)
+        return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT, "dsa_attend: ctx is NULL");
+    if (!a)
+        return ATTEND_FAIL("args is NULL");
+    if (a->size < sizeof *a)
+        return ATTEND_FAIL("args->size is %zu, expected %zu", a->size, sizeof *a);
+    const dsa_plan_t *p = ctx->plan;
+    if (a->num_tokens < 0)
+        return ATTEND_FAIL("args->num_tokens is %lld, must be >= 0", (long long)a->num_tokens);
+    if (a->num_tokens == 0)
+        return DSA_SUCCESS;
+    const struct {
+        const void *ptr;
+        const char *name;
+    } need[] = {{a->q_lat, "q_lat"},   {a->q_pe, "q_pe"},           {a->positions, "positions"},
+                {a->topk, "topk"},     {a->req_of_token, "req_of_token"}, {a->seq_lens, "seq_lens"},
+                {a->block_table, "block_table"}, {a->kv_cache, "kv_cache"}, {a->out, "out"}};
+    for (size_t i = 0; i < sizeof need / sizeof need[0]; i++)
+        if (!need[i].ptr)
+            return ATTEND_FAIL("args->%s is NULL", need[i].name);
+    if (a->num_requests <= 0 || a->num_requests > 0x7fffffff)
+        return ATTEND_FAIL("args->num_requests is %lld, must be 1..2^31-1", (long long)a->num_requests);
+    if (a->max_blocks <= 0)
+        return ATTEND_FAIL("args->max_blocks is %lld, must be > 0", (long long)a->max_blocks);
+    if (a->num_cache_blocks <= 0)
+        return ATTEND_FAIL("args->num_cache_blocks is %lld, must be > 0", (long long)a->num_cache_blocks);
+    const int64_t HL = p->heads_local;
+    int64_t qls = a->q_lat_stride ? a->q_lat_stride : HL * p->kv_lora_rank;
+    int64_t qps = a->q_pe_stride ? a->q_pe_stride : HL * p->qk_rope_dim;
+    int64_t ts = a->topk_stride ? a->topk_stride : p->idx_topk;
+    if (qls < HL * p->kv_lora_rank)
+        return ATTEND_FAIL("args->q_lat_stride is %lld, at least %lld", (long long)qls, (long long)(HL * p->kv_lora_rank));
+    if (qps < HL * p->qk_rope_dim)
+        return ATTEND_FAIL("args->q_pe_stride is %lld, at least %lld", (long long)qps, (long long)(HL * p->qk_rope_dim));
+    if (ts < p->idx_topk)
+        return ATTEND_FAIL("args->topk_stride is %lld, at least idx_topk (%d)", (long long)ts, p->idx_topk);
+    CUresult pr = dsa_cu.cuCtxPushCurrent(ctx->cu);
+    if (pr != CUDA_SUCCESS)
+        return dsa_fail(ctx, DSA_ERROR_CUDA, "dsa_attend: cannot make the context current (%d)", (int)pr);
+    dsa_result_t rc = DSA_SUCCESS;
+    /* A batch larger than the workspaces runs in chunks, never truncated; every rank of the group
+     * makes the same chunks, since they all have the same num_tokens. */
+    for (int64_t t0 = 0; t0 < a->num_tokens && rc == DSA_SUCCESS; t0 += ctx->ws_tokens) {
+        int64_t n = a->num_tokens - t0 < ctx->ws_tokens ? a->num_tokens - t0 : ctx->ws_tokens;
+        rc = attend_chunk(ctx, a, t0, n, qls, qps, ts, (CUstream)stream);
+    }
     CUcontext popped;
     dsa_cu.cuCtxPopCurrent(&popped);
     return rc;

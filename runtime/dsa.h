@@ -44,7 +44,9 @@ DSA_API void dsa_inproc_group_destroy(dsa_inproc_group_t group); /* after its co
 typedef struct dsa_options {
     size_t size;            /* sizeof(dsa_options_t): lets the struct grow without breaking callers */
     const char *cache_dir;  /* JIT cache; NULL: $DSA_CACHE_DIR, else $HOME/.cache/dsagen; "" disables it */
-    int64_t max_tokens;     /* tokens per launch; larger calls are processed in chunks */
+    int64_t max_tokens;     /* tokens per launch, and of the attend workspaces (allocated at creation:
+                               about (dcp + 1) * heads_local * 5 KiB per token); larger calls are
+                               processed in chunks */
     int device;             /* CUDA device ordinal */
     int log_level;          /* dsa_log_level_t; messages go to stderr */
     const char *target;     /* NULL: the configuration's first target; else e.g. "sm_90a" */
@@ -55,7 +57,7 @@ typedef struct dsa_options {
     int dcp_rank;           /* this rank in the group, with nccl_id or inproc_group */
 } dsa_options_t;
 
-#define DSA_OPTIONS_INIT {sizeof(dsa_options_t), NULL, 16384, 0, DSA_LOG_WARN, NULL, NULL, NULL, NULL, 0}
+#define DSA_OPTIONS_INIT {sizeof(dsa_options_t), NULL, 2048, 0, DSA_LOG_WARN, NULL, NULL, NULL, NULL, 0}
 
 /* Names of the configurations linked into this library, NULL-terminated. */
 DSA_API const char *const *dsa_configs(void);
@@ -109,6 +111,33 @@ DSA_API dsa_result_t dsa_prologue(dsa_ctx_t ctx, const dsa_prologue_args_t *args
 /* The DCP all-gather that the attend step uses, exposed for tests and benchmarks: recv holds the
  * group's send buffers of bytes each, in rank order. Enqueued on stream; no synchronisation. */
 DSA_API dsa_result_t dsa_dcp_allgather(dsa_ctx_t ctx, const void *send, void *recv, size_t bytes, void *stream);
+
+/* Stage C (DESIGN.md) for num_tokens rows (decode and prefill mixed): q = [q_lat | rope(q_pe)];
+ * with dcp > 1 the query all-gather over the DCP group; the top-k positions this rank owns mapped to
+ * its slots (others, and invalid entries: negative other than -1, beyond the request, blocks the
+ * table lacks, are -1 and never read); sparse MLA over them for every gathered head; with
+ * dcp > 1 the exchange of partial outputs and LSEs and their merge in fp32, in rank order. Every
+ * rank of the group must make the same calls with the same num_tokens. Enqueued on stream; no
+ * allocation, synchronisation or compilation. Rows with no key anywhere give 0 and LSE -inf. */
+typedef struct dsa_attend_args {
+    size_t size;                 /* sizeof(dsa_attend_args_t) */
+    int64_t num_tokens;
+    const void *q_lat;           /* [T, heads_local, kv_lora_rank] bf16 (absorbed), token stride q_lat_stride */
+    const void *q_pe;            /* [T, heads_local, qk_rope_dim] bf16, before rope; token stride q_pe_stride */
+    const int64_t *positions;    /* [T] */
+    const int32_t *topk;         /* [T, idx_topk] global positions, row stride topk_stride (0: idx_topk) */
+    const int32_t *req_of_token; /* [T] request of each row */
+    const int32_t *seq_lens;     /* [num_requests] tokens of each request (valid positions 0..len-1) */
+    const int32_t *block_table;  /* [num_requests, max_blocks] this rank's cache blocks, -1 unused */
+    int64_t num_requests, max_blocks;
+    const void *kv_cache;        /* this rank's MLA cache, [num_cache_blocks, block_size, bytes/token] */
+    int64_t num_cache_blocks;
+    void *out;                   /* [T, heads_local, kv_lora_rank] bf16 */
+    float *lse;                  /* [T, heads_local] natural-log LSE, or NULL */
+    int64_t q_lat_stride, q_pe_stride, topk_stride; /* 0: dense */
+} dsa_attend_args_t;
+
+DSA_API dsa_result_t dsa_attend(dsa_ctx_t ctx, const dsa_attend_args_t *args, void *stream);
 
 /* Synchronises ctx's device, returns and resets the counts of tokens the prologue skipped:
  * counts[0] for a slot beyond the cache, counts[1] for a position outside the rope table. */

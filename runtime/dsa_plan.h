@@ -24,6 +24,7 @@ typedef struct dsa_kernel_desc {
 typedef struct dsa_plan {
     int abi; /* DSA_PLAN_ABI */
     const char *name;
+    const char *symbol; /* the name as a C identifier, in kernel entry names */
     dsa_source_t config_h;
     int nkernels;
     const dsa_kernel_desc_t *kernels;

@@ -45,6 +45,11 @@ struct dsa_ctx {
     CUdeviceptr rope_cos, rope_sin; /* [max_positions, qk_rope_dim / 2] fp32 */
     CUdeviceptr rejected;           /* 2 x u64 */
     dsa_transport_t *dcp;           /* NULL at dcp 1 */
+    CUfunction pack_fn, attend_fn, merge_fn;
+    unsigned attend_smem;           /* dynamic shared memory of attend_fn */
+    int64_t ws_tokens;              /* tokens per attend chunk: the workspaces below hold this many */
+    CUdeviceptr ws_q, ws_qg;        /* packed query; gathered query (dcp > 1) */
+    CUdeviceptr ws_po_send, ws_po_recv, ws_pl_send, ws_pl_recv; /* partials (dcp > 1) */
     char err[DSA_ERRLEN];
 };
 
@@ -91,9 +96,13 @@ DSA_HIDDEN dsa_result_t dsa_jit_compile(const dsa_plan_t *plan, const char *targ
 /* JIT for a context: dsa_jit_compile, then load the modules on ctx's device. */
 DSA_HIDDEN dsa_result_t dsa_jit_load(dsa_ctx_t ctx);
 
-/* Kernel headers embedded from runtime/kernels (build/runtime/kernel_headers.c). */
-extern const char dsa_hdr_abi[], dsa_hdr_numerics[], dsa_hdr_prologue[];
-extern const size_t dsa_hdr_abi_len, dsa_hdr_numerics_len, dsa_hdr_prologue_len;
+/* Kernel headers embedded from runtime/kernels (build/runtime/kernel_headers.c), by the names the
+ * kernels include them with (runtime/ctx.c lists them). */
+#define DSA_NUM_HEADERS 4
+typedef struct dsa_header {
+    const char *name, *text;
+} dsa_header_t;
+extern const dsa_header_t dsa_headers[DSA_NUM_HEADERS];
 
 /* Rope of the plan: per-pair frequencies (qk_rope_dim / 2 <= 128) and the cos/sin scale; and the
  * whole cos/sin table on the host, [max_positions, qk_rope_dim / 2] each, fp32. */

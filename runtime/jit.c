@@ -25,8 +25,8 @@ typedef struct job {
     const char *target;
     int log_level;
     const dsa_kernel_desc_t *k;
-    const char *headers[4];
-    const char *names[4];
+    const char *headers[DSA_NUM_HEADERS + 1];
+    const char *names[DSA_NUM_HEADERS + 1];
     char opts_arch[64];
     const char *opts[4];
     int nopts;
@@ -207,7 +207,7 @@ static void explain_failure(job_t *j, const char *log)
         while (name > log && name[-1] != '\n')
             name--;
         const char *text = j->k->source.text;
-        for (int i = 0; i < 4; i++)
+        for (int i = 0; i < DSA_NUM_HEADERS + 1; i++)
             if (j->names[i] && strncmp(name, j->names[i], strlen(j->names[i])) == 0)
                 text = j->headers[i];
         len += (size_t)snprintf(m + len, cap - len, "source around %.*s:%d:\n", (int)(open - name), name, line);
@@ -230,7 +230,8 @@ static void *compile_job(void *arg)
     double t0 = now_ms();
     nvrtcProgram prog = NULL;
     char *log = NULL;
-    nvrtcResult r = dsa_nvrtc.nvrtcCreateProgram(&prog, j->k->source.text, j->k->source.name, 4, j->headers, j->names);
+    nvrtcResult r = dsa_nvrtc.nvrtcCreateProgram(&prog, j->k->source.text, j->k->source.name, DSA_NUM_HEADERS + 1,
+                                                 j->headers, j->names);
     if (r != NVRTC_SUCCESS) {
         j->rc = DSA_ERROR_NVRTC;
         job_fail(j, "nvrtcCreateProgram for kernel %s failed: %s", j->k->name, dsa_nvrtc.nvrtcGetErrorString(r));
@@ -324,16 +325,18 @@ dsa_result_t dsa_jit_compile(const dsa_plan_t *plan, const char *target, const c
         j->log_level = log_level;
         j->k = &plan->kernels[i];
         j->info.name = j->k->name;
-        const char *h[4] = {plan->config_h.text, dsa_hdr_abi, dsa_hdr_numerics, dsa_hdr_prologue};
-        const char *n[4] = {"config.h", "dsa_abi.h", "dsa_numerics.cuh", "dsa_prologue.cuh"};
-        memcpy(j->headers, h, sizeof h);
-        memcpy(j->names, n, sizeof n);
+        j->headers[0] = plan->config_h.text;
+        j->names[0] = "config.h";
+        for (int h = 0; h < DSA_NUM_HEADERS; h++) {
+            j->headers[h + 1] = dsa_headers[h].text;
+            j->names[h + 1] = dsa_headers[h].name;
+        }
         snprintf(j->opts_arch, sizeof j->opts_arch, "--gpu-architecture=%s", target);
         j->opts[0] = j->opts_arch;
         j->opts[1] = "-std=c++17";
         j->opts[2] = "--ptxas-options=-v";
         j->nopts = 3;
-        make_key(j, 4);
+        make_key(j, DSA_NUM_HEADERS + 1);
         char key[65];
         hex(j->key, 32, key);
         if (dir[0]) {

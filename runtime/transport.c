@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "internal.h"
 
@@ -53,16 +54,21 @@ static void nccl_destroy(dsa_transport_t *t)
     free(n);
 }
 
-/* ---- in-process: the last rank to arrive at a collective performs it for all ----
- * Every rank of the group must enqueue on the same stream (one GPU, one stream): then the copies,
- * enqueued after every rank's preceding work, are ordered before every rank's following work. */
+/* ---- in-process: a barrier per collective; the last rank to arrive performs it for all ----
+ * Each rank calls from its own thread, and every rank of the group enqueues on the same stream
+ * (one GPU, one stream): the copies are enqueued after every rank's preceding work, and no rank
+ * returns (and enqueues more) before they are. */
 
 #define INPROC_MAX 64
+#define INPROC_TIMEOUT_S 30
 
 struct dsa_inproc_group {
     int size;
     pthread_mutex_t lock;
+    pthread_cond_t done;
     int arrived, op;
+    unsigned long generation;
+    dsa_result_t result;
     size_t bytes;
     CUstream stream;
     CUdeviceptr send[INPROC_MAX], recv[INPROC_MAX];
@@ -86,6 +92,7 @@ dsa_result_t dsa_inproc_group_create(int size, dsa_inproc_group_t *group)
         return dsa_fail(NULL, DSA_ERROR_OUT_OF_MEMORY, "dsa_inproc_group_create: out of host memory");
     g->size = size;
     pthread_mutex_init(&g->lock, NULL);
+    pthread_cond_init(&g->done, NULL);
     *group = g;
     return DSA_SUCCESS;
 }
@@ -95,6 +102,7 @@ void dsa_inproc_group_destroy(dsa_inproc_group_t g)
     if (!g)
         return;
     pthread_mutex_destroy(&g->lock);
+    pthread_cond_destroy(&g->done);
     free(g);
 }
 
@@ -115,25 +123,44 @@ static dsa_result_t inproc_collective(dsa_transport_t *t, dsa_ctx_t ctx, int op,
                       "in-process DCP group: rank %d called a different collective, size or stream than the "
                       "ranks before it (all ranks must issue the same collectives on one stream)",
                       t->rank);
-        goto out;
+        pthread_mutex_unlock(&g->lock);
+        return rc;
     }
     g->send[t->rank] = send;
     g->recv[t->rank] = recv;
-    if (++g->arrived < g->size)
-        goto out;
-    g->arrived = 0;
-    for (int d = 0; d < g->size; d++) {
-        for (int s = 0; s < g->size; s++) {
-            /* allgather: block s of recv[d] is send[s]; alltoall: block s of recv[d] is block d of send[s] */
-            CUdeviceptr from = op == OP_ALLGATHER ? g->send[s] : g->send[s] + (size_t)d * bytes;
-            CUresult r = dsa_cu.cuMemcpyDtoDAsync(g->recv[d] + (size_t)s * bytes, from, bytes, stream);
-            if (r != CUDA_SUCCESS) {
-                rc = dsa_fail(ctx, DSA_ERROR_CUDA, "in-process DCP group: copy failed (%d)", (int)r);
-                goto out;
+    unsigned long gen = g->generation;
+    if (++g->arrived == g->size) {
+        g->result = DSA_SUCCESS;
+        for (int d = 0; d < g->size && g->result == DSA_SUCCESS; d++) {
+            for (int s = 0; s < g->size; s++) {
+                /* allgather: block s of recv[d] is send[s]; alltoall: block s of recv[d] is block d of send[s] */
+                CUdeviceptr from = op == OP_ALLGATHER ? g->send[s] : g->send[s] + (size_t)d * bytes;
+                CUresult r = dsa_cu.cuMemcpyDtoDAsync(g->recv[d] + (size_t)s * bytes, from, bytes, stream);
+                if (r != CUDA_SUCCESS) {
+                    g->result = DSA_ERROR_CUDA;
+                    break;
+                }
             }
         }
+        g->arrived = 0;
+        g->generation++;
+        pthread_cond_broadcast(&g->done);
+    } else {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += INPROC_TIMEOUT_S;
+        while (g->generation == gen)
+            if (pthread_cond_timedwait(&g->done, &g->lock, &until) != 0) {
+                g->arrived--;
+                pthread_mutex_unlock(&g->lock);
+                return dsa_fail(ctx, DSA_ERROR_INTERNAL,
+                                "in-process DCP group: rank %d waited %d s for the other ranks' collective "
+                                "(each rank must call from its own thread)",
+                                t->rank, INPROC_TIMEOUT_S);
+            }
     }
-out:
+    if (g->result != DSA_SUCCESS)
+        rc = dsa_fail(ctx, g->result, "in-process DCP group: a copy of the collective failed");
     pthread_mutex_unlock(&g->lock);
     return rc;
 }

@@ -10,11 +10,13 @@
 #error "generated for kernel ABI 1: regenerate with this runtime's dsagen"
 #endif
 
-extern const char dsa_src_deepseek_v32_tp8_dcp4_i1_fp8_ds_mla_config_h[], dsa_src_deepseek_v32_tp8_dcp4_i1_fp8_ds_mla_prologue_cu[];
-extern const size_t dsa_src_deepseek_v32_tp8_dcp4_i1_fp8_ds_mla_config_h_len, dsa_src_deepseek_v32_tp8_dcp4_i1_fp8_ds_mla_prologue_cu_len;
+extern const char dsa_src_deepseek_v32_tp8_dcp4_i1_fp8_ds_mla_config_h[], dsa_src_deepseek_v32_tp8_dcp4_i1_fp8_ds_mla_prologue_cu[], dsa_src_deepseek_v32_tp8_dcp4_i1_fp8_ds_mla_attend_cu[];
+extern const size_t dsa_src_deepseek_v32_tp8_dcp4_i1_fp8_ds_mla_config_h_len, dsa_src_deepseek_v32_tp8_dcp4_i1_fp8_ds_mla_prologue_cu_len, dsa_src_deepseek_v32_tp8_dcp4_i1_fp8_ds_mla_attend_cu_len;
 
+/* One module per source; the runtime finds the other entries of a module by name. */
 static const dsa_kernel_desc_t kernels[] = {
     {"prologue", "dsa_prologue_deepseek_v32_tp8_dcp4_i1_fp8_ds_mla", {"prologue.cu", dsa_src_deepseek_v32_tp8_dcp4_i1_fp8_ds_mla_prologue_cu, &dsa_src_deepseek_v32_tp8_dcp4_i1_fp8_ds_mla_prologue_cu_len}, 256},
+    {"attend", "dsa_attend_deepseek_v32_tp8_dcp4_i1_fp8_ds_mla", {"attend.cu", dsa_src_deepseek_v32_tp8_dcp4_i1_fp8_ds_mla_attend_cu, &dsa_src_deepseek_v32_tp8_dcp4_i1_fp8_ds_mla_attend_cu_len}, 256},
 };
 
 static const char *const targets[] = {"sm_90a"};
@@ -22,6 +24,7 @@ static const char *const targets[] = {"sm_90a"};
 const dsa_plan_t dsa_plan_deepseek_v32_tp8_dcp4_i1_fp8_ds_mla = {
     .abi = DSA_PLAN_ABI,
     .name = DSA_CONFIG_NAME,
+    .symbol = "deepseek_v32_tp8_dcp4_i1_fp8_ds_mla",
     .config_h = {"config.h", dsa_src_deepseek_v32_tp8_dcp4_i1_fp8_ds_mla_config_h, &dsa_src_deepseek_v32_tp8_dcp4_i1_fp8_ds_mla_config_h_len},
     .nkernels = (int)(sizeof kernels / sizeof kernels[0]),
     .rope_entry = "dsa_rope_table_deepseek_v32_tp8_dcp4_i1_fp8_ds_mla",

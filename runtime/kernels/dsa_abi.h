@@ -41,4 +41,42 @@ typedef struct dsa_prologue_params {
     int32_t clear_topk;
 } dsa_prologue_params;
 
+/* Stage C.1: q = [q_lat | rope(q_pe)], one CTA per token. */
+typedef struct dsa_pack_params {
+    const uint16_t *q_lat;        /* [T, heads_local, kv_lora_rank], token stride q_lat_stride */
+    const uint16_t *q_pe;         /* [T, heads_local, qk_rope_dim], token stride q_pe_stride */
+    const int64_t *positions;     /* [T] */
+    const float *rope_cos, *rope_sin;
+    uint16_t *q_packed;           /* [T, heads_local, kv_dim] */
+    unsigned long long *rejected; /* [2]; [1] counts positions outside the rope table */
+    int64_t q_lat_stride, q_pe_stride;
+    int32_t num_tokens;
+} dsa_pack_params;
+
+/* Stage C.3-4: top-k to local slots and sparse MLA over this rank's keys, for every gathered
+ * head. Grid (T, heads_gathered / heads per CTA). */
+typedef struct dsa_attend_params {
+    const uint16_t *q;            /* [W][T][heads_local][kv_dim]: the gathered queries, rank-major */
+    const int32_t *topk;          /* [T, topk_stride] global positions, -1 padded */
+    const int32_t *req_of_token;  /* [T] */
+    const int32_t *seq_lens;      /* [num_requests] */
+    const int32_t *block_table;   /* [num_requests, max_blocks] this rank's blocks */
+    const uint8_t *kv_cache;      /* this rank's MLA cache */
+    uint16_t *out;                /* DCP = 1: [T, heads_local, kv_lora_rank] bf16 */
+    float *lse;                   /* DCP = 1: [T, heads_local], may be NULL */
+    float *part_out;              /* DCP > 1: [W dest][T][heads_local][kv_lora_rank] fp32 */
+    float *part_lse;              /* DCP > 1: [W dest][T][heads_local] */
+    int64_t num_slots, max_blocks, num_requests, topk_stride;
+    int32_t num_tokens, rank;
+} dsa_attend_params;
+
+/* Stage C.5: LSE merge of the W partials of this rank's heads, in rank order. Grid (T, heads_local). */
+typedef struct dsa_merge_params {
+    const float *part_out;        /* [W src][T][heads_local][kv_lora_rank] */
+    const float *part_lse;        /* [W src][T][heads_local] */
+    uint16_t *out;                /* [T, heads_local, kv_lora_rank] bf16 */
+    float *lse;                   /* [T, heads_local], may be NULL */
+    int32_t num_tokens;
+} dsa_merge_params;
+
 #endif

@@ -7,6 +7,8 @@
 
 namespace dsa {
 
+__device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
+
 __device__ __forceinline__ float bf16_to_float(uint16_t b) { return __uint_as_float((uint32_t)b << 16); }
 
 __device__ __forceinline__ uint16_t float_to_bf16(float x)

@@ -20,6 +20,10 @@ if [ "$mode" = test ] || [ "$mode" = all ]; then
   DSA_TEST_CACHE=$cache build/tests/gpu/test_prologue 2>&1 | tee "$log/test_prologue_warm.log" | grep -E "^(FAIL|ok|[0-9]+ passed)|ctx_create" || status=1
   echo "== test_dcp (in-process DCP group on one GPU)"
   DSA_TEST_CACHE=$cache build/tests/gpu/test_dcp 2>&1 | tee "$log/test_dcp.log" || status=1
+  echo "== test_attend (stage C, every configuration, DCP ranks on one GPU)"
+  DSA_TEST_CACHE=$cache build/tests/gpu/test_attend 2>&1 | tee "$log/test_attend.log" || status=1
+  echo "== test_attend --nccl (stage C at DCP = 2 over NCCL, two processes, one GPU each)"
+  DSA_TEST_CACHE=$cache build/tests/gpu/test_attend --nccl glm5.2_tp2_dcp2_i1_nvfp4_ds_mla 2>&1 | tee "$log/test_attend_nccl.log" || status=1
   echo "== test_dcp nccl (two processes, one GPU each)"
   DSA_TEST_CACHE=$cache build/tests/gpu/test_dcp nccl 2>&1 | tee "$log/test_dcp_nccl.log" || status=1
 fi

@@ -4,6 +4,7 @@
  * against NCCL's own all-gather of the same bytes on a second communicator. */
 #include <cuda.h>
 #include <nccl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +50,21 @@ static int check_gathered(CUdeviceptr d, int W, size_t bytes, unsigned seed)
     return bad == 0;
 }
 
+typedef struct gather_job {
+    dsa_ctx_t ctx;
+    CUdeviceptr send, recv;
+    size_t bytes;
+    CUstream stream;
+    dsa_result_t rc;
+} gather_job_t;
+
+static void *gather_thread(void *arg)
+{
+    gather_job_t *j = arg;
+    j->rc = dsa_dcp_allgather(j->ctx, (void *)j->send, (void *)j->recv, j->bytes, j->stream);
+    return NULL;
+}
+
 static void test_inproc(const char *config, int W)
 {
     dsa_inproc_group_t g;
@@ -75,15 +91,37 @@ static void test_inproc(const char *config, int W)
         CK(cuMemsetD8(recv[r], 0, bytes * (size_t)W));
         fill(send[r], r, bytes, seed);
     }
-    for (int r = 0; r < W; r++)
-        CHECK(dsa_dcp_allgather(ctx[r], (void *)send[r], (void *)recv[r], bytes, s) == DSA_SUCCESS);
+    /* one thread per rank, as DCP ranks are separate processes: a collective returns once every
+     * rank has arrived */
+    pthread_t th[8];
+    gather_job_t job[8];
+    for (int r = 0; r < W; r++) {
+        job[r] = (gather_job_t){ctx[r], send[r], recv[r], bytes, s, DSA_SUCCESS};
+        pthread_create(&th[r], NULL, gather_thread, &job[r]);
+    }
+    for (int r = 0; r < W; r++) {
+        pthread_join(th[r], NULL);
+        CHECK(job[r].rc == DSA_SUCCESS);
+    }
     CK(cuStreamSynchronize(s));
     for (int r = 0; r < W; r++)
         CHECK(check_gathered(recv[r], W, bytes, seed));
-    /* a rank that calls with another size is refused, with the reason */
-    CHECK(dsa_dcp_allgather(ctx[0], (void *)send[0], (void *)recv[0], bytes, s) == DSA_SUCCESS);
+    /* a rank that calls with another size is refused at once, with the reason; the group then
+     * completes when it calls again with the right one */
+    job[0] = (gather_job_t){ctx[0], send[0], recv[0], bytes, s, DSA_SUCCESS};
+    pthread_create(&th[0], NULL, gather_thread, &job[0]);
+    usleep(100000);
     CHECK(dsa_dcp_allgather(ctx[1], (void *)send[1], (void *)recv[1], bytes - 1, s) == DSA_ERROR_INVALID_ARGUMENT);
     CHECK(strstr(dsa_last_error(ctx[1]), "different collective, size or stream") != NULL);
+    for (int r = 1; r < W; r++) {
+        job[r] = (gather_job_t){ctx[r], send[r], recv[r], bytes, s, DSA_SUCCESS};
+        pthread_create(&th[r], NULL, gather_thread, &job[r]);
+    }
+    for (int r = 0; r < W; r++) {
+        pthread_join(th[r], NULL);
+        CHECK(job[r].rc == DSA_SUCCESS);
+    }
+    CK(cuStreamSynchronize(s));
     for (int r = 0; r < W; r++) {
         cuMemFree(send[r]);
         cuMemFree(recv[r]);

@@ -49,45 +49,7 @@ static uint32_t irand(uint32_t n)
     return (rng >> 4) % n;
 }
 
-/* Geometry read off config.h values through the names: parse from the configuration name is not
- * enough, so the test derives them from the plan-independent facts below. */
-typedef struct geo {
-    const char *name;
-    int q, L, R, bs, maxpos, D, topk, bpt, page;
-    int fmt; /* 0 bf16, 1 fp8, 2 nvfp4 */
-    int rope_interleaved, idx_interleaved, idx_rope_first, hadamard;
-    float eps, idx_eps;
-    ref_rope rope;
-} geo_t;
-
-static int geo_of(const char *name, geo_t *g)
-{
-    memset(g, 0, sizeof *g);
-    g->name = name;
-    g->L = 512;
-    g->R = 64;
-    g->D = 128;
-    g->rope_interleaved = 1;
-    g->idx_rope_first = 1;
-    g->hadamard = 1;
-    g->idx_eps = 1e-6f;
-    if (strncmp(name, "deepseek_v32_", 13) == 0) {
-        g->q = 1536, g->bs = 64, g->maxpos = 163840, g->topk = 2048, g->eps = 1e-6f, g->idx_interleaved = 0;
-        g->rope = (ref_rope){64, 10000.0, 1, 40.0, 32.0, 1.0, 1.0, 4096};
-    } else if (strncmp(name, "glm5.2_", 7) == 0) {
-        g->q = 2048, g->bs = 64, g->maxpos = 202752, g->topk = 2048, g->eps = 1e-5f, g->idx_interleaved = 1;
-        g->rope = (ref_rope){64, 8000000.0, 0, 1.0, 0, 0, 1.0, 0};
-    } else if (strncmp(name, "tiny_", 5) == 0) {
-        g->q = 256, g->bs = 16, g->maxpos = 4096, g->topk = 64, g->eps = 1e-6f, g->idx_interleaved = 0;
-        g->rope = (ref_rope){64, 10000.0, 1, 4.0, 32.0, 1.0, 1.0, 1024};
-    } else {
-        return -1;
-    }
-    g->fmt = strstr(name, "nvfp4") ? 2 : strstr(name, "fp8") ? 1 : 0;
-    g->bpt = g->fmt == 0 ? 1152 : g->fmt == 1 ? 656 : 352;
-    g->page = g->bs * (g->D + 4);
-    return 0;
-}
+#include "geo.h"
 
 static float bf(uint16_t b) { return ref_bf16_decode(b); }
 

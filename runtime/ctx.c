@@ -162,6 +162,10 @@ dsa_result_t dsa_ctx_create(const char *config, const dsa_options_t *opts, dsa_c
     if (o.max_tokens <= 0)
         return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT, "dsa_ctx_create: opts->max_tokens is %lld, must be > 0",
                         (long long)o.max_tokens);
+    if (o.attend_tokens < 0 || o.attend_tokens > 0x7fffffff)
+        return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT,
+                        "dsa_ctx_create: opts->attend_tokens is %lld, must be 0 (default) to 2^31-1",
+                        (long long)o.attend_tokens);
     if (o.max_tokens > 0x7fffffff)
         return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT,
                         "dsa_ctx_create: opts->max_tokens is %lld, at most 2^31-1 per launch", (long long)o.max_tokens);
@@ -249,7 +253,7 @@ dsa_result_t dsa_ctx_create(const char *config, const dsa_options_t *opts, dsa_c
         CU_CHECK(ctx, dsa_cu.cuFuncSetAttribute(ctx->attend_fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                                 (int)ctx->attend_smem));
     }
-    ctx->ws_tokens = o.max_tokens;
+    ctx->ws_tokens = o.attend_tokens ? o.attend_tokens : 2048;
     {
         const size_t T = (size_t)ctx->ws_tokens, W = (size_t)plan->dcp, HL = (size_t)plan->heads_local;
         const size_t kvd = (size_t)(plan->kv_lora_rank + plan->qk_rope_dim), lat = (size_t)plan->kv_lora_rank;

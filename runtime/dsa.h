@@ -44,9 +44,7 @@ DSA_API void dsa_inproc_group_destroy(dsa_inproc_group_t group); /* after its co
 typedef struct dsa_options {
     size_t size;            /* sizeof(dsa_options_t): lets the struct grow without breaking callers */
     const char *cache_dir;  /* JIT cache; NULL: $DSA_CACHE_DIR, else $HOME/.cache/dsagen; "" disables it */
-    int64_t max_tokens;     /* tokens per launch, and of the attend workspaces (allocated at creation:
-                               about (dcp + 1) * heads_local * 5 KiB per token); larger calls are
-                               processed in chunks */
+    int64_t max_tokens;     /* tokens per prologue launch; larger calls are processed in chunks */
     int device;             /* CUDA device ordinal */
     int log_level;          /* dsa_log_level_t; messages go to stderr */
     const char *target;     /* NULL: the configuration's first target; else e.g. "sm_90a" */
@@ -55,9 +53,11 @@ typedef struct dsa_options {
     const void *nccl_id;    /* or an ncclUniqueId (128 bytes): the context creates its own communicator */
     dsa_inproc_group_t inproc_group; /* or, in tests, an in-process group */
     int dcp_rank;           /* this rank in the group, with nccl_id or inproc_group */
+    int64_t attend_tokens;  /* rows per attend chunk, the size of its workspaces (allocated at creation:
+                               about (3 dcp + 1) * heads_local * 2.3 KiB per row); 0: 2048 */
 } dsa_options_t;
 
-#define DSA_OPTIONS_INIT {sizeof(dsa_options_t), NULL, 2048, 0, DSA_LOG_WARN, NULL, NULL, NULL, NULL, 0}
+#define DSA_OPTIONS_INIT {sizeof(dsa_options_t), NULL, 16384, 0, DSA_LOG_WARN, NULL, NULL, NULL, NULL, 0, 0}
 
 /* Names of the configurations linked into this library, NULL-terminated. */
 DSA_API const char *const *dsa_configs(void);

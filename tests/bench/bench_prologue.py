@@ -25,7 +25,7 @@ class Options(ctypes.Structure):
     _fields_ = [("size", ctypes.c_size_t), ("cache_dir", ctypes.c_char_p), ("max_tokens", ctypes.c_int64),
                 ("device", ctypes.c_int), ("log_level", ctypes.c_int), ("target", ctypes.c_char_p),
                 ("nccl_comm", ctypes.c_void_p), ("nccl_id", ctypes.c_void_p), ("inproc_group", ctypes.c_void_p),
-                ("dcp_rank", ctypes.c_int)]
+                ("dcp_rank", ctypes.c_int), ("attend_tokens", ctypes.c_int64)]
 
 
 class PrologueArgs(ctypes.Structure):
@@ -163,7 +163,7 @@ def bench(name, g, T, copy_bw):
     group = ctypes.c_void_p()
     if dcp > 1 and lib.dsa_inproc_group_create(dcp, ctypes.byref(group)) != 0:
         sys.exit(f"dsa_inproc_group_create: {lib.dsa_last_error(None).decode()}")
-    opts = Options(ctypes.sizeof(Options), None, 1 << 20, 0, 1, None, None, None, group, 0)
+    opts = Options(ctypes.sizeof(Options), None, 1 << 20, 0, 1, None, None, None, group, 0, 64)
     ctx = ctypes.c_void_p()
     rc = lib.dsa_ctx_create(name.encode(), ctypes.byref(opts), ctypes.byref(ctx))
     if rc != 0:

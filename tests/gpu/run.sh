@@ -29,5 +29,6 @@ if [ "$mode" = test ] || [ "$mode" = all ]; then
 fi
 if [ "$mode" = bench ] || [ "$mode" = all ]; then
   PYTHONUNBUFFERED=1 python3 tests/bench/bench_prologue.py 2>&1 | tee "$log/bench_prologue.log" || status=1
+  PYTHONUNBUFFERED=1 python3 tests/bench/bench_attend.py 2>&1 | tee "$log/bench_attend.log" || status=1
 fi
 exit $status

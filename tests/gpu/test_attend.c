@@ -217,7 +217,7 @@ static void run_world(const char *name, int mode, unsigned seed, const void *ncc
     for (int r = r0; r < r1; r++) {
         dsa_options_t o = DSA_OPTIONS_INIT;
         o.cache_dir = getenv("DSA_TEST_CACHE");
-        o.max_tokens = 4; /* 11 rows: three chunks, so chunking is exercised */
+        o.attend_tokens = 4; /* 11 rows: three chunks, so chunking is exercised */
         o.inproc_group = group;
         o.nccl_id = nccl_id;
         o.device = nccl_id ? only_rank : 0;

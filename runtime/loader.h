@@ -24,7 +24,7 @@
 
 #define DSA_NCCL_FUNCS(X)                                                                                    \
     X(ncclCommInitRank) X(ncclCommDestroy) X(ncclCommCount) X(ncclCommUserRank) X(ncclAllGather) X(ncclSend)  \
-    X(ncclRecv) X(ncclGroupStart) X(ncclGroupEnd) X(ncclGetErrorString)
+    X(ncclRecv) X(ncclGroupStart) X(ncclGroupEnd) X(ncclGetErrorString) X(ncclGetUniqueId)
 
 #define DSA_FN_FIELD(name) __typeof__(name) *name;
 typedef struct dsa_cu_api {

@@ -24,7 +24,7 @@
 #include "../ref/ref.h"
 #include "../ref/world.h"
 #include "dsa.h"
-#include "geo.h"
+#include "../ref/geo.h"
 
 #define CK(call)                                                                                             \
     do {                                                                                                     \

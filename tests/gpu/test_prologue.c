@@ -49,7 +49,7 @@ static uint32_t irand(uint32_t n)
     return (rng >> 4) % n;
 }
 
-#include "geo.h"
+#include "../ref/geo.h"
 
 static float bf(uint16_t b) { return ref_bf16_decode(b); }
 

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../ref/ref.h"
+#include "ref.h"
 
 typedef struct geo {
     const char *name;

@@ -15,6 +15,8 @@ nvidia-smi -L
 if [ "$mode" = test ] || [ "$mode" = all ]; then
   echo "== dsa-demo (the main job: the whole step across the GPUs present)"
   build/dsa-demo 2>&1 | tee "$log/dsa_demo.log" || status=1
+  echo "== examples/host_engine (README's example)"
+  build/examples/host_engine || status=1
   cache=$(mktemp -d)
   echo "== test_prologue (cold JIT cache $cache)"
   DSA_TEST_CACHE=$cache build/tests/gpu/test_prologue 2>&1 | tee "$log/test_prologue.log" | grep -E "^(FAIL|ok|[0-9]+ passed)|ctx_create" || status=1

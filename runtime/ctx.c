@@ -406,25 +406,37 @@ fail:;
     return rc;
 }
 
-dsa_result_t dsa_dcp_allgather(dsa_ctx_t ctx, const void *send, void *recv, size_t bytes, void *stream)
+static dsa_result_t dcp_collective(dsa_ctx_t ctx, int alltoall, const void *send, void *recv, size_t bytes,
+                                   void *stream)
 {
+    const char *fn = alltoall ? "dsa_dcp_alltoall" : "dsa_dcp_allgather";
     if (!ctx)
-        return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT, "dsa_dcp_allgather: ctx is NULL");
+        return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT, "%s: ctx is NULL", fn);
     if (!send || !recv)
-        return dsa_fail(ctx, DSA_ERROR_INVALID_ARGUMENT, "dsa_dcp_allgather: %s is NULL", !send ? "send" : "recv");
+        return dsa_fail(ctx, DSA_ERROR_INVALID_ARGUMENT, "%s: %s is NULL", fn, !send ? "send" : "recv");
     if (!ctx->dcp)
-        return dsa_fail(ctx, DSA_ERROR_INVALID_ARGUMENT, "dsa_dcp_allgather: configuration %s has dcp 1",
-                        ctx->plan->name);
+        return dsa_fail(ctx, DSA_ERROR_INVALID_ARGUMENT, "%s: configuration %s has dcp 1", fn, ctx->plan->name);
     if (bytes == 0)
         return DSA_SUCCESS;
     CUresult pr = dsa_cu.cuCtxPushCurrent(ctx->cu);
     if (pr != CUDA_SUCCESS)
-        return dsa_fail(ctx, DSA_ERROR_CUDA, "dsa_dcp_allgather: cannot make the context current (%d)", (int)pr);
-    dsa_result_t rc = ctx->dcp->allgather(ctx->dcp, ctx, (CUdeviceptr)(uintptr_t)send, (CUdeviceptr)(uintptr_t)recv,
-                                          bytes, (CUstream)stream);
+        return dsa_fail(ctx, DSA_ERROR_CUDA, "%s: cannot make the context current (%d)", fn, (int)pr);
+    CUdeviceptr s = (CUdeviceptr)(uintptr_t)send, r = (CUdeviceptr)(uintptr_t)recv;
+    dsa_result_t rc = alltoall ? ctx->dcp->alltoall(ctx->dcp, ctx, s, r, bytes, (CUstream)stream)
+                               : ctx->dcp->allgather(ctx->dcp, ctx, s, r, bytes, (CUstream)stream);
     CUcontext popped;
     dsa_cu.cuCtxPopCurrent(&popped);
     return rc;
+}
+
+dsa_result_t dsa_dcp_allgather(dsa_ctx_t ctx, const void *send, void *recv, size_t bytes, void *stream)
+{
+    return dcp_collective(ctx, 0, send, recv, bytes, stream);
+}
+
+dsa_result_t dsa_dcp_alltoall(dsa_ctx_t ctx, const void *send, void *recv, size_t bytes, void *stream)
+{
+    return dcp_collective(ctx, 1, send, recv, bytes, stream);
 }
 
 #define ATTEND_FAIL(...) dsa_fail(ctx, DSA_ERROR_INVALID_ARGUMENT, "dsa_attend: " __VA_ARGS__)

@@ -112,6 +112,10 @@ DSA_API dsa_result_t dsa_prologue(dsa_ctx_t ctx, const dsa_prologue_args_t *args
  * group's send buffers of bytes each, in rank order. Enqueued on stream; no synchronisation. */
 DSA_API dsa_result_t dsa_dcp_allgather(dsa_ctx_t ctx, const void *send, void *recv, size_t bytes, void *stream);
 
+/* The DCP exchange that the attend step uses before its merge, exposed likewise: send holds one
+ * block of bytes per rank (block p goes to rank p); recv receives one block from each rank. */
+DSA_API dsa_result_t dsa_dcp_alltoall(dsa_ctx_t ctx, const void *send, void *recv, size_t bytes, void *stream);
+
 /* Stage C (DESIGN.md) for num_tokens rows (decode and prefill mixed): q = [q_lat | rope(q_pe)];
  * with dcp > 1 the query all-gather over the DCP group; the top-k positions this rank owns mapped to
  * its slots (others, and invalid entries: negative other than -1, beyond the request, blocks the

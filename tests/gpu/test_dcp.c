@@ -206,6 +206,57 @@ static int nccl_rank(int rank, int W, const ncclUniqueId *ids)
         if (rank == 0)
             printf("| %zu | %.1f | %.1f | %.2f |\n", bytes, t_dsa[25] * 1e3, t_ref[25] * 1e3, t_dsa[25] / t_ref[25]);
     }
+    /* The exchange before the merge, per layer at 64 and 128 decode rows of this configuration
+     * (32 heads per rank, 512 fp32 latent + 1 LSE per head): (a) what libdsa does, all-to-all of
+     * the partial outputs and of the LSEs, merged locally in rank order; (b) the alternative,
+     * all-gather of the LSEs then reduce-scatter of partials pre-scaled by exp(L_r - L), where NCCL
+     * fixes the order of the fp32 sum; (c) NCCL's all-gather of the same bytes as (a). */
+    if (rank == 0)
+        printf("\nexchange per layer, 2 GPUs: | rows | libdsa all-to-all us | all-gather LSE + reduce-scatter us | "
+               "NCCL all-gather of the same bytes us |\n");
+    const size_t HL = 32, HG = HL * (size_t)W;
+    for (int rows = 64; rows <= 128; rows *= 2) {
+        size_t ob = (size_t)rows * HL * 512 * 4, lb = (size_t)rows * HL * 4;
+        CUdeviceptr so, ro, sl, rl;
+        CK(cuMemAlloc(&so, ob * (size_t)W));
+        CK(cuMemAlloc(&ro, ob * (size_t)W));
+        CK(cuMemAlloc(&sl, lb * (size_t)W));
+        CK(cuMemAlloc(&rl, lb * (size_t)W));
+        CK(cuMemsetD8(so, 0x3c, ob * (size_t)W));
+        CK(cuMemsetD8(sl, 0x3c, lb * (size_t)W));
+        float t[3][50];
+        CUevent a, b;
+        CK(cuEventCreate(&a, 0));
+        CK(cuEventCreate(&b, 0));
+        for (int v = 0; v < 3; v++) {
+            for (int i = -10; i < 50; i++) {
+                CK(cuEventRecord(a, s));
+                if (v == 0) {
+                    dsa_dcp_alltoall(ctx, (void *)so, (void *)ro, ob, s);
+                    dsa_dcp_alltoall(ctx, (void *)sl, (void *)rl, lb, s);
+                } else if (v == 1) {
+                    ncclAllGather((void *)sl, (void *)rl, (size_t)rows * (size_t)HG, ncclFloat32, ref, (cudaStream_t)s);
+                    ncclReduceScatter((void *)so, (void *)ro, (size_t)rows * HL * 512, ncclFloat32, ncclSum, ref,
+                                      (cudaStream_t)s);
+                } else {
+                    ncclAllGather((void *)so, (void *)ro, ob + lb, ncclUint8, ref, (cudaStream_t)s);
+                }
+                CK(cuEventRecord(b, s));
+                CK(cuEventSynchronize(b));
+                if (i >= 0)
+                    CK(cuEventElapsedTime(&t[v][i], a, b));
+            }
+            for (int i = 0; i < 50; i++)
+                for (int j = i; j > 0 && t[v][j] < t[v][j - 1]; j--) {
+                    float x = t[v][j];
+                    t[v][j] = t[v][j - 1];
+                    t[v][j - 1] = x;
+                }
+        }
+        if (rank == 0)
+            printf("| %d | %.1f | %.1f | %.1f |\n", rows, t[0][25] * 1e3, t[1][25] * 1e3, t[2][25] * 1e3);
+        cuMemFree(so), cuMemFree(ro), cuMemFree(sl), cuMemFree(rl);
+    }
     ncclCommDestroy(ref);
     dsa_ctx_destroy(ctx);
     return failed;

@@ -39,95 +39,42 @@ extern "C" __global__ void __launch_bounds__(256) dsa_pack_q_deepseek_v32_tp1_dc
     }
 }
 
-// 3-4. Top-k positions to this rank's slots, then attention of 16 heads per CTA over the kept
-// keys, 16 keys per tile, online softmax in fp32 with the softmax scale 0.1352338.
+// 3-4. Top-k positions to this rank's slots, then attention of 64 heads per CTA over the kept
+// keys on tensor cores, 32 keys per tile, online softmax in fp32 with the softmax scale 0.1352338.
 // A row with no kept key gives output 0 and LSE -inf (the merge's neutral element).
-extern "C" __global__ void __launch_bounds__(dsa::kAttendThreads) dsa_attend_deepseek_v32_tp1_dcp1_i1_fp8_ds_mla(const dsa_attend_params p)
+extern "C" __global__ void __launch_bounds__(dsa::kAttendThreads, 1) dsa_attend_deepseek_v32_tp1_dcp1_i1_fp8_ds_mla(const dsa_attend_params p)
 {
-    constexpr int HB = 16;                        // heads per CTA
-    constexpr int KT = dsa::kKeysPerTile;
-    constexpr int TPH = dsa::kAttendThreads / HB;    // threads per head in the accumulation
-    constexpr int DPT = DSA_KV_LORA_RANK / TPH;      // output dims per thread
-    static_assert(HB * KT <= dsa::kAttendThreads && DSA_KV_LORA_RANK % TPH == 0, "tile shape");
-    extern __shared__ float smem[];
-    float *q_s = smem;                               // [HB][kKeyStride]
-    float *k_s = q_s + HB * dsa::kKeyStride;         // [KT][kKeyStride]
-    float *s_s = k_s + KT * dsa::kKeyStride;         // [HB][KT]
-    int64_t *slot_s = reinterpret_cast<int64_t *>(s_s + HB * KT + (HB * KT) % 2);
-
-    const int t = blockIdx.x, tid = threadIdx.x;
-    const int hg0 = blockIdx.y * HB;                 // first gathered head of this CTA
+    constexpr int HB = 64; // heads per CTA
+    extern __shared__ __align__(16) uint16_t smem[];
+    const int t = blockIdx.x, hg0 = blockIdx.y * HB;
     const int32_t req = p.req_of_token[t];
-    for (int i = tid; i < HB * DSA_KV_DIM; i += dsa::kAttendThreads) {
-        const int h = i / DSA_KV_DIM, d = i % DSA_KV_DIM, hg = hg0 + h;
+    for (int i = threadIdx.x; i < HB * (DSA_KV_DIM / 2); i += dsa::kAttendThreads) {
+        const int h = i / (DSA_KV_DIM / 2), d = 2 * (i % (DSA_KV_DIM / 2)), hg = hg0 + h;
         const int r = hg / DSA_HEADS_LOCAL, hl = hg % DSA_HEADS_LOCAL;
-        q_s[h * dsa::kKeyStride + d] =
-            dsa::bf16_to_float(p.q[(((int64_t)r * p.num_tokens + t) * DSA_HEADS_LOCAL + hl) * DSA_KV_DIM + d]);
+        *reinterpret_cast<uint32_t *>(smem + h * dsa::kRowStride + d) =
+            hg < DSA_HEADS_GATHERED
+                ? *reinterpret_cast<const uint32_t *>(
+                      p.q + (((int64_t)r * p.num_tokens + t) * DSA_HEADS_LOCAL + hl) * DSA_KV_DIM + d)
+                : 0u;
     }
-    const int my_h = tid / TPH, my_c = tid % TPH;
-    float acc[DPT];
-#pragma unroll
-    for (int i = 0; i < DPT; i++)
-        acc[i] = 0.0f;
-    float m = dsa::neg_inf(), l = 0.0f;
-
-    for (int k0 = 0; k0 < DSA_IDX_TOPK; k0 += KT) {
-        if (tid < KT)
-            slot_s[tid] = k0 + tid < DSA_IDX_TOPK
-                              ? dsa::local_slot<DSA_DCP, DSA_INTERLEAVE, DSA_BLOCK_SIZE>(
-                                    p.topk[t * p.topk_stride + k0 + tid], req, p)
-                              : -1;
-        __syncthreads();
-        for (int i = tid; i < KT * DSA_KV_DIM; i += dsa::kAttendThreads) {
-            const int j = i / DSA_KV_DIM, d = i % DSA_KV_DIM;
-            const int64_t slot = slot_s[j];
-            k_s[j * dsa::kKeyStride + d] =
-                slot < 0 ? 0.0f
-                         : dsa::key_element<1, DSA_KV_LORA_RANK, DSA_CACHE_SCALE_OFFSET, DSA_CACHE_ROPE_OFFSET>(
-                               p.kv_cache + slot * DSA_CACHE_BYTES_PER_TOKEN, d);
+    const int32_t *row = p.topk + t * p.topk_stride;
+    auto slot_of = [&](int k) { return dsa::local_slot<DSA_DCP, DSA_INTERLEAVE, DSA_BLOCK_SIZE>(row[k], req, p); };
+    auto key_pair = [&](int64_t slot, int d) {
+        return dsa::key_pair<1, DSA_KV_LORA_RANK, DSA_CACHE_SCALE_OFFSET, DSA_CACHE_ROPE_OFFSET>(
+            p.kv_cache + slot * DSA_CACHE_BYTES_PER_TOKEN, d);
+    };
+    auto store = [&](int h, int d, float x0, float x1) {
+        const int hg = hg0 + h;
+        if (hg >= DSA_HEADS_GATHERED)
+            return;
+        if (d < 0) {
+            if (p.lse)
+                p.lse[(int64_t)t * DSA_HEADS_LOCAL + hg] = x0;
+            return;
         }
-        __syncthreads();
-        if (tid < HB * KT) {
-            const int h = tid / KT, j = tid % KT;
-            float dot = 0.0f;
-            for (int d = 0; d < DSA_KV_DIM; d++)
-                dot += q_s[h * dsa::kKeyStride + d] * k_s[j * dsa::kKeyStride + d];
-            s_s[h * KT + j] = slot_s[j] < 0 ? dsa::neg_inf() : dot * DSA_SOFTMAX_SCALE;
-        }
-        __syncthreads();
-        float mt = dsa::neg_inf();
-#pragma unroll
-        for (int j = 0; j < KT; j++)
-            mt = fmaxf(mt, s_s[my_h * KT + j]);
-        const float m_new = fmaxf(m, mt);
-        if (m_new != dsa::neg_inf()) {
-            const float corr = __expf(m - m_new); // m = -inf: 0, nothing accumulated yet
-            l *= corr;
-#pragma unroll
-            for (int i = 0; i < DPT; i++)
-                acc[i] *= corr;
-            for (int j = 0; j < KT; j++) {
-                const float s = s_s[my_h * KT + j];
-                if (s == dsa::neg_inf())
-                    continue;
-                const float pj = __expf(s - m_new);
-                l += pj;
-#pragma unroll
-                for (int i = 0; i < DPT; i++)
-                    acc[i] += pj * k_s[j * dsa::kKeyStride + my_c + TPH * i];
-            }
-            m = m_new;
-        }
-        __syncthreads(); // the next tile overwrites k_s and slot_s
-    }
-
-    const int hg = hg0 + my_h;
-    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-    const float lse = l > 0.0f ? m + logf(l) : dsa::neg_inf();
-    uint16_t *o = p.out + ((int64_t)t * DSA_HEADS_LOCAL + hg) * DSA_KV_LORA_RANK;
-#pragma unroll
-    for (int i = 0; i < DPT; i++)
-        o[my_c + TPH * i] = dsa::float_to_bf16(acc[i] * inv);
-    if (my_c == 0 && p.lse)
-        p.lse[(int64_t)t * DSA_HEADS_LOCAL + hg] = lse;
+        *reinterpret_cast<uint32_t *>(p.out + ((int64_t)t * DSA_HEADS_LOCAL + hg) * DSA_KV_LORA_RANK + d) =
+            (uint32_t)dsa::float_to_bf16(x0) | (uint32_t)dsa::float_to_bf16(x1) << 16;
+    };
+    __syncthreads();
+    dsa::sparse_mla<HB, DSA_KV_DIM, DSA_KV_LORA_RANK, DSA_IDX_TOPK>(smem, DSA_SOFTMAX_SCALE, slot_of, key_pair, store);
 }

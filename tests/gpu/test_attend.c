@@ -6,9 +6,11 @@
  * rank of a group whose ncclUniqueId is read from stdin.
  *
  * Tolerances, as FlashMLA's tests compare bf16 output against an fp32 reference over the same
- * dequantised keys: each element within one bf16 ulp of the reference plus 2e-5 of the row's
- * largest value (fp32 dot products of 576 terms and softmax against the reference's double
- * sums), and per row cosine similarity >= 0.99999; LSE within 1e-5 relative (of max(|L|, 1)). */
+ * bf16-dequantised keys (its atol/rtol on elements, and a cosine bound): the kernel multiplies
+ * bf16 P (softmax weights rounded to bf16, up to 2^-9 relative each) by V, so each element is
+ * within 2^-7 of its value plus 2e-3 of the row's largest value, and per row the cosine
+ * similarity is >= 0.99999; the LSE comes from fp32 weights and fp32 sums of exact bf16
+ * products: within 1e-5 relative (of max(|L|, 1)). */
 #include <cuda.h>
 #include <nccl.h>
 #include <sys/wait.h>
@@ -151,10 +153,9 @@ static int compare(const world_t *w, int r, const rank_io_t *io, const float *eo
             m = fmax(m, fabs(e[d]));
         for (int d = 0; d < 512; d++) {
             float got = ref_bf16_decode(o[i * 512 + (size_t)d]);
-            float ulp = e[d] == 0 ? 0 : ldexpf(1.0f, ilogbf(e[d]) - 7);
             double err = fabs(got - e[d]);
             worst[0] = fmax(worst[0], m > 0 ? err / m : err);
-            bad += !(err <= ulp + 2e-5 * m);
+            bad += !(err <= 0x1p-7 * fabs(e[d]) + 2e-3 * m);
             dot += (double)got * e[d];
             ne += (double)e[d] * e[d];
             ng += (double)got * got;

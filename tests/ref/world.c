@@ -29,6 +29,8 @@ static void encode(const world_t *w, const float *x, uint8_t *out)
         ref_nvfp4_ds_mla_encode(x, x + w->latent, w->latent, w->kv_dim - w->latent, out);
 }
 
+/* Keys enter attention as bf16: dequantised (value x scale) and rounded to bf16, as the kernels do
+ * for their tensor-core products and FlashMLA does for its fp8 cache. Exact for the bf16 format. */
 void world_key(const world_t *w, int s, int64_t slot, float *key)
 {
     const uint8_t *e = w->shard[s].cache + slot * w->bpt;
@@ -38,6 +40,8 @@ void world_key(const world_t *w, int s, int64_t slot, float *key)
         ref_fp8_ds_mla_decode(e, w->latent, w->kv_dim - w->latent, key, key + w->latent);
     else
         ref_nvfp4_ds_mla_decode(e, w->latent, w->kv_dim - w->latent, key, key + w->latent);
+    for (int d = 0; d < w->kv_dim; d++)
+        key[d] = ref_bf16_round(key[d]);
 }
 
 /* A shard: each request's local positions in blocks drawn at random from the shard's pool. */

@@ -40,7 +40,7 @@ typedef struct world {
 void world_build(world_t *w, int W, int I, int bs, int fmt, int H, int K, int mode, unsigned seed);
 void world_free(world_t *w);
 
-/* Decoded key of the entry at slot of shard s. */
+/* The key of the entry at slot of shard s as attention sees it: dequantised, rounded to bf16. */
 void world_key(const world_t *w, int s, int64_t slot, float *key);
 
 /* Expected output of DCP = 1 for every rank's heads: out [W][T][H][latent], lse [W][T][H]. */

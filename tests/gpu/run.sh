@@ -8,31 +8,38 @@ status=0
 cd "$(dirname "$0")/../.."
 export NCCL_NVLS_ENABLE=0 # NVLink multicast stays off on shared machines
 mode=${1:-test}
+t() { timeout 300 "$@"; } # a hung rank must not eat the lease
 log=${OUT:-/tmp}
 [ -e .cuda ] || ln -sfn /usr/local/cuda .cuda # what tools/setup.sh does on a machine with the toolkit
 ninja gpu || exit 1
 nvidia-smi -L
 if [ "$mode" = test ] || [ "$mode" = all ]; then
   echo "== dsa-demo (the main job: the whole step across the GPUs present)"
-  build/dsa-demo 2>&1 | tee "$log/dsa_demo.log" || status=1
+  t build/dsa-demo 2>&1 | tee "$log/dsa_demo.log" || status=1
   echo "== examples/host_engine (README's example)"
-  build/examples/host_engine || status=1
+  t build/examples/host_engine || status=1
   cache=$(mktemp -d)
   echo "== test_prologue (cold JIT cache $cache)"
-  DSA_TEST_CACHE=$cache build/tests/gpu/test_prologue 2>&1 | tee "$log/test_prologue.log" | grep -E "^(FAIL|ok|[0-9]+ passed)|ctx_create" || status=1
+  DSA_TEST_CACHE=$cache t build/tests/gpu/test_prologue 2>&1 | tee "$log/test_prologue.log" | grep -E "^(FAIL|ok|[0-9]+ passed)|ctx_create" || status=1
   echo "== test_prologue again (warm JIT cache)"
-  DSA_TEST_CACHE=$cache build/tests/gpu/test_prologue 2>&1 | tee "$log/test_prologue_warm.log" | grep -E "^(FAIL|ok|[0-9]+ passed)|ctx_create" || status=1
+  DSA_TEST_CACHE=$cache t build/tests/gpu/test_prologue 2>&1 | tee "$log/test_prologue_warm.log" | grep -E "^(FAIL|ok|[0-9]+ passed)|ctx_create" || status=1
   echo "== test_dcp (in-process DCP group on one GPU)"
-  DSA_TEST_CACHE=$cache build/tests/gpu/test_dcp 2>&1 | tee "$log/test_dcp.log" || status=1
+  DSA_TEST_CACHE=$cache t build/tests/gpu/test_dcp 2>&1 | tee "$log/test_dcp.log" || status=1
   echo "== test_attend (stage C, every configuration, DCP ranks on one GPU)"
-  DSA_TEST_CACHE=$cache build/tests/gpu/test_attend 2>&1 | tee "$log/test_attend.log" || status=1
+  DSA_TEST_CACHE=$cache t build/tests/gpu/test_attend 2>&1 | tee "$log/test_attend.log" || status=1
   echo "== test_attend --nccl (stage C at DCP = 2 over NCCL, two processes, one GPU each)"
-  DSA_TEST_CACHE=$cache build/tests/gpu/test_attend --nccl glm5.2_tp2_dcp2_i1_nvfp4_ds_mla 2>&1 | tee "$log/test_attend_nccl.log" || status=1
+  DSA_TEST_CACHE=$cache t build/tests/gpu/test_attend --nccl glm5.2_tp2_dcp2_i1_nvfp4_ds_mla 2>&1 | tee "$log/test_attend_nccl.log" || status=1
   echo "== test_dcp nccl (two processes, one GPU each)"
-  DSA_TEST_CACHE=$cache build/tests/gpu/test_dcp nccl 2>&1 | tee "$log/test_dcp_nccl.log" || status=1
+  DSA_TEST_CACHE=$cache t build/tests/gpu/test_dcp nccl 2>&1 | tee "$log/test_dcp_nccl.log" || status=1
+fi
+if [ "$mode" = stagec ]; then # the stage C checks and benchmark alone
+  cache=$(mktemp -d)
+  DSA_TEST_CACHE=$cache t build/tests/gpu/test_attend deepseek 2>&1 | tee "$log/test_attend.log" || status=1
+  DSA_TEST_CACHE=$cache t build/tests/gpu/test_dcp nccl 2>&1 | tee "$log/test_dcp_nccl.log" || status=1
+  PYTHONUNBUFFERED=1 t python3 tests/bench/bench_attend.py 2>&1 | tee "$log/bench_attend.log" || status=1
 fi
 if [ "$mode" = bench ] || [ "$mode" = all ]; then
-  PYTHONUNBUFFERED=1 python3 tests/bench/bench_prologue.py 2>&1 | tee "$log/bench_prologue.log" || status=1
-  PYTHONUNBUFFERED=1 python3 tests/bench/bench_attend.py 2>&1 | tee "$log/bench_attend.log" || status=1
+  PYTHONUNBUFFERED=1 t python3 tests/bench/bench_prologue.py 2>&1 | tee "$log/bench_prologue.log" || status=1
+  PYTHONUNBUFFERED=1 t python3 tests/bench/bench_attend.py 2>&1 | tee "$log/bench_attend.log" || status=1
 fi
 exit $status

@@ -7,10 +7,11 @@
  *
  * Tolerances, as FlashMLA's tests compare bf16 output against an fp32 reference over the same
  * bf16-dequantised keys (its atol/rtol on elements, and a cosine bound): the kernel multiplies
- * bf16 P (softmax weights rounded to bf16, up to 2^-9 relative each) by V, so each element is
- * within 2^-7 of its value plus 2e-3 of the row's largest value, and per row the cosine
- * similarity is >= 0.99999; the LSE comes from fp32 weights and fp32 sums of exact bf16
- * products: within 1e-5 relative (of max(|L|, 1)). */
+ * bf16 P (softmax weights rounded to bf16, each off by up to 2^-9 of itself) by V, which moves an
+ * output by up to 2^-9 of the largest |v| among the row's keys, and rounds the output to bf16
+ * (2^-8 of itself, up to an ulp with the fp32 differences): each element within 2^-7 of its value
+ * plus 2^-8 of the row's largest key value, and per row cosine similarity >= 0.99999; the LSE
+ * comes from fp32 weights and fp32 sums of exact bf16 products: 1e-5 relative (of max(|L|, 1)). */
 #include <cuda.h>
 #include <nccl.h>
 #include <sys/wait.h>
@@ -148,6 +149,7 @@ static int compare(const world_t *w, int r, const rank_io_t *io, const float *eo
     for (size_t i = 0; i < T * H; i++) {
         const float *e = eo + ((size_t)r * T * H + i) * 512;
         float el_i = el[(size_t)r * T * H + i];
+        const double vmax = world_row_vmax(w, (int)(i / H));
         double m = 0, dot = 0, ne = 0, ng = 0;
         for (int d = 0; d < 512; d++)
             m = fmax(m, fabs(e[d]));
@@ -155,7 +157,7 @@ static int compare(const world_t *w, int r, const rank_io_t *io, const float *eo
             float got = ref_bf16_decode(o[i * 512 + (size_t)d]);
             double err = fabs(got - e[d]);
             worst[0] = fmax(worst[0], m > 0 ? err / m : err);
-            bad += !(err <= 0x1p-7 * fabs(e[d]) + 2e-3 * m);
+            bad += !(err <= 0x1p-7 * fabs(e[d]) + 0x1p-8 * vmax);
             dot += (double)got * e[d];
             ne += (double)e[d] * e[d];
             ng += (double)got * got;
@@ -300,6 +302,7 @@ static int test_nccl(const char *name, unsigned seed)
     for (int r = 0; r < W; r++) {
         pid[r] = fork();
         if (pid[r] == 0) {
+            alarm(120); /* a rank that fails leaves its peer waiting in NCCL: end both, not hang */
             CUdevice dev;
             CUcontext cu;
             CK(cuInit(0));

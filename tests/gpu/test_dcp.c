@@ -221,7 +221,7 @@ static int nccl_rank(int rank, int W, const ncclUniqueId *ids)
         CK(cuMemAlloc(&so, ob * (size_t)W));
         CK(cuMemAlloc(&ro, ob * (size_t)W));
         CK(cuMemAlloc(&sl, lb * (size_t)W));
-        CK(cuMemAlloc(&rl, lb * (size_t)W));
+        CK(cuMemAlloc(&rl, lb * (size_t)W * (size_t)W)); /* (b) gathers every rank's LSEs of all heads */
         CK(cuMemsetD8(so, 0x3c, ob * (size_t)W));
         CK(cuMemsetD8(sl, 0x3c, lb * (size_t)W));
         float t[3][50];
@@ -239,7 +239,7 @@ static int nccl_rank(int rank, int W, const ncclUniqueId *ids)
                     ncclReduceScatter((void *)so, (void *)ro, (size_t)rows * HL * 512, ncclFloat32, ncclSum, ref,
                                       (cudaStream_t)s);
                 } else {
-                    ncclAllGather((void *)so, (void *)ro, ob + lb, ncclUint8, ref, (cudaStream_t)s);
+                    ncclAllGather((void *)so, (void *)ro, ob, ncclUint8, ref, (cudaStream_t)s); /* ob per rank: recv is W ob */
                 }
                 CK(cuEventRecord(b, s));
                 CK(cuEventSynchronize(b));
@@ -292,6 +292,7 @@ static int test_nccl(void)
     for (int r = 0; r < W; r++) {
         pid[r] = fork();
         if (pid[r] == 0) {
+            alarm(120); /* a rank that fails leaves its peer waiting in NCCL: end both, not hang */
             int rc = nccl_rank(r, W, ids);
             fflush(stdout); /* _exit does not flush, and stdout is a pipe here */
             _exit(rc);

@@ -207,6 +207,18 @@ static int gather_keys(const world_t *w, int t, int s, float *keys)
     return n;
 }
 
+float world_row_vmax(const world_t *w, int t)
+{
+    float *keys = malloc(sizeof(float) * (size_t)w->K * 576);
+    int n = gather_keys(w, t, w->W, keys);
+    float m = 0;
+    for (int j = 0; j < n; j++)
+        for (int d = 0; d < w->latent; d++)
+            m = fmaxf(m, fabsf(keys[(size_t)j * 576 + (size_t)d]));
+    free(keys);
+    return m;
+}
+
 void world_expect(const world_t *w, float *out, float *lse)
 {
     float *keys = malloc(sizeof(float) * (size_t)w->K * 576);

@@ -43,6 +43,9 @@ void world_free(world_t *w);
 /* The key of the entry at slot of shard s as attention sees it: dequantised, rounded to bf16. */
 void world_key(const world_t *w, int s, int64_t slot, float *key);
 
+/* The largest |latent value| among the valid keys of row t (bounds of the output's error). */
+float world_row_vmax(const world_t *w, int t);
+
 /* Expected output of DCP = 1 for every rank's heads: out [W][T][H][latent], lse [W][T][H]. */
 void world_expect(const world_t *w, float *out, float *lse);
 

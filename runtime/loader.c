@@ -1,4 +1,4 @@
-/* dlopen of the CUDA driver, NVRTC and NCCL (see loader.h). */
+/* dlopen of the CUDA driver, NVRTC and NCCL (see loader.h): one loader, three symbol tables. */
 #include "loader.h"
 
 #include <dlfcn.h>
@@ -10,83 +10,76 @@ dsa_cu_api_t dsa_cu;
 dsa_nvrtc_api_t dsa_nvrtc;
 dsa_nccl_api_t dsa_nccl;
 
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static int cu_state, nvrtc_state, nccl_state; /* 0 not tried, 1 loaded, -1 failed */
-static char cu_err[512], nvrtc_err[512], nccl_err[512];
+#define SYMBOL_NAME(name) DSA_STR(name), /* the versioned name cuda.h maps it to, e.g. cuMemAlloc_v2 */
+static const char *const cu_names[] = {DSA_CU_FUNCS(SYMBOL_NAME) NULL};
+static const char *const nvrtc_names[] = {DSA_NVRTC_FUNCS(SYMBOL_NAME) NULL};
+static const char *const nccl_names[] = {DSA_NCCL_FUNCS(SYMBOL_NAME) NULL};
+#undef SYMBOL_NAME
 
-static int open_lib(const char *const *names, void **h, char *err, size_t n)
+/* Where each symbol goes, in the order of the names (the dlsym idiom of POSIX: function pointers
+ * stored through void *). */
+#define SLOT(api) (void **)&api,
+#define CU_SLOT(name) SLOT(dsa_cu.name)
+#define NVRTC_SLOT(name) SLOT(dsa_nvrtc.name)
+#define NCCL_SLOT(name) SLOT(dsa_nccl.name)
+static void **const cu_slots[] = {DSA_CU_FUNCS(CU_SLOT)};
+static void **const nvrtc_slots[] = {DSA_NVRTC_FUNCS(NVRTC_SLOT)};
+static void **const nccl_slots[] = {DSA_NCCL_FUNCS(NCCL_SLOT)};
+
+typedef struct library {
+    const char *const *symbols; /* NULL-terminated */
+    void **const *slots;
+    int state;                  /* 0 not tried, 1 loaded, -1 failed (remembered: one attempt) */
+    char err[512];
+} library_t;
+
+static library_t cuda_lib = {cu_names, cu_slots, 0, ""};
+static library_t nvrtc_lib = {nvrtc_names, nvrtc_slots, 0, ""};
+static library_t nccl_lib = {nccl_names, nccl_slots, 0, ""};
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Opens the first of files that loads and resolves every symbol of lib, once per process. */
+static int load(library_t *lib, const char *const *files, char *err, size_t errlen)
 {
-    for (const char *const *p = names; *p; p++)
-        if ((*h = dlopen(*p, RTLD_NOW | RTLD_LOCAL)))
-            return 0;
-    snprintf(err, n, "cannot load %s: %s", names[0], dlerror());
-    return -1;
+    pthread_mutex_lock(&lock);
+    if (lib->state == 0) {
+        void *h = NULL;
+        for (const char *const *f = files; *f && !h; f++)
+            h = dlopen(*f, RTLD_NOW | RTLD_LOCAL);
+        lib->state = h ? 1 : -1;
+        if (!h)
+            snprintf(lib->err, sizeof lib->err, "cannot load %s: %s", files[0], dlerror());
+        for (size_t i = 0; h && lib->symbols[i]; i++) {
+            if (!(*lib->slots[i] = dlsym(h, lib->symbols[i]))) {
+                snprintf(lib->err, sizeof lib->err, "%s lacks %s (too old?)", files[0], lib->symbols[i]);
+                lib->state = -1;
+                break;
+            }
+        }
+    }
+    int rc = lib->state == 1 ? 0 : -1;
+    if (rc)
+        snprintf(err, errlen, "%s", lib->err);
+    pthread_mutex_unlock(&lock);
+    return rc;
 }
 
 int dsa_load_cuda(char *err, size_t errlen)
 {
-    pthread_mutex_lock(&lock);
-    if (cu_state == 0) {
-        static const char *const names[] = {"libcuda.so.1", "libcuda.so", NULL};
-        void *h;
-        cu_state = open_lib(names, &h, cu_err, sizeof cu_err) == 0 ? 1 : -1;
-#define X(name)                                                                                              \
-    if (cu_state == 1 && !(*(void **)&dsa_cu.name = dlsym(h, DSA_STR(name)))) {                             \
-        snprintf(cu_err, sizeof cu_err, "libcuda.so.1 lacks %s: driver too old", DSA_STR(name));           \
-        cu_state = -1;                                                                                       \
-    }
-        DSA_CU_FUNCS(X)
-#undef X
-    }
-    int rc = cu_state == 1 ? 0 : -1;
-    if (rc)
-        snprintf(err, errlen, "%s", cu_err);
-    pthread_mutex_unlock(&lock);
-    return rc;
+    static const char *const files[] = {"libcuda.so.1", "libcuda.so", NULL};
+    return load(&cuda_lib, files, err, errlen);
 }
 
 int dsa_load_nvrtc(char *err, size_t errlen)
 {
-    pthread_mutex_lock(&lock);
-    if (nvrtc_state == 0) {
-        const char *forced = getenv("DSA_NVRTC_LIBRARY"); /* tests: a fake NVRTC */
-        const char *const names[] = {forced ? forced : "libnvrtc.so.13", forced ? NULL : "libnvrtc.so.12",
-                                     "libnvrtc.so", NULL};
-        void *h;
-        nvrtc_state = open_lib(names, &h, nvrtc_err, sizeof nvrtc_err) == 0 ? 1 : -1;
-#define X(name)                                                                                              \
-    if (nvrtc_state == 1 && !(*(void **)&dsa_nvrtc.name = dlsym(h, #name))) {                              \
-        snprintf(nvrtc_err, sizeof nvrtc_err, "the NVRTC library lacks %s", #name);                        \
-        nvrtc_state = -1;                                                                                    \
-    }
-        DSA_NVRTC_FUNCS(X)
-#undef X
-    }
-    int rc = nvrtc_state == 1 ? 0 : -1;
-    if (rc)
-        snprintf(err, errlen, "%s", nvrtc_err);
-    pthread_mutex_unlock(&lock);
-    return rc;
+    const char *forced = getenv("DSA_NVRTC_LIBRARY"); /* tests: a fake NVRTC */
+    const char *const files[] = {forced ? forced : "libnvrtc.so.13", forced ? NULL : "libnvrtc.so.12", "libnvrtc.so",
+                                 NULL};
+    return load(&nvrtc_lib, files, err, errlen);
 }
 
 int dsa_load_nccl(char *err, size_t errlen)
 {
-    pthread_mutex_lock(&lock);
-    if (nccl_state == 0) {
-        static const char *const names[] = {"libnccl.so.2", "libnccl.so", NULL};
-        void *h;
-        nccl_state = open_lib(names, &h, nccl_err, sizeof nccl_err) == 0 ? 1 : -1;
-#define X(name)                                                                                              \
-    if (nccl_state == 1 && !(*(void **)&dsa_nccl.name = dlsym(h, #name))) {                                \
-        snprintf(nccl_err, sizeof nccl_err, "libnccl.so.2 lacks %s", #name);                               \
-        nccl_state = -1;                                                                                     \
-    }
-        DSA_NCCL_FUNCS(X)
-#undef X
-    }
-    int rc = nccl_state == 1 ? 0 : -1;
-    if (rc)
-        snprintf(err, errlen, "%s", nccl_err);
-    pthread_mutex_unlock(&lock);
-    return rc;
+    static const char *const files[] = {"libnccl.so.2", "libnccl.so", NULL};
+    return load(&nccl_lib, files, err, errlen);
 }

@@ -80,6 +80,24 @@ static void test_no_device(void)
     }
 }
 
+/* The run-time loaders: every symbol of a library that is present resolves (here: NCCL and NVRTC,
+ * which this machine may have without a GPU). */
+static void test_loaders(void)
+{
+    char err[512];
+    if (dsa_load_nccl(err, sizeof err) == 0) {
+        CHECK(dsa_nccl.ncclAllGather != NULL && dsa_nccl.ncclGetUniqueId != NULL && dsa_nccl.ncclGroupEnd != NULL);
+        int count = -1;
+        CHECK(dsa_nccl.ncclCommCount(NULL, &count) != ncclSuccess); /* a real NCCL answers, refusing NULL */
+    } else {
+        printf("SKIPPED: NCCL loader test: %s\n", err);
+    }
+    if (dsa_load_nvrtc(err, sizeof err) == 0) {
+        int major = 0, minor = 0;
+        CHECK(dsa_nvrtc.nvrtcVersion(&major, &minor) == NVRTC_SUCCESS && major >= 12);
+    }
+}
+
 static void test_rope_table(void)
 {
     const char *names[] = {"deepseek_v32_tp8_dcp8_i1_fp8_ds_mla", "glm5.2_tp4_dcp4_i1_fp8_ds_mla"};
@@ -247,6 +265,7 @@ int main(int argc, char **argv)
         return fake_nvrtc_main();
     test_configs_and_arguments();
     test_no_device();
+    test_loaders();
     test_rope_table();
     test_jit_cache();
     CHECK_DONE();

@@ -129,22 +129,16 @@ void dsa_ctx_destroy(dsa_ctx_t ctx)
     free(ctx);
 }
 
+static dsa_result_t create(const dsa_plan_t *plan, const dsa_options_t *opts, dsa_ctx_t *out);
+
 dsa_result_t dsa_ctx_create(const char *config, const dsa_options_t *opts, dsa_ctx_t *out)
 {
-    dsa_result_t rc = DSA_SUCCESS;
-    dsa_ctx_t ctx = NULL;
-    CUdeviceptr freq_d = 0;
-    int pushed = 0;
     thread_err[0] = '\0';
     if (!out)
         return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT, "dsa_ctx_create: ctx (argument 3) is NULL");
     *out = NULL;
     if (!config)
         return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT, "dsa_ctx_create: config (argument 1) is NULL");
-    if (opts && opts->size < sizeof(dsa_options_t))
-        return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT,
-                        "dsa_ctx_create: opts->size is %zu, expected %zu (initialise with DSA_OPTIONS_INIT)",
-                        opts->size, sizeof(dsa_options_t));
     const dsa_plan_t *plan = NULL;
     for (const dsa_plan_t *const *p = dsa_registry; *p; p++)
         if (strcmp((*p)->name, config) == 0)
@@ -153,9 +147,33 @@ dsa_result_t dsa_ctx_create(const char *config, const dsa_options_t *opts, dsa_c
         return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT,
                         "dsa_ctx_create: no configuration named '%s' in this library (dsa_configs() lists them)",
                         config);
+    return create(plan, opts, out);
+}
+
+dsa_result_t dsa_ctx_create_plan(const struct dsa_plan *plan, const dsa_options_t *opts, dsa_ctx_t *out)
+{
+    thread_err[0] = '\0';
+    if (!out)
+        return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT, "dsa_ctx_create_plan: ctx (argument 3) is NULL");
+    *out = NULL;
+    if (!plan)
+        return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT, "dsa_ctx_create_plan: plan (argument 1) is NULL");
+    return create(plan, opts, out);
+}
+
+static dsa_result_t create(const dsa_plan_t *plan, const dsa_options_t *opts, dsa_ctx_t *out)
+{
+    dsa_result_t rc = DSA_SUCCESS;
+    dsa_ctx_t ctx = NULL;
+    CUdeviceptr freq_d = 0;
+    int pushed = 0;
+    if (opts && opts->size < sizeof(dsa_options_t))
+        return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT,
+                        "dsa_ctx_create: opts->size is %zu, expected %zu (initialise with DSA_OPTIONS_INIT)",
+                        opts->size, sizeof(dsa_options_t));
     if (plan->abi != DSA_PLAN_ABI)
         return dsa_fail(NULL, DSA_ERROR_INTERNAL, "configuration %s was generated for plan ABI %d, runtime has %d",
-                        config, plan->abi, DSA_PLAN_ABI);
+                        plan->name, plan->abi, DSA_PLAN_ABI);
     dsa_options_t o = DSA_OPTIONS_INIT;
     if (opts)
         o = *opts;

@@ -65,6 +65,14 @@ DSA_API const char *const *dsa_configs(void);
 /* Compiles (or loads from the cache) every kernel of configuration config and allocates what the
  * per-layer calls need. opts may be NULL for the defaults. */
 DSA_API dsa_result_t dsa_ctx_create(const char *config, const dsa_options_t *opts, dsa_ctx_t *ctx);
+
+/* The same for a configuration linked by its symbol: libdsa exports each configuration's plan as
+ * dsa_plan_<name with every character other than a-z, A-Z, 0-9 as '_'>, for example
+ *     extern const struct dsa_plan dsa_plan_glm5_2_tp4_dcp4_i1_fp8_ds_mla;
+ *     dsa_ctx_create_plan(&dsa_plan_glm5_2_tp4_dcp4_i1_fp8_ds_mla, &opts, &ctx);
+ * so a missing configuration is a link error rather than a run-time one. */
+struct dsa_plan;
+DSA_API dsa_result_t dsa_ctx_create_plan(const struct dsa_plan *plan, const dsa_options_t *opts, dsa_ctx_t *ctx);
 DSA_API void dsa_ctx_destroy(dsa_ctx_t ctx); /* NULL: does nothing */
 
 /* How the kernels of ctx were obtained: per kernel, compiled now (0) or loaded from cache (1). */

@@ -21,7 +21,8 @@ static const dsa_kernel_desc_t kernels[] = {
 
 static const char *const targets[] = {"sm_90a"};
 
-const dsa_plan_t dsa_plan_tiny_tp4_dcp2_i1_fp8_ds_mla = {
+/* Exported from libdsa: a host engine may link it and call dsa_ctx_create_plan (see dsa.h). */
+__attribute__((visibility("default"))) const dsa_plan_t dsa_plan_tiny_tp4_dcp2_i1_fp8_ds_mla = {
     .abi = DSA_PLAN_ABI,
     .name = DSA_CONFIG_NAME,
     .symbol = "tiny_tp4_dcp2_i1_fp8_ds_mla",

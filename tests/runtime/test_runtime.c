@@ -47,6 +47,13 @@ static void test_configs_and_arguments(void)
     o.max_tokens = 0;
     CHECK(dsa_ctx_create("tiny_tp4_dcp1_i1_bf16", &o, &ctx) == DSA_ERROR_INVALID_ARGUMENT);
     CHECK(!strcmp(dsa_last_error(NULL), "dsa_ctx_create: opts->max_tokens is 0, must be > 0"));
+    CHECK(dsa_ctx_create_plan(NULL, NULL, &ctx) == DSA_ERROR_INVALID_ARGUMENT && ctx == NULL);
+    CHECK(!strcmp(dsa_last_error(NULL), "dsa_ctx_create_plan: plan (argument 1) is NULL"));
+    extern const struct dsa_plan dsa_plan_glm5_2_tp4_dcp4_i1_fp8_ds_mla; /* linked by its symbol */
+    CHECK(!strcmp(dsa_plan_glm5_2_tp4_dcp4_i1_fp8_ds_mla.name, "glm5.2_tp4_dcp4_i1_fp8_ds_mla"));
+    o = (dsa_options_t)DSA_OPTIONS_INIT;
+    o.size = 8;
+    CHECK(dsa_ctx_create_plan(&dsa_plan_glm5_2_tp4_dcp4_i1_fp8_ds_mla, &o, &ctx) == DSA_ERROR_INVALID_ARGUMENT);
     CHECK(dsa_prologue(NULL, NULL, NULL) == DSA_ERROR_INVALID_ARGUMENT);
     CHECK(!strcmp(dsa_last_error(NULL), "dsa_prologue: ctx is NULL"));
     uint64_t counts[2];

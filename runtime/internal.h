@@ -105,9 +105,8 @@ typedef struct dsa_header {
 } dsa_header_t;
 extern const dsa_header_t dsa_headers[DSA_NUM_HEADERS];
 
-/* Rope of the plan: per-pair frequencies (qk_rope_dim / 2 <= 128) and the cos/sin scale; and the
- * whole cos/sin table on the host, [max_positions, qk_rope_dim / 2] each, fp32. */
+/* Rope of the plan: per-pair frequencies (qk_rope_dim / 2 <= 128) and the cos/sin scale, from
+ * which the rope table kernel computes cos/sin of every position. */
 DSA_HIDDEN void dsa_rope_freqs(const dsa_plan_t *p, double *freq, double *mscale);
-DSA_HIDDEN void dsa_rope_table(const dsa_plan_t *p, float *cos_out, float *sin_out);
 
 #endif

@@ -1,8 +1,8 @@
 /* Rope frequencies of a configuration: plain theta^(-2i/d), or YaRN as DeepSeek-V3 defines it
  * (frequencies of long wavelengths divided by factor, a linear ramp between the beta_fast and
  * beta_slow correction dims, cos/sin scaled by mscale). The context computes its cos/sin table on
- * the GPU from these (the rope table kernel of prologue.cu); dsa_rope_table is the same on the
- * host, for tests and for dsa-jit. */
+ * the GPU from these: cos and sin of pos * freq[i], in double, times mscale (the rope table kernel
+ * of prologue.cu). */
 #include <math.h>
 
 #include "internal.h"
@@ -31,17 +31,4 @@ void dsa_rope_freqs(const dsa_plan_t *p, double *freq, double *mscale)
         }
     }
     *mscale = p->rope_yarn ? p->rope_mscale : 1.0;
-}
-
-void dsa_rope_table(const dsa_plan_t *p, float *cos_out, float *sin_out)
-{
-    const int half = p->qk_rope_dim / 2;
-    double freq[128], m;
-    dsa_rope_freqs(p, freq, &m);
-    for (int pos = 0; pos < p->max_positions; pos++)
-        for (int i = 0; i < half; i++) {
-            double a = (double)pos * freq[i];
-            cos_out[(size_t)pos * (size_t)half + (size_t)i] = (float)(cos(a) * m);
-            sin_out[(size_t)pos * (size_t)half + (size_t)i] = (float)(sin(a) * m);
-        }
 }

@@ -57,7 +57,7 @@ gen_tests() {
 
   # ---- --list, --help, usage errors ----
   local list; list=$("$gen" --list specs/glm5.2.lua)
-  [ "$list" == $'glm5.2_tp4_dcp1_i1_fp8_ds_mla\nglm5.2_tp4_dcp4_i1_fp8_ds_mla\nglm5.2_tp2_dcp2_i1_nvfp4_ds_mla\nglm5.2_tp1_dcp1_i1_bf16' ] \
+  [ "$list" == $'glm5.2_tp4_dcp1_i1_fp8_ds_mla\nglm5.2_tp4_dcp4_i1_fp8_ds_mla\nglm5.2_tp4_dcp4_i4_fp8_ds_mla\nglm5.2_tp2_dcp2_i1_nvfp4_ds_mla\nglm5.2_tp1_dcp1_i1_bf16' ] \
     && ok || bad "$tag --list: $list"
   "$gen" --help | grep -q -- '--depfile' && ok || bad "$tag --help"
   "$gen" specs/tiny.lua 2>/dev/null; [ $? -eq 2 ] && ok || bad "$tag missing -o is a usage error"

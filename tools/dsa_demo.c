@@ -4,7 +4,9 @@
  * process per GPU, NCCL between them), and prints how it agrees with DCP = 1 computed on the CPU
  * from the same cache bytes. Without a GPU it compiles every kernel of the configuration with
  * NVRTC and runs the CPU simulation of DCP ranks, and says so.
- * Usage: dsa-demo [--cpu]   (--cpu: the no-GPU path even where a GPU is present) */
+ * Usage: dsa-demo [--cpu] [--config NAME]
+ *   --cpu          the no-GPU path even where a GPU is present
+ *   --config NAME  this configuration instead of the default (it needs dcp GPUs) */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,6 +43,14 @@ static float frand(void)
     return (float)((rng >> 8) & 0xffffff) / 8388608.0f - 1.0f;
 }
 
+static const dsa_plan_t *plan_named(const char *name)
+{
+    for (const dsa_plan_t *const *p = dsa_registry; *p; p++)
+        if (!strcmp((*p)->name, name))
+            return *p;
+    return NULL;
+}
+
 static CUdeviceptr up(const void *h, size_t n)
 {
     CUdeviceptr d;
@@ -73,10 +83,7 @@ static void agreement(const world_t *w, const float *eo, const float *el, const 
 static int cpu_mode(const char *config, const char *why)
 {
     printf("dsa-demo: %s: generating, compiling and simulating on the CPU\n", why);
-    const dsa_plan_t *plan = NULL;
-    for (const dsa_plan_t *const *p = dsa_registry; *p; p++)
-        if (!strcmp((*p)->name, config))
-            plan = *p;
+    const dsa_plan_t *plan = plan_named(config);
     dsa_jit_out_t out[4];
     char err[DSA_ERRLEN];
     dsa_result_t rc = dsa_jit_compile(plan, plan->targets[0], "", DSA_LOG_WARN, out, err, sizeof err);
@@ -94,6 +101,7 @@ static int cpu_mode(const char *config, const char *why)
     world_t w;
     world_build(&w, plan->dcp, plan->interleave, plan->block_size, g.fmt, plan->heads_local, plan->idx_topk,
                 TOPK_MIXED, rng);
+    w.scale = plan->softmax_scale;
     size_t n = (size_t)w.W * (size_t)w.T * (size_t)w.H;
     float *eo = malloc(n * 512 * 4), *el = malloc(n * 4), *so = malloc(n * 512 * 4), *sl = malloc(n * 4);
     world_expect(&w, eo, el);
@@ -120,10 +128,7 @@ static int gpu_rank(const char *config, int rank, const void *nccl_id, int fd)
     CK(dsa_cu.cuDeviceGet(&dev, rank));
     CK(dsa_cu.cuDevicePrimaryCtxRetain(&cu, dev));
     CK(dsa_cu.cuCtxPushCurrent(cu));
-    const dsa_plan_t *plan = NULL;
-    for (const dsa_plan_t *const *p = dsa_registry; *p; p++)
-        if (!strcmp((*p)->name, config))
-            plan = *p;
+    const dsa_plan_t *plan = plan_named(config);
     geo_t g;
     geo_of(config, &g);
     world_t w;
@@ -247,8 +252,25 @@ static int read_all(int fd, void *buf, size_t n)
 int main(int argc, char **argv)
 {
     const char *config = "glm5.2_tp4_dcp4_i1_fp8_ds_mla";
+    int cpu = 0, chosen = 0;
     char err[512];
-    if (argc > 1 && !strcmp(argv[1], "--cpu"))
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--cpu")) {
+            cpu = 1;
+        } else if (!strcmp(argv[i], "--config") && i + 1 < argc) {
+            config = argv[++i];
+            chosen = 1;
+        } else {
+            fprintf(stderr, "usage: dsa-demo [--cpu] [--config NAME]\n");
+            return 2;
+        }
+    }
+    geo_t geo;
+    if (!plan_named(config) || geo_of(config, &geo) != 0) {
+        fprintf(stderr, "dsa-demo: no configuration named '%s' (dsa_configs() lists them)\n", config);
+        return 2;
+    }
+    if (cpu)
         return cpu_mode(config, "--cpu");
     if (dsa_load_cuda(err, sizeof err) != 0)
         return cpu_mode(config, "no CUDA driver on this machine");
@@ -266,13 +288,14 @@ int main(int argc, char **argv)
     if (ngpu == 0)
         return cpu_mode(config, "no GPU on this machine");
     /* DCP = the number of GPUs where the default configuration allows it, else one that fits */
-    if (ngpu < 4)
+    if (!chosen && ngpu < 4)
         config = ngpu >= 2 ? "glm5.2_tp2_dcp2_i1_nvfp4_ds_mla" : "glm5.2_tp4_dcp1_i1_fp8_ds_mla";
-    const dsa_plan_t *plan = NULL;
-    for (const dsa_plan_t *const *p = dsa_registry; *p; p++)
-        if (!strcmp((*p)->name, config))
-            plan = *p;
+    const dsa_plan_t *plan = plan_named(config);
     int W = plan->dcp;
+    if (W > ngpu) {
+        printf("dsa-demo: %s needs %d GPUs, this machine has %d\n", config, W, ngpu);
+        return 1;
+    }
     printf("dsa-demo: %d GPU(s): the whole step (prologue, then attend) of %s on %d GPU(s)%s\n", ngpu, config, W,
            W > 1 ? ", one process each, NCCL between them" : "");
     fflush(stdout);
@@ -341,7 +364,7 @@ int main(int argc, char **argv)
         printf("dsa-demo: a rank failed\n");
         return 1;
     }
-    w.scale = strncmp(config, "glm", 3) == 0 ? 0.0625f : 0.135233779f;
+    w.scale = plan->softmax_scale;
     world_expect(&w, eo, el); /* DCP = 1 on the CPU, from the cache bytes the GPU prologue wrote */
     double rel = 0, cs = 1, lrel = 0;
     agreement(&w, eo, el, go, gl, 0, W, &rel, &cs, &lrel);

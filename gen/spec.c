@@ -592,6 +592,7 @@ void dsg_derive(const dsg_geometry *g, const dsg_config *c, dsg_derived *o)
     memset(o, 0, sizeof *o);
     o->heads_local = g->heads / c->tp;
     o->heads_gathered = o->heads_local * c->dcp;
+    o->attend_heads_per_cta = o->heads_gathered % 64 == 0 ? 64 : o->heads_gathered % 32 == 0 ? 32 : 16;
     o->qk_head_dim = g->qk_nope_dim + g->qk_rope_dim;
     o->kv_dim = g->kv_lora_rank + g->qk_rope_dim;
     double m_all = g->has_yarn ? dsg_yarn_mscale(g->yarn_factor, g->yarn_mscale_all_dim) : 1.0;

@@ -265,9 +265,8 @@ static dsa_result_t create(const dsa_plan_t *plan, const dsa_options_t *opts, ds
         CU_CHECK(ctx, dsa_cu.cuModuleGetFunction(&ctx->merge_fn, ctx->kernels[1].module, fname));
     }
     {
-        /* heads per CTA and shared memory as templates/attend.cu.in and dsa_attend.cuh define them */
-        const int hg = plan->heads_gathered, hb = hg % 64 == 0 ? 64 : hg % 32 == 0 ? 32 : 16;
-        ctx->attend_heads = hb;
+        /* shared memory of a CTA as dsa_attend.cuh lays it out, for the generator's heads per CTA */
+        const int hb = plan->attend_heads_per_cta;
         ctx->attend_smem = (unsigned)(2 * (hb + 32) * 584 + 4 * hb * 33 + 2 * hb * 40 + 12 * hb + 8 * 32);
         CU_CHECK(ctx, dsa_cu.cuFuncSetAttribute(ctx->attend_fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                                 (int)ctx->attend_smem));
@@ -515,7 +514,7 @@ static dsa_result_t attend_chunk(dsa_ctx_t ctx, const dsa_attend_args_t *a, int6
     at.topk_stride = ts;
     at.num_tokens = (int32_t)n;
     at.rank = ctx->dcp ? ctx->dcp->rank : 0;
-    const int hb = ctx->attend_heads;
+    const int hb = p->attend_heads_per_cta;
     if ((rc = launch(ctx, ctx->attend_fn, (unsigned)n, (unsigned)((p->heads_gathered + hb - 1) / hb), 256, ctx->attend_smem, &at,
                      stream, "attend")) != DSA_SUCCESS)
         return rc;

@@ -34,7 +34,7 @@ typedef struct dsa_plan {
     /* geometry and topology */
     int heads, q_lora_rank, kv_lora_rank, qk_rope_dim, block_size, max_positions;
     int idx_head_dim, idx_topk, cache_bytes_per_token, idx_page_bytes;
-    int tp, dcp, interleave, heads_local, heads_gathered;
+    int tp, dcp, interleave, heads_local, heads_gathered, attend_heads_per_cta;
     float softmax_scale;
     /* rope */
     double rope_theta;

@@ -47,7 +47,6 @@ struct dsa_ctx {
     dsa_transport_t *dcp;           /* NULL at dcp 1 */
     CUfunction pack_fn, attend_fn, merge_fn;
     unsigned attend_smem;           /* dynamic shared memory of attend_fn */
-    int attend_heads;               /* gathered heads per attend CTA */
     int64_t ws_tokens;              /* tokens per attend chunk: the workspaces below hold this many */
     CUdeviceptr ws_q, ws_qg;        /* packed query; gathered query (dcp > 1) */
     CUdeviceptr ws_po_send, ws_po_recv, ws_pl_send, ws_pl_recv; /* partials (dcp > 1) */

@@ -47,6 +47,7 @@ __attribute__((visibility("default"))) const dsa_plan_t dsa_plan_glm5_2_tp1_dcp1
     .interleave = DSA_INTERLEAVE,
     .heads_local = DSA_HEADS_LOCAL,
     .heads_gathered = DSA_HEADS_GATHERED,
+    .attend_heads_per_cta = DSA_ATTEND_HEADS_PER_CTA,
     .softmax_scale = DSA_SOFTMAX_SCALE,
     .rope_theta = DSA_ROPE_THETA,
     .rope_yarn = DSA_ROPE_YARN,

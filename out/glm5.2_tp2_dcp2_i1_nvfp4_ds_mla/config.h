@@ -54,6 +54,7 @@
 #define DSA_INTERLEAVE 1
 #define DSA_HEADS_LOCAL 32 /* heads / tp */
 #define DSA_HEADS_GATHERED 64 /* heads_local * dcp: heads each rank attends for */
+#define DSA_ATTEND_HEADS_PER_CTA 64 /* gathered heads per sparse MLA CTA */
 
 /* ---- MLA cache entry: nvfp4_ds_mla, 352 bytes per token ---- */
 #define DSA_CACHE_NVFP4_DS_MLA 1

@@ -44,7 +44,7 @@ extern "C" __global__ void __launch_bounds__(256) dsa_pack_q_glm5_2_tp4_dcp4_i4_
 // A row with no kept key gives output 0 and LSE -inf (the merge's neutral element).
 extern "C" __global__ void __launch_bounds__(dsa::kAttendThreads, 1) dsa_attend_glm5_2_tp4_dcp4_i4_fp8_ds_mla(const dsa_attend_params p)
 {
-    constexpr int HB = 64; // heads per CTA
+    constexpr int HB = DSA_ATTEND_HEADS_PER_CTA; // 64 heads per CTA
     extern __shared__ __align__(16) uint16_t smem[];
     const int t = blockIdx.x, hg0 = blockIdx.y * HB;
     const int32_t req = p.req_of_token[t];

@@ -54,6 +54,7 @@
 #define DSA_INTERLEAVE 2
 #define DSA_HEADS_LOCAL 4 /* heads / tp */
 #define DSA_HEADS_GATHERED 8 /* heads_local * dcp: heads each rank attends for */
+#define DSA_ATTEND_HEADS_PER_CTA 16 /* gathered heads per sparse MLA CTA */
 
 /* ---- MLA cache entry: bf16, 1152 bytes per token ---- */
 #define DSA_CACHE_BF16 1

@@ -1,6 +1,7 @@
 /* libdsa contexts: creation (configuration lookup, JIT, rope tables), errors, and the per-layer
  * calls, which only check arguments and enqueue launches. */
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -265,9 +266,26 @@ static dsa_result_t create(const dsa_plan_t *plan, const dsa_options_t *opts, ds
         CU_CHECK(ctx, dsa_cu.cuModuleGetFunction(&ctx->merge_fn, ctx->kernels[1].module, fname));
     }
     {
-        /* shared memory of a CTA as dsa_attend.cuh lays it out, for the generator's heads per CTA */
-        const int hb = plan->attend_heads_per_cta;
-        ctx->attend_smem = (unsigned)(2 * (hb + 32) * 584 + 4 * hb * 33 + 2 * hb * 40 + 12 * hb + 8 * 32);
+        /* shared memory of a CTA: dsa_attend.cuh's AttendLayout computes it, the module exports it */
+        snprintf(fname, sizeof fname, "dsa_attend_smem_%s", plan->symbol);
+        CUdeviceptr smem_d;
+        size_t smem_bytes;
+        CU_CHECK(ctx, dsa_cu.cuModuleGetGlobal(&smem_d, &smem_bytes, ctx->kernels[1].module, fname));
+        if (smem_bytes != sizeof ctx->attend_smem) {
+            rc = dsa_fail(ctx, DSA_ERROR_INTERNAL, "dsa_ctx_create: %s is %zu bytes, expected %zu", fname, smem_bytes,
+                     sizeof ctx->attend_smem);
+            goto fail;
+        }
+        CU_CHECK(ctx, dsa_cu.cuMemcpyDtoH(&ctx->attend_smem, smem_d, sizeof ctx->attend_smem));
+        int optin = 0;
+        CU_CHECK(ctx, dsa_cu.cuDeviceGetAttribute(&optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, ctx->dev));
+        if (ctx->attend_smem > (unsigned)optin) {
+            rc = dsa_fail(ctx, DSA_ERROR_UNSUPPORTED,
+                          "dsa_ctx_create: the sparse MLA kernel of %s needs %u bytes of shared memory per block, "
+                          "device %d allows %d",
+                          plan->name, ctx->attend_smem, o.device, optin);
+            goto fail;
+        }
         CU_CHECK(ctx, dsa_cu.cuFuncSetAttribute(ctx->attend_fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                                 (int)ctx->attend_smem));
     }
@@ -562,8 +580,12 @@ dsa_result_t dsa_attend(dsa_ctx_t ctx, const dsa_attend_args_t *a, void *stream)
         return ATTEND_FAIL("args->num_requests is %lld, must be 1..2^31-1", (long long)a->num_requests);
     if (a->max_blocks <= 0)
         return ATTEND_FAIL("args->max_blocks is %lld, must be > 0", (long long)a->max_blocks);
-    if (a->num_cache_blocks <= 0)
-        return ATTEND_FAIL("args->num_cache_blocks is %lld, must be > 0", (long long)a->num_cache_blocks);
+    if (a->num_cache_blocks <= 0 || a->num_cache_blocks > INT32_MAX / p->block_size)
+        return ATTEND_FAIL("args->num_cache_blocks is %lld, must be 1..%d (slots are 32-bit in the attend kernel)",
+                           (long long)a->num_cache_blocks, INT32_MAX / p->block_size);
+    if ((uintptr_t)a->kv_cache % 16 != 0)
+        return ATTEND_FAIL("args->kv_cache is not 16-byte aligned (%p): entries are copied in 16-byte chunks",
+                           a->kv_cache);
     const int64_t HL = p->heads_local;
     int64_t qls = a->q_lat_stride ? a->q_lat_stride : HL * p->kv_lora_rank;
     int64_t qps = a->q_pe_stride ? a->q_pe_stride : HL * p->qk_rope_dim;

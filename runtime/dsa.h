@@ -142,7 +142,7 @@ typedef struct dsa_attend_args {
     const int32_t *seq_lens;     /* [num_requests] tokens of each request (valid positions 0..len-1) */
     const int32_t *block_table;  /* [num_requests, max_blocks] this rank's cache blocks, -1 unused */
     int64_t num_requests, max_blocks;
-    const void *kv_cache;        /* this rank's MLA cache, [num_cache_blocks, block_size, bytes/token] */
+    const void *kv_cache;        /* this rank's MLA cache, [num_cache_blocks, block_size, bytes/token], 16-byte aligned */
     int64_t num_cache_blocks;
     void *out;                   /* [T, heads_local, kv_lora_rank] bf16 */
     float *lse;                  /* [T, heads_local] natural-log LSE, or NULL */

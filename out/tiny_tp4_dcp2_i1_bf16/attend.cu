@@ -39,30 +39,29 @@ extern "C" __global__ void __launch_bounds__(256) dsa_pack_q_tiny_tp4_dcp2_i1_bf
     }
 }
 
-// 3-4. Top-k positions to this rank's slots, then attention of 16 heads per CTA over the kept
-// keys on tensor cores, 32 keys per tile, online softmax in fp32 with the softmax scale 0.1323211.
+// 3-4. Top-k positions to this rank's slots (compacted: only this rank's keys are computed), then
+// attention of 16 heads per CTA over the kept keys on tensor cores, 32 keys per tile,
+// online softmax in fp32 with the softmax scale 0.1323211.
 // A row with no kept key gives output 0 and LSE -inf (the merge's neutral element).
+using AttendLayout = dsa::AttendLayout<DSA_ATTEND_HEADS_PER_CTA, DSA_KV_DIM, DSA_KV_LORA_RANK, 0, DSA_CACHE_BYTES_PER_TOKEN>;
+// The CTA's dynamic shared memory, read by the runtime from the module (cuModuleGetGlobal).
+extern "C" __device__ const unsigned int dsa_attend_smem_tiny_tp4_dcp2_i1_bf16 = AttendLayout::bytes;
+
 extern "C" __global__ void __launch_bounds__(dsa::kAttendThreads, 1) dsa_attend_tiny_tp4_dcp2_i1_bf16(const dsa_attend_params p)
 {
     constexpr int HB = DSA_ATTEND_HEADS_PER_CTA; // 16 heads per CTA (8 real, the rest masked)
-    extern __shared__ __align__(16) uint16_t smem[];
+    extern __shared__ __align__(16) uint8_t smem[];
     const int t = blockIdx.x, hg0 = blockIdx.y * HB;
     const int32_t req = p.req_of_token[t];
-    for (int i = threadIdx.x; i < HB * (DSA_KV_DIM / 2); i += dsa::kAttendThreads) {
-        const int h = i / (DSA_KV_DIM / 2), d = 2 * (i % (DSA_KV_DIM / 2)), hg = hg0 + h;
-        const int r = hg / DSA_HEADS_LOCAL, hl = hg % DSA_HEADS_LOCAL;
-        *reinterpret_cast<uint32_t *>(smem + h * dsa::kRowStride + d) =
-            hg < DSA_HEADS_GATHERED
-                ? *reinterpret_cast<const uint32_t *>(
-                      p.q + (((int64_t)r * p.num_tokens + t) * DSA_HEADS_LOCAL + hl) * DSA_KV_DIM + d)
-                : 0u;
-    }
+    // gathered head hg is head hg % heads_local of rank hg / heads_local
+    auto q_chunk = [&](int h, int c) {
+        const int hg = hg0 + h, r = hg / DSA_HEADS_LOCAL, hl = hg % DSA_HEADS_LOCAL;
+        return hg < DSA_HEADS_GATHERED
+                   ? dsa::load16(p.q + (((int64_t)r * p.num_tokens + t) * DSA_HEADS_LOCAL + hl) * DSA_KV_DIM + 8 * c)
+                   : make_uint4(0u, 0u, 0u, 0u);
+    };
     const int32_t *row = p.topk + t * p.topk_stride;
     auto slot_of = [&](int k) { return dsa::local_slot<DSA_DCP, DSA_INTERLEAVE, DSA_BLOCK_SIZE>(row[k], req, p); };
-    auto key_pair = [&](int64_t slot, int d) {
-        return dsa::key_pair<0, DSA_KV_LORA_RANK, DSA_CACHE_SCALE_OFFSET, DSA_CACHE_ROPE_OFFSET>(
-            p.kv_cache + slot * DSA_CACHE_BYTES_PER_TOKEN, d);
-    };
     // partials go to the rank that owns head hg, in the layout the exchange sends as blocks
     auto store = [&](int h, int d, float x0, float x1) {
         const int hg = hg0 + h;
@@ -74,8 +73,9 @@ extern "C" __global__ void __launch_bounds__(dsa::kAttendThreads, 1) dsa_attend_
         else
             *reinterpret_cast<float2 *>(p.part_out + prow * DSA_KV_LORA_RANK + d) = make_float2(x0, x1);
     };
-    __syncthreads();
-    dsa::sparse_mla<HB, DSA_KV_DIM, DSA_KV_LORA_RANK, DSA_IDX_TOPK>(smem, DSA_SOFTMAX_SCALE, slot_of, key_pair, store);
+    dsa::sparse_mla<HB, DSA_KV_DIM, DSA_KV_LORA_RANK, DSA_IDX_TOPK, 0, DSA_CACHE_BYTES_PER_TOKEN,
+                    DSA_CACHE_SCALE_OFFSET, DSA_CACHE_ROPE_OFFSET>(smem, p.kv_cache, DSA_SOFTMAX_SCALE, q_chunk, slot_of,
+                                                                   store);
 }
 
 // 5. The merge, for each (token, head of this rank), over the 2 ranks' partials in rank order

@@ -1,21 +1,26 @@
-// Stage C building blocks: the top-k entry to local slot mapping, dequantisation of key pairs in
-// each cache format, and the sparse MLA of one CTA on tensor cores (mma.sync m16n8k16, bf16
-// operands, fp32 accumulators): S = Q K^T over 576 dims, online softmax in fp32, O += P V over
-// the 512 latent dims. Keys are dequantised to bf16 in shared memory (as FlashMLA does); the CPU
-// reference rounds them the same way, so both compute the same function.
+// Stage C building blocks: the top-k entry to local slot mapping, and the sparse MLA of one CTA on
+// tensor cores (mma.sync m16n8k16, bf16 operands from ldmatrix, fp32 accumulators): S = Q K^T over
+// the 576 query/key dims, online softmax in fp32, O += P V over the 512 latent dims.
+//
+// One CTA = HB heads of one token, 8 warps. Per segment of up to 2048 top-k entries, the CTA first
+// compacts the entries this rank owns into a list of local slots (order kept), so a DCP rank only
+// pays for its own keys. Then, per tile of KT kept keys:
+//   1. the tile's raw cache entries, loaded by cp.async while the previous tile was computed, are
+//      dequantised to bf16 in shared memory (fp8_ds_mla, nvfp4_ds_mla; bf16 entries are copied by
+//      cp.async straight into a double-buffered key tile), as FlashMLA does;
+//   2. the next tile's cp.async is issued;
+//   3. S = Q K^T: each warp a 32 x 32 (16 x 32) tile of S over a share of the 576 dims, the shares
+//      summed in a fixed order (bit-for-bit repeatable), scaled and masked;
+//   4. online softmax per head in fp32 (P to bf16);
+//   5. O = O * corr + P V, each warp a block of heads x latent dims held in registers.
+// The CPU reference rounds the dequantised keys to bf16 the same way, so both compute one function.
 #pragma once
 #include "dsa_numerics.cuh"
 
 namespace dsa {
 
 constexpr int kAttendThreads = 256;
-constexpr int kKeysPerTile = 32;
-constexpr int kRowStride = 584;   // bf16 per q/k row: 576 + 8, so fragment loads hit distinct banks
-constexpr int kPStride = 40;      // bf16 per P row: 32 + 8
-constexpr int kSStride = 33;      // fp32 per S row
-
-// Dynamic shared memory of a CTA of HB heads, as sparse_mla lays it out (runtime/ctx.c allocates
-// it): 2 (HB + kKeysPerTile) kRowStride + 4 HB kSStride + 2 HB kPStride + 12 HB + 8 kKeysPerTile.
+constexpr int kAttendSegment = 2048; // top-k entries compacted at a time
 
 // The local slot of top-k entry g of a row of request req on this rank, or -1: invalid entries
 // (negative, beyond the request, blocks the table does not have, slots beyond the cache) are
@@ -45,171 +50,416 @@ __device__ __forceinline__ float e2m1_to_float(uint32_t code)
     return code & 8 ? -mag : mag;
 }
 
-// Key elements d and d + 1 (d even) of a cache entry, dequantised and packed as two bf16.
-template <int Format, int L, int ScaleOffset, int RopeOffset>
-__device__ __forceinline__ uint32_t key_pair(const uint8_t *e, int d)
+// Two floats to two bf16 (round to nearest even), lo in bits 0-15.
+__device__ __forceinline__ uint32_t bf16x2(float lo, float hi)
 {
-    float x0, x1;
-    if constexpr (Format == 0) { // bf16: latent then rope, contiguous: already the pair
-        return *reinterpret_cast<const uint32_t *>(e + 2 * d);
-    } else if constexpr (Format == 1) { // fp8_ds_mla
-        if (d >= L)
-            return *reinterpret_cast<const uint32_t *>(e + RopeOffset + 2 * (d - L));
-        const float scale = reinterpret_cast<const float *>(e + ScaleOffset)[d / 128];
-        x0 = e4m3_to_float(e[d]) * scale;
-        x1 = e4m3_to_float(e[d + 1]) * scale;
-    } else { // nvfp4_ds_mla
-        if (d < L) {
-            const int s = d / 16;
-            const float scale = e4m3_to_float(e[ScaleOffset + (L / 64) * (s & 3) + (s >> 2)]);
-            const uint32_t byte = e[d / 2];
-            x0 = e2m1_to_float(byte & 0xf) * scale;
-            x1 = e2m1_to_float(byte >> 4) * scale;
-        } else {
-            x0 = e4m3_to_float(e[RopeOffset + d - L]);
-            x1 = e4m3_to_float(e[RopeOffset + d + 1 - L]);
-        }
+    uint32_t r;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+
+// Two e4m3 bytes (lo in bits 0-7) to floats, exactly (through f16x2).
+__device__ __forceinline__ void e4m3x2_to_float(uint32_t pair, float &lo, float &hi)
+{
+    const unsigned short in = (unsigned short)pair;
+    asm("{\n\t.reg .b32 h2;\n\t.reg .b16 l, h;\n\t"
+        "cvt.rn.f16x2.e4m3x2 h2, %2;\n\tmov.b32 {l, h}, h2;\n\t"
+        "cvt.f32.f16 %0, l;\n\tcvt.f32.f16 %1, h;\n\t}"
+        : "=f"(lo), "=f"(hi)
+        : "h"(in));
+}
+
+// 16 e4m3 bytes (4 words) times scale to 16 bf16 (two 16-byte vectors).
+__device__ __forceinline__ void e4m3x16_to_bf16(uint4 v, float scale, uint4 &out0, uint4 &out1)
+{
+    const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+    uint32_t o[8];
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        float a, b, c, d;
+        e4m3x2_to_float(w[i] & 0xffffu, a, b);
+        e4m3x2_to_float(w[i] >> 16, c, d);
+        o[2 * i] = bf16x2(a * scale, b * scale);
+        o[2 * i + 1] = bf16x2(c * scale, d * scale);
     }
-    return (uint32_t)float_to_bf16(x0) | (uint32_t)float_to_bf16(x1) << 16;
+    out0 = make_uint4(o[0], o[1], o[2], o[3]);
+    out1 = make_uint4(o[4], o[5], o[6], o[7]);
+}
+
+__device__ __forceinline__ uint32_t smem_addr(const void *p)
+{
+    uint32_t a;
+    asm("{\n\t.reg .u64 t;\n\tcvta.to.shared.u64 t, %1;\n\tcvt.u32.u64 %0, t;\n\t}" : "=r"(a) : "l"(p));
+    return a;
+}
+
+// 16 bytes global -> shared, asynchronously; bytes = 0 writes zeros and reads nothing.
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, int bytes)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;" ::: "memory"); }
+
+__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], uint32_t addr)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+}
+__device__ __forceinline__ void ldsm_x4_trans(uint32_t (&r)[4], uint32_t addr)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
 }
 
 // D = A B + D, m16n8k16, A row-major bf16, B column-major bf16, fp32 accumulators.
-__device__ __forceinline__ void mma_bf16(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                         uint32_t b0, uint32_t b1)
+__device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1)
 {
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
                  "{%0,%1,%2,%3};"
                  : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-__device__ __forceinline__ uint32_t lds32(const uint16_t *p) { return *reinterpret_cast<const uint32_t *>(p); }
-
-// Sparse MLA of HB heads (rows of q_s, heads >= valid_heads masked) of one token over its kept
-// keys. Leaves O / l (HB x 512, in each thread's fragments) and the LSE per head to store().
-// KeyLoad(j, d) returns the bf16 pair of key slot_s[j], elements d, d+1.
-template <int HB, int KV, int LAT, int TOPK, class SlotOf, class KeyPair, class Store>
-__device__ __forceinline__ void sparse_mla(uint16_t *smem_base, float softmax_scale, SlotOf slot_of,
-                                           KeyPair key_pair_of, Store store)
-{
+// The shared-memory layout of a sparse MLA CTA (bytes), for HB heads, KV = query/key dims, LAT =
+// latent dims, cache Format (0 bf16, 1 fp8_ds_mla, 2 nvfp4_ds_mla) of EntryBytes per key. The
+// runtime reads `bytes` from the compiled module (dsa_attend_smem_<config>), so this is the one
+// place it is computed.
+template <int HB, int KV, int LAT, int Format, int EntryBytes> struct AttendLayout {
     static_assert(HB == 16 || HB == 32 || HB == 64, "heads per CTA");
-    static_assert(KV % 16 == 0 && LAT % 8 == 0 && KV <= kRowStride, "dims");
-    constexpr int KT = kKeysPerTile;
-    constexpr int RB = HB / 16;             // row blocks of 16 heads
-    constexpr int CG = 8 / RB;              // warps sharing a row block in P V
-    constexpr int CB = LAT / 8 / CG;        // 8-dim column blocks per warp in P V
-    uint16_t *q_s = smem_base;                            // [HB][kRowStride], filled by the caller
-    uint16_t *k_s = q_s + HB * kRowStride;                // [KT][kRowStride]
-    float *s_s = reinterpret_cast<float *>(k_s + KT * kRowStride); // [HB][kSStride]
-    uint16_t *p_s = reinterpret_cast<uint16_t *>(s_s + HB * kSStride); // [HB][kPStride]
-    float *corr_s = reinterpret_cast<float *>(p_s + HB * kPStride);
-    float *m_s = corr_s + HB, *l_s = m_s + HB;
-    int64_t *slot_s = reinterpret_cast<int64_t *>(l_s + HB);
+    static_assert(KV % 16 == 0 && LAT % 64 == 0 && LAT < KV, "dims");
+    static_assert(EntryBytes % 16 == 0, "cache entries in 16-byte chunks (cp.async)");
+    static constexpr int KT = Format == 0 ? 32 : 64;  // keys per tile
+    static constexpr int RS = KV + 8;                 // bf16 per Q/K row: 16-byte chunks odd, so ldmatrix hits distinct banks
+    static constexpr int WM = HB < 32 ? HB : 32;      // heads per warp tile
+    static constexpr int S_TILES = (HB / WM) * (KT / 32); // warp tiles of S (WM x 32)
+    static constexpr int SPLITS = kAttendThreads / 32 / S_TILES; // warps sharing a tile, each over part of KV
+    static constexpr int SS = KT + 4;                 // fp32 per S row
+    static constexpr int PS = KT + 8;                 // bf16 per P row
+    static constexpr int RG = HB / WM;                // P V: warp rows
+    static constexpr int DW = LAT / (kAttendThreads / 32 / RG); // P V: latent dims per warp
+    static constexpr int KBUF = Format == 0 ? 2 : 1;  // bf16 keys land in the tile directly: two tiles
+    static constexpr int q_off = 0;
+    static constexpr int k_off = q_off + HB * RS * 2;
+    static constexpr int raw_off = k_off + KBUF * KT * RS * 2;
+    static constexpr int s_off = raw_off + (Format == 0 ? 0 : KT * EntryBytes);
+    static constexpr int p_off = s_off + (SPLITS - 1) * HB * SS * 4;
+    static constexpr int stat_off = p_off + HB * PS * 2; // m, l, corr per head
+    static constexpr int list_off = stat_off + 3 * HB * 4;
+    static constexpr int scan_off = list_off + kAttendSegment * 4;
+    static constexpr int bytes = scan_off + 16 * 4;
+    static_assert(SPLITS >= 2 && DW % 16 == 0 && bytes <= 232448, "fits an sm_90 CTA (227 KiB)");
+};
+
+// Dequantise the raw entries of keys [0, KT) (zeros for missing keys) into the bf16 key tile.
+template <class Lay, int KV, int LAT, int Format, int EntryBytes, int ScaleOffset, int RopeOffset>
+__device__ __forceinline__ void dequant_tile(const uint8_t *raw, uint16_t *k_s)
+{
+    constexpr int R = KV - LAT;
+    if constexpr (Format == 1) { // fp8_ds_mla: e4m3 latent x fp32 scale per 128, bf16 rope
+        constexpr int CL = LAT / 16, CR = R / 8, C = CL + CR;
+        static_assert(R % 8 == 0 && RopeOffset % 16 == 0, "fp8_ds_mla rope chunks");
+#pragma unroll 1
+        for (int i = threadIdx.x; i < Lay::KT * C; i += kAttendThreads) {
+            const int j = i / C, c = i % C;
+            const uint8_t *e = raw + j * EntryBytes;
+            uint16_t *k = k_s + j * Lay::RS;
+            if (c < CL) {
+                const float scale = reinterpret_cast<const float *>(e + ScaleOffset)[c / 8];
+                uint4 o0, o1;
+                e4m3x16_to_bf16(load16(e + 16 * c), scale, o0, o1);
+                store16(k + 16 * c, o0);
+                store16(k + 16 * c + 8, o1);
+            } else {
+                store16(k + LAT + 8 * (c - CL), load16(e + RopeOffset + 16 * (c - CL)));
+            }
+        }
+    } else { // nvfp4_ds_mla: e2m1 latent x e4m3 scale per 16 (4 interleaved rows), e4m3 rope
+        constexpr int CL = LAT / 32, CR = R / 16, C = CL + CR;
+        static_assert(R % 16 == 0 && RopeOffset % 16 == 0, "nvfp4_ds_mla rope chunks");
+#pragma unroll 1
+        for (int i = threadIdx.x; i < Lay::KT * C; i += kAttendThreads) {
+            const int j = i / C, c = i % C;
+            const uint8_t *e = raw + j * EntryBytes;
+            uint16_t *k = k_s + j * Lay::RS;
+            if (c < CL) { // 32 values, scale blocks 2c and 2c + 1
+                const uint4 v = load16(e + 16 * c);
+                const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+                uint32_t o[16];
+#pragma unroll
+                for (int half = 0; half < 2; half++) {
+                    const int s = 2 * c + half;
+                    const float scale = e4m3_to_float(e[ScaleOffset + (LAT / 64) * (s & 3) + (s >> 2)]);
+#pragma unroll
+                    for (int b = 0; b < 8; b++) {
+                        const uint32_t byte = (w[2 * half + b / 4] >> (8 * (b % 4))) & 0xffu;
+                        o[8 * half + b] = bf16x2(e2m1_to_float(byte & 0xf) * scale, e2m1_to_float(byte >> 4) * scale);
+                    }
+                }
+#pragma unroll
+                for (int q = 0; q < 4; q++)
+                    store16(k + 32 * c + 8 * q, make_uint4(o[4 * q], o[4 * q + 1], o[4 * q + 2], o[4 * q + 3]));
+            } else {
+                const uint4 v = load16(e + RopeOffset + 16 * (c - CL));
+                uint4 o0, o1;
+                e4m3x16_to_bf16(v, 1.0f, o0, o1);
+                store16(k + LAT + 16 * (c - CL), o0);
+                store16(k + LAT + 16 * (c - CL) + 8, o1);
+            }
+        }
+    }
+}
+
+// Sparse MLA of HB heads (heads >= the real ones come as zero queries and are never stored) of one
+// token over its kept keys. q_chunk(h, c) gives bf16 q[h][8c .. 8c + 8) as 16 bytes; slot_of(k)
+// the local slot of top-k entry k or -1; store(h, d, x0, x1) takes O / l at (h, d), (h, d + 1),
+// and with d = -1 the LSE of head h (natural log; -inf for a head with no kept key, output 0).
+template <int HB, int KV, int LAT, int TOPK, int Format, int EntryBytes, int ScaleOffset, int RopeOffset,
+          class QChunk, class SlotOf, class Store>
+__device__ __forceinline__ void sparse_mla(uint8_t *smem, const uint8_t *cache, float softmax_scale,
+                                           QChunk q_chunk, SlotOf slot_of, Store store)
+{
+    using Lay = AttendLayout<HB, KV, LAT, Format, EntryBytes>;
+    constexpr int KT = Lay::KT, RS = Lay::RS, WM = Lay::WM, SS = Lay::SS, PS = Lay::PS;
+    constexpr int MB = WM / 16;     // 16-row blocks per warp tile
+    constexpr int NB = Lay::DW / 8; // 8-dim blocks per warp in P V
+    constexpr int KSTEPS = KV / 16;
+    constexpr int CPK = EntryBytes / 16; // 16-byte chunks per cache entry
+    uint16_t *q_s = reinterpret_cast<uint16_t *>(smem + Lay::q_off);
+    uint16_t *k_s = reinterpret_cast<uint16_t *>(smem + Lay::k_off);
+    uint8_t *raw_s = smem + Lay::raw_off;
+    float *s_s = reinterpret_cast<float *>(smem + Lay::s_off);
+    uint16_t *p_s = reinterpret_cast<uint16_t *>(smem + Lay::p_off);
+    float *m_s = reinterpret_cast<float *>(smem + Lay::stat_off), *l_s = m_s + HB, *corr_s = l_s + HB;
+    int32_t *list = reinterpret_cast<int32_t *>(smem + Lay::list_off);
+    int32_t *scan = reinterpret_cast<int32_t *>(smem + Lay::scan_off);
 
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t4 = lane % 4;
+    for (int i = tid; i < HB * (KV / 8); i += kAttendThreads)
+        store16(q_s + (i / (KV / 8)) * RS + 8 * (i % (KV / 8)), q_chunk(i / (KV / 8), i % (KV / 8)));
     if (tid < HB) {
         m_s[tid] = neg_inf();
         l_s[tid] = 0.0f;
     }
-    const int rb = warp % RB, cg = warp / RB;   // this warp's row block and column group in P V
-    float acc[CB][4];
+    // ldmatrix lane offsets: A (row-major 16 x 16) and B of S (keys x dims): row, column of this lane
+    const int a_row = (lane % 8) + 8 * ((lane / 8) % 2), a_col = 8 * (lane / 16);
+    const int b_row = (lane % 8) + 8 * (lane / 16), b_col = 8 * ((lane / 8) % 2);
+    // S: warp tile (tr, tc) of WM x 32, over k-steps [ks0, ks1) of the KV dims
+    const int s_tile = warp % Lay::S_TILES, split = warp / Lay::S_TILES;
+    const int tr = s_tile / (KT / 32), tc = s_tile % (KT / 32);
+    const int ks0 = split * KSTEPS / Lay::SPLITS, ks1 = (split + 1) * KSTEPS / Lay::SPLITS;
+    // P V: warp rows rg, latent dims [dg * DW, (dg + 1) * DW)
+    const int rg = warp % Lay::RG, dg = warp / Lay::RG;
+    float acc[MB][NB][4];
 #pragma unroll
-    for (int c = 0; c < CB; c++)
-        acc[c][0] = acc[c][1] = acc[c][2] = acc[c][3] = 0.0f;
+    for (int mb = 0; mb < MB; mb++)
+#pragma unroll
+        for (int nb = 0; nb < NB; nb++)
+            acc[mb][nb][0] = acc[mb][nb][1] = acc[mb][nb][2] = acc[mb][nb][3] = 0.0f;
 
-    for (int k0 = 0; k0 < TOPK; k0 += KT) {
-        if (tid < KT)
-            slot_s[tid] = k0 + tid < TOPK ? slot_of(k0 + tid) : -1;
-        __syncthreads();
-        // keys to bf16 in shared memory; rows of invalid entries are zeros (their scores are -inf)
-        for (int i = tid; i < KT * (KV / 2); i += kAttendThreads) {
-            const int j = i / (KV / 2), d = 2 * (i % (KV / 2));
-            const int64_t slot = slot_s[j];
-            *reinterpret_cast<uint32_t *>(k_s + j * kRowStride + d) = slot < 0 ? 0u : key_pair_of(slot, d);
+    for (int seg0 = 0; seg0 < TOPK; seg0 += kAttendSegment) {
+        // 0. compact this rank's entries of the segment into list[], in top-k order
+        constexpr int SEG = TOPK < kAttendSegment ? TOPK : kAttendSegment;
+        constexpr int EPT = (SEG + kAttendThreads - 1) / kAttendThreads;
+        int32_t mine[EPT];
+        int cnt = 0;
+#pragma unroll
+        for (int e = 0; e < EPT; e++) {
+            const int k = seg0 + tid * EPT + e;
+            const int64_t s = (tid * EPT + e < SEG && k < TOPK) ? slot_of(k) : -1;
+            mine[e] = (int32_t)s;
+            cnt += s >= 0;
         }
-        __syncthreads();
-        // S = Q K^T: RB x (KT/8) tiles of 16 x 8 over the warps
-        for (int tile = warp; tile < RB * (KT / 8); tile += 8) {
-            const int trb = tile / (KT / 8), tcb = tile % (KT / 8);
-            float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-            const uint16_t *qa = q_s + (trb * 16 + g) * kRowStride + 2 * t4;
-            const uint16_t *kb = k_s + (tcb * 8 + g) * kRowStride + 2 * t4;
-#pragma unroll 4
-            for (int kk = 0; kk < KV; kk += 16)
-                mma_bf16(c, lds32(qa + kk), lds32(qa + 8 * kRowStride + kk), lds32(qa + kk + 8),
-                         lds32(qa + 8 * kRowStride + kk + 8), lds32(kb + kk), lds32(kb + kk + 8));
-            const int col = tcb * 8 + 2 * t4;
-            const bool v0 = slot_s[col] >= 0, v1 = slot_s[col + 1] >= 0;
-            float *s0 = s_s + (trb * 16 + g) * kSStride + col, *s1 = s0 + 8 * kSStride;
-            s0[0] = v0 ? c[0] * softmax_scale : neg_inf();
-            s0[1] = v1 ? c[1] * softmax_scale : neg_inf();
-            s1[0] = v0 ? c[2] * softmax_scale : neg_inf();
-            s1[1] = v1 ? c[3] * softmax_scale : neg_inf();
+        int incl = cnt; // inclusive scan over the warp, then over the warps
+#pragma unroll
+        for (int o = 1; o < 32; o *= 2) {
+            const int v = __shfl_up_sync(0xffffffffu, incl, o);
+            incl += lane >= o ? v : 0;
         }
+        __syncthreads(); // list[] and scan[] of the previous segment are no longer read
+        if (lane == 31)
+            scan[warp] = incl;
         __syncthreads();
-        // online softmax per head: kAttendThreads / HB threads per row
-        {
-            constexpr int TPR = kAttendThreads / HB, CPT = KT / TPR;
-            const int row = tid / TPR, part = tid % TPR;
-            float s[CPT], mt = neg_inf();
-#pragma unroll
-            for (int i = 0; i < CPT; i++) {
-                s[i] = s_s[row * kSStride + part * CPT + i];
-                mt = fmaxf(mt, s[i]);
-            }
-            mt = group_max<TPR>(mt);
-            const float m_old = m_s[row], m_new = fmaxf(m_old, mt);
-            float sum = 0.0f;
-#pragma unroll
-            for (int i = 0; i < CPT; i++) {
-                const float pr = m_new == neg_inf() ? 0.0f : __expf(s[i] - m_new);
-                sum += pr;
-                p_s[row * kPStride + part * CPT + i] = float_to_bf16(pr);
-            }
-            sum = group_sum<TPR>(sum);
-            const float corr = m_new == neg_inf() ? 1.0f : __expf(m_old - m_new); // m_old = -inf: 0
-            __syncwarp();
-            if (part == 0) {
-                corr_s[row] = corr;
-                m_s[row] = m_new;
-                l_s[row] = l_s[row] * corr + sum;
-            }
+        int base = incl - cnt, n = 0;
+        for (int w = 0; w < kAttendThreads / 32; w++) {
+            base += w < warp ? scan[w] : 0;
+            n += scan[w];
         }
+#pragma unroll
+        for (int e = 0; e < EPT; e++)
+            if (mine[e] >= 0)
+                list[base++] = mine[e];
         __syncthreads();
-        // O = O * corr + P V: this warp's row block, CB column blocks of 8 dims
-        {
-            const float c_lo = corr_s[rb * 16 + g], c_hi = corr_s[rb * 16 + g + 8];
-#pragma unroll
-            for (int c = 0; c < CB; c++) {
-                acc[c][0] *= c_lo, acc[c][1] *= c_lo;
-                acc[c][2] *= c_hi, acc[c][3] *= c_hi;
+
+        // the raw entries (or, for bf16, the key rows) of the tile starting at kept key t0
+        auto issue = [&](int t0, int buf) {
+            for (int i = tid; i < KT * CPK; i += kAttendThreads) {
+                const int j = i / CPK, c = i % CPK;
+                const bool ok = t0 + j < n;
+                const uint8_t *src = cache + (ok ? (int64_t)list[t0 + j] * EntryBytes + 16 * c : 0);
+                const uint32_t dst = Format == 0 ? smem_addr(k_s + (buf * KT + j) * RS + 8 * c)
+                                                 : smem_addr(raw_s + j * EntryBytes + 16 * c);
+                cp_async16(dst, src, ok ? 16 : 0);
             }
-            const uint16_t *pa = p_s + (rb * 16 + g) * kPStride + 2 * t4;
+            cp_async_commit();
+        };
+        if (n > 0)
+            issue(0, 0);
+        for (int t0 = 0, it = 0; t0 < n; t0 += KT, it++) {
+            const int nk = n - t0 < KT ? n - t0 : KT; // keys in this tile; the rest are zero rows
+            const uint16_t *kt = k_s + (Format == 0 ? (it % 2) * KT * RS : 0);
+            cp_async_wait_all();
+            __syncthreads(); // the raw tile has landed; the previous tile's P V is done
+            if constexpr (Format != 0) {
+                dequant_tile<Lay, KV, LAT, Format, EntryBytes, ScaleOffset, RopeOffset>(raw_s, k_s);
+                __syncthreads();
+            }
+            if (t0 + KT < n)
+                issue(t0 + KT, (it + 1) % 2); // lands while this tile is computed
+
+            // 3. S = Q K^T: this warp's share of the dims of its WM x 32 tile
+            {
+                float c[MB][4][4];
 #pragma unroll
-            for (int ks = 0; ks < KT; ks += 16) {
-                const uint32_t a0 = lds32(pa + ks), a1 = lds32(pa + 8 * kPStride + ks), a2 = lds32(pa + ks + 8),
-                               a3 = lds32(pa + 8 * kPStride + ks + 8);
-                const uint16_t *v0 = k_s + (ks + 2 * t4) * kRowStride + g;
+                for (int mb = 0; mb < MB; mb++)
 #pragma unroll
-                for (int c = 0; c < CB; c++) {
-                    const int n0 = (cg * CB + c) * 8;
-                    const uint32_t b0 = (uint32_t)v0[n0] | (uint32_t)v0[kRowStride + n0] << 16;
-                    const uint32_t b1 = (uint32_t)v0[8 * kRowStride + n0] | (uint32_t)v0[9 * kRowStride + n0] << 16;
-                    mma_bf16(acc[c], a0, a1, a2, a3, b0, b1);
+                    for (int nb = 0; nb < 4; nb++)
+                        c[mb][nb][0] = c[mb][nb][1] = c[mb][nb][2] = c[mb][nb][3] = 0.0f;
+                const uint32_t qa = smem_addr(q_s + (tr * WM + a_row) * RS + a_col);
+                const uint32_t kb = smem_addr(kt + (tc * 32 + b_row) * RS + b_col);
+#pragma unroll 1
+                for (int ks = ks0; ks < ks1; ks++) {
+                    uint32_t a[MB][4];
+#pragma unroll
+                    for (int mb = 0; mb < MB; mb++)
+                        ldsm_x4(a[mb], qa + (uint32_t)((mb * 16 * RS + ks * 16) * 2));
+#pragma unroll
+                    for (int h = 0; h < 2; h++) { // keys 16h .. 16h + 15: two 8-key blocks
+                        uint32_t b[4];
+                        ldsm_x4(b, kb + (uint32_t)((h * 16 * RS + ks * 16) * 2));
+#pragma unroll
+                        for (int mb = 0; mb < MB; mb++) {
+                            mma_bf16(c[mb][2 * h], a[mb], b[0], b[1]);
+                            mma_bf16(c[mb][2 * h + 1], a[mb], b[2], b[3]);
+                        }
+                    }
+                }
+                // splits 1.. leave partials; split 0 adds them in split order, scales and masks
+                if (split > 0) {
+                    float *sp = s_s + (split - 1) * HB * SS;
+#pragma unroll
+                    for (int mb = 0; mb < MB; mb++)
+#pragma unroll
+                        for (int nb = 0; nb < 4; nb++) {
+                            float *r0 = sp + (tr * WM + mb * 16 + g) * SS + tc * 32 + nb * 8 + 2 * t4;
+                            *reinterpret_cast<float2 *>(r0) = make_float2(c[mb][nb][0], c[mb][nb][1]);
+                            *reinterpret_cast<float2 *>(r0 + 8 * SS) = make_float2(c[mb][nb][2], c[mb][nb][3]);
+                        }
+                }
+                __syncthreads();
+                if (split == 0) {
+#pragma unroll
+                    for (int mb = 0; mb < MB; mb++)
+#pragma unroll
+                        for (int nb = 0; nb < 4; nb++) {
+                            const int off = (tr * WM + mb * 16 + g) * SS + tc * 32 + nb * 8 + 2 * t4;
+                            const int col = tc * 32 + nb * 8 + 2 * t4;
+#pragma unroll
+                            for (int hh = 0; hh < 2; hh++) {
+                                float x0 = c[mb][nb][2 * hh], x1 = c[mb][nb][2 * hh + 1];
+#pragma unroll
+                                for (int sp = 1; sp < Lay::SPLITS; sp++) {
+                                    const float2 v = *reinterpret_cast<const float2 *>(
+                                        s_s + (sp - 1) * HB * SS + off + hh * 8 * SS);
+                                    x0 += v.x;
+                                    x1 += v.y;
+                                }
+                                *reinterpret_cast<float2 *>(s_s + off + hh * 8 * SS) =
+                                    make_float2(col < nk ? x0 * softmax_scale : neg_inf(),
+                                                col + 1 < nk ? x1 * softmax_scale : neg_inf());
+                            }
+                        }
+                }
+                __syncthreads();
+            }
+            // 4. online softmax per head: TPR threads per row, columns interleaved
+            {
+                constexpr int TPR = kAttendThreads / HB, CPT = KT / TPR;
+                const int row = tid / TPR, part = tid % TPR;
+                float s[CPT], mt = neg_inf();
+#pragma unroll
+                for (int i = 0; i < CPT; i++) {
+                    s[i] = s_s[row * SS + part + TPR * i];
+                    mt = fmaxf(mt, s[i]);
+                }
+                mt = group_max<TPR>(mt);
+                const float m_old = m_s[row], m_new = fmaxf(m_old, mt);
+                float sum = 0.0f;
+#pragma unroll
+                for (int i = 0; i < CPT; i++) {
+                    const float pr = m_new == neg_inf() ? 0.0f : __expf(s[i] - m_new);
+                    sum += pr;
+                    p_s[row * PS + part + TPR * i] = float_to_bf16(pr);
+                }
+                sum = group_sum<TPR>(sum);
+                const float corr = m_new == neg_inf() ? 1.0f : __expf(m_old - m_new); // m_old = -inf: 0
+                __syncwarp();
+                if (part == 0) {
+                    corr_s[row] = corr;
+                    m_s[row] = m_new;
+                    l_s[row] = l_s[row] * corr + sum;
+                }
+            }
+            __syncthreads();
+            // 5. O = O * corr + P V over this warp's rows and latent dims
+            {
+#pragma unroll
+                for (int mb = 0; mb < MB; mb++) {
+                    const float c_lo = corr_s[rg * WM + mb * 16 + g], c_hi = corr_s[rg * WM + mb * 16 + g + 8];
+#pragma unroll
+                    for (int nb = 0; nb < NB; nb++) {
+                        acc[mb][nb][0] *= c_lo, acc[mb][nb][1] *= c_lo;
+                        acc[mb][nb][2] *= c_hi, acc[mb][nb][3] *= c_hi;
+                    }
+                }
+                const uint32_t pa = smem_addr(p_s + (rg * WM + a_row) * PS + a_col);
+                // V = the key rows: keys along k, latent dims along n (transposed loads)
+                const uint32_t vb = smem_addr(kt + a_row * RS + dg * Lay::DW + a_col);
+#pragma unroll 1
+                for (int kk = 0; kk < KT / 16; kk++) {
+                    uint32_t a[MB][4];
+#pragma unroll
+                    for (int mb = 0; mb < MB; mb++)
+                        ldsm_x4(a[mb], pa + (uint32_t)((mb * 16 * PS + kk * 16) * 2));
+#pragma unroll
+                    for (int nb2 = 0; nb2 < NB / 2; nb2++) {
+                        uint32_t b[4];
+                        ldsm_x4_trans(b, vb + (uint32_t)((kk * 16 * RS + nb2 * 16) * 2));
+#pragma unroll
+                        for (int mb = 0; mb < MB; mb++) {
+                            mma_bf16(acc[mb][2 * nb2], a[mb], b[0], b[1]);
+                            mma_bf16(acc[mb][2 * nb2 + 1], a[mb], b[2], b[3]);
+                        }
+                    }
                 }
             }
         }
-        __syncthreads(); // the next tile overwrites k_s, p_s, slot_s
     }
+    __syncthreads(); // the last tile's l
     // O / l and LSE = m + ln l; an empty row is 0 and -inf
-    const int h_lo = rb * 16 + g, h_hi = h_lo + 8;
-    const float l_lo = l_s[h_lo], l_hi = l_s[h_hi];
-    const float inv_lo = l_lo > 0.0f ? 1.0f / l_lo : 0.0f, inv_hi = l_hi > 0.0f ? 1.0f / l_hi : 0.0f;
 #pragma unroll
-    for (int c = 0; c < CB; c++) {
-        const int d = (cg * CB + c) * 8 + 2 * t4;
-        store(h_lo, d, acc[c][0] * inv_lo, acc[c][1] * inv_lo);
-        store(h_hi, d, acc[c][2] * inv_hi, acc[c][3] * inv_hi);
+    for (int mb = 0; mb < MB; mb++) {
+        const int h_lo = rg * WM + mb * 16 + g, h_hi = h_lo + 8;
+        const float l_lo = l_s[h_lo], l_hi = l_s[h_hi];
+        const float inv_lo = l_lo > 0.0f ? 1.0f / l_lo : 0.0f, inv_hi = l_hi > 0.0f ? 1.0f / l_hi : 0.0f;
+#pragma unroll
+        for (int nb = 0; nb < NB; nb++) {
+            const int d = dg * Lay::DW + nb * 8 + 2 * t4;
+            store(h_lo, d, acc[mb][nb][0] * inv_lo, acc[mb][nb][1] * inv_lo);
+            store(h_hi, d, acc[mb][nb][2] * inv_hi, acc[mb][nb][3] * inv_hi);
+        }
     }
     if (tid < HB)
         store(tid, -1, l_s[tid] > 0.0f ? m_s[tid] + logf(l_s[tid]) : neg_inf(), 0.0f); // d = -1: the LSE

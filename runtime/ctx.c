@@ -509,7 +509,8 @@ static dsa_result_t attend_chunk(dsa_ctx_t ctx, const dsa_attend_args_t *a, int6
     pk.q_lat_stride = qls;
     pk.q_pe_stride = qps;
     pk.num_tokens = (int32_t)n;
-    if ((rc = launch(ctx, ctx->pack_fn, (unsigned)n, 1, 256, 0, &pk, stream, "pack")) != DSA_SUCCESS)
+    if ((rc = launch(ctx, ctx->pack_fn, (unsigned)n, (unsigned)((HL * (kvd / 8) + 255) / 256), 256, 0, &pk, stream,
+                     "pack")) != DSA_SUCCESS)
         return rc;
     /* 2. the query all-gather: every rank attends for the whole group's heads */
     if (W > 1 && (rc = ctx->dcp->allgather(ctx->dcp, ctx, ctx->ws_q, ctx->ws_qg, (size_t)n * HL * kvd * 2, stream)) !=

@@ -7,36 +7,51 @@
 #include "config.h"
 #include "dsa_attend.cuh"
 
-// 1. q = [q_lat | rope(q_pe)]: the query in the key's 576-dim layout.
+// 1. q = [q_lat | rope(q_pe)]: the query in the key's 576-dim layout. One thread per 8 elements
+// (16 bytes written), grid (token, chunk blocks): every element is independent, so the whole
+// batch's queries are in flight at once.
 extern "C" __global__ void __launch_bounds__(256) dsa_pack_q_tiny_tp4_dcp2_i2_bf16(const dsa_pack_params p)
 {
-    const int t = blockIdx.x;
+    static_assert(DSA_KV_LORA_RANK % 8 == 0 && DSA_KV_DIM % 8 == 0, "8-element chunks");
+    const int t = blockIdx.x, i = blockIdx.y * blockDim.x + threadIdx.x;
     const int64_t pos = p.positions[t];
     const bool pos_ok = pos >= 0 && pos < DSA_MAX_POSITIONS;
-    if (!pos_ok && threadIdx.x == 0)
+    if (!pos_ok && blockIdx.y == 0 && threadIdx.x == 0)
         atomicAdd(&p.rejected[1], 1ull); // the rope part is written as zeros, never read out of bounds
-    for (int i = threadIdx.x; i < DSA_HEADS_LOCAL * DSA_KV_DIM; i += blockDim.x) {
-        const int h = i / DSA_KV_DIM, d = i % DSA_KV_DIM;
-        uint16_t v;
-        if (d < DSA_KV_LORA_RANK) {
-            v = p.q_lat[t * p.q_lat_stride + h * DSA_KV_LORA_RANK + d];
-        } else if (!pos_ok) {
-            v = 0;
-        } else {
-            const int r = d - DSA_KV_LORA_RANK;
-            const uint16_t *pe = p.q_pe + t * p.q_pe_stride + h * DSA_QK_ROPE_DIM;
+    if (i >= DSA_HEADS_LOCAL * (DSA_KV_DIM / 8))
+        return;
+    const int h = i / (DSA_KV_DIM / 8), d0 = 8 * (i % (DSA_KV_DIM / 8));
+    uint32_t w[4];
+    if (d0 < DSA_KV_LORA_RANK) {
+        const uint16_t *src = p.q_lat + t * p.q_lat_stride + h * DSA_KV_LORA_RANK + d0;
+#pragma unroll
+        for (int k = 0; k < 4; k++)
+            w[k] = (uint32_t)src[2 * k] | (uint32_t)src[2 * k + 1] << 16;
+    } else {
+        const uint16_t *pe = p.q_pe + t * p.q_pe_stride + h * DSA_QK_ROPE_DIM;
+        uint16_t v[8];
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            const int r = d0 + k - DSA_KV_LORA_RANK;
 #if DSA_ROPE_INTERLEAVED
             const int pair = r / 2, a = 2 * pair, b = a + 1;
 #else
             const int pair = r % (DSA_QK_ROPE_DIM / 2), a = pair, b = pair + DSA_QK_ROPE_DIM / 2;
 #endif
+            if (!pos_ok) {
+                v[k] = 0;
+                continue;
+            }
             const float c = p.rope_cos[pos * (DSA_QK_ROPE_DIM / 2) + pair];
             const float s = p.rope_sin[pos * (DSA_QK_ROPE_DIM / 2) + pair];
             const float x0 = dsa::bf16_to_float(pe[a]), x1 = dsa::bf16_to_float(pe[b]);
-            v = dsa::float_to_bf16(r == a ? x0 * c - x1 * s : x0 * s + x1 * c);
+            v[k] = dsa::float_to_bf16(r == a ? x0 * c - x1 * s : x0 * s + x1 * c);
         }
-        p.q_packed[((int64_t)t * DSA_HEADS_LOCAL + h) * DSA_KV_DIM + d] = v;
+#pragma unroll
+        for (int k = 0; k < 4; k++)
+            w[k] = (uint32_t)v[2 * k] | (uint32_t)v[2 * k + 1] << 16;
     }
+    dsa::store16(p.q_packed + ((int64_t)t * DSA_HEADS_LOCAL + h) * DSA_KV_DIM + d0, make_uint4(w[0], w[1], w[2], w[3]));
 }
 
 // 3-4. Top-k positions to this rank's slots (compacted: only this rank's keys are computed), then

@@ -41,7 +41,7 @@ typedef struct dsa_prologue_params {
     int32_t clear_topk;
 } dsa_prologue_params;
 
-/* Stage C.1: q = [q_lat | rope(q_pe)], one CTA per token. */
+/* Stage C.1: q = [q_lat | rope(q_pe)], one thread per 8 elements: grid (T, ceil(heads_local * kv_dim / 8 / 256)). */
 typedef struct dsa_pack_params {
     const uint16_t *q_lat;        /* [T, heads_local, kv_lora_rank], token stride q_lat_stride */
     const uint16_t *q_pe;         /* [T, heads_local, qk_rope_dim], token stride q_pe_stride */

@@ -136,7 +136,7 @@ template <int HB, int KV, int LAT, int Format, int EntryBytes> struct AttendLayo
     static constexpr int WM = HB < 32 ? HB : 32;      // heads per warp tile
     static constexpr int S_TILES = (HB / WM) * (KT / 32); // warp tiles of S (WM x 32)
     static constexpr int SPLITS = kAttendThreads / 32 / S_TILES; // warps sharing a tile, each over part of KV
-    static constexpr int SS = KT + 4;                 // fp32 per S row
+    static constexpr int SS = KT + 8;                 // fp32 per S row
     static constexpr int PS = KT + 8;                 // bf16 per P row
     static constexpr int RG = HB / WM;                // P V: warp rows
     static constexpr int DW = LAT / (kAttendThreads / 32 / RG); // P V: latent dims per warp
@@ -161,9 +161,11 @@ __device__ __forceinline__ void dequant_tile(const uint8_t *raw, uint16_t *k_s)
     if constexpr (Format == 1) { // fp8_ds_mla: e4m3 latent x fp32 scale per 128, bf16 rope
         constexpr int CL = LAT / 16, CR = R / 8, C = CL + CR;
         static_assert(R % 8 == 0 && RopeOffset % 16 == 0, "fp8_ds_mla rope chunks");
+        const int w = threadIdx.x / 32, ln = threadIdx.x % 32;
 #pragma unroll 1
-        for (int i = threadIdx.x; i < Lay::KT * C; i += kAttendThreads) {
-            const int j = i / C, c = i % C;
+        for (int j = w; j < Lay::KT; j += kAttendThreads / 32)
+#pragma unroll
+        for (int c = ln; c < C; c += 32) {
             const uint8_t *e = raw + j * EntryBytes;
             uint16_t *k = k_s + j * Lay::RS;
             if (c < CL) {
@@ -295,13 +297,13 @@ __device__ __forceinline__ void sparse_mla(uint8_t *smem, const uint8_t *cache, 
 
         // the raw entries (or, for bf16, the key rows) of the tile starting at kept key t0
         auto issue = [&](int t0, int buf) {
-            for (int i = tid; i < KT * CPK; i += kAttendThreads) {
-                const int j = i / CPK, c = i % CPK;
+            for (int j = warp; j < KT; j += kAttendThreads / 32) {
                 const bool ok = t0 + j < n;
-                const uint8_t *src = cache + (ok ? (int64_t)list[t0 + j] * EntryBytes + 16 * c : 0);
-                const uint32_t dst = Format == 0 ? smem_addr(k_s + (buf * KT + j) * RS + 8 * c)
-                                                 : smem_addr(raw_s + j * EntryBytes + 16 * c);
-                cp_async16(dst, src, ok ? 16 : 0);
+                const uint8_t *e = cache + (ok ? (int64_t)list[t0 + j] * EntryBytes : 0);
+                const uint32_t d = Format == 0 ? smem_addr(k_s + (buf * KT + j) * RS) : smem_addr(raw_s + j * EntryBytes);
+#pragma unroll
+                for (int c = lane; c < CPK; c += 32)
+                    cp_async16(d + 16 * c, e + 16 * c, ok ? 16 : 0);
             }
             cp_async_commit();
         };
@@ -329,8 +331,12 @@ __device__ __forceinline__ void sparse_mla(uint8_t *smem, const uint8_t *cache, 
                         c[mb][nb][0] = c[mb][nb][1] = c[mb][nb][2] = c[mb][nb][3] = 0.0f;
                 const uint32_t qa = smem_addr(q_s + (tr * WM + a_row) * RS + a_col);
                 const uint32_t kb = smem_addr(kt + (tc * 32 + b_row) * RS + b_col);
-#pragma unroll 1
-                for (int ks = ks0; ks < ks1; ks++) {
+                constexpr int KPS = (KSTEPS + Lay::SPLITS - 1) / Lay::SPLITS;
+#pragma unroll
+                for (int kq = 0; kq < KPS; kq++) {
+                    const int ks = ks0 + kq;
+                    if (ks >= ks1)
+                        break;
                     uint32_t a[MB][4];
 #pragma unroll
                     for (int mb = 0; mb < MB; mb++)
@@ -386,22 +392,24 @@ __device__ __forceinline__ void sparse_mla(uint8_t *smem, const uint8_t *cache, 
             }
             // 4. online softmax per head: TPR threads per row, columns interleaved
             {
-                constexpr int TPR = kAttendThreads / HB, CPT = KT / TPR;
+                constexpr int TPR = kAttendThreads / HB, PPT = KT / 2 / TPR;
                 const int row = tid / TPR, part = tid % TPR;
-                float s[CPT], mt = neg_inf();
+                float2 s[PPT];
+                float mt = neg_inf();
 #pragma unroll
-                for (int i = 0; i < CPT; i++) {
-                    s[i] = s_s[row * SS + part + TPR * i];
-                    mt = fmaxf(mt, s[i]);
+                for (int i = 0; i < PPT; i++) {
+                    s[i] = *reinterpret_cast<const float2 *>(s_s + row * SS + 2 * (part + TPR * i));
+                    mt = fmaxf(mt, fmaxf(s[i].x, s[i].y));
                 }
                 mt = group_max<TPR>(mt);
                 const float m_old = m_s[row], m_new = fmaxf(m_old, mt);
                 float sum = 0.0f;
 #pragma unroll
-                for (int i = 0; i < CPT; i++) {
-                    const float pr = m_new == neg_inf() ? 0.0f : __expf(s[i] - m_new);
-                    sum += pr;
-                    p_s[row * PS + part + TPR * i] = float_to_bf16(pr);
+                for (int i = 0; i < PPT; i++) {
+                    const float p0 = m_new == neg_inf() ? 0.0f : __expf(s[i].x - m_new);
+                    const float p1 = m_new == neg_inf() ? 0.0f : __expf(s[i].y - m_new);
+                    sum += p0 + p1;
+                    *reinterpret_cast<uint32_t *>(p_s + row * PS + 2 * (part + TPR * i)) = bf16x2(p0, p1);
                 }
                 sum = group_sum<TPR>(sum);
                 const float corr = m_new == neg_inf() ? 1.0f : __expf(m_old - m_new); // m_old = -inf: 0
@@ -418,6 +426,7 @@ __device__ __forceinline__ void sparse_mla(uint8_t *smem, const uint8_t *cache, 
 #pragma unroll
                 for (int mb = 0; mb < MB; mb++) {
                     const float c_lo = corr_s[rg * WM + mb * 16 + g], c_hi = corr_s[rg * WM + mb * 16 + g + 8];
+                    if (__any_sync(0xffffffffu, c_lo != 1.0f || c_hi != 1.0f))
 #pragma unroll
                     for (int nb = 0; nb < NB; nb++) {
                         acc[mb][nb][0] *= c_lo, acc[mb][nb][1] *= c_lo;

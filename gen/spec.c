@@ -406,6 +406,7 @@ static void check_relations(vctx *v, const dsg_geometry *g, dsg_config *cfg, con
         err(v, &c, "interleave (%d) must divide the KV block size (%d)", cfg->interleave, g->block_size);
     }
     c = child(w, "cache_dtype", 0);
+    const int before_dtype = v->d->errors;
     if (cfg->cache_dtype == DSG_CACHE_BF16 && g->kv_lora_rank % 16 != 0)
         err(v, &c, "bf16 needs kv_lora_rank to be a multiple of 16 (16-byte vectors), but it is %d",
             g->kv_lora_rank);
@@ -415,6 +416,20 @@ static void check_relations(vctx *v, const dsg_geometry *g, dsg_config *cfg, con
     if (cfg->cache_dtype == DSG_CACHE_NVFP4_DS_MLA && g->kv_lora_rank % 64 != 0)
         err(v, &c, "nvfp4_ds_mla needs kv_lora_rank to be a multiple of 64 (16 values per block scale, "
                    "scales stored in 4 interleaved rows), but it is %d", g->kv_lora_rank);
+    if (v->d->errors == before_dtype) { /* what the sparse MLA kernel (runtime/kernels/dsa_attend.cuh) takes */
+        const int L = g->kv_lora_rank, R = g->qk_rope_dim;
+        const int entry = cfg->cache_dtype == DSG_CACHE_BF16        ? 2 * (L + R)
+                          : cfg->cache_dtype == DSG_CACHE_FP8_DS_MLA ? L + L / 32 + 2 * R
+                                                                     : L / 2 + R + L / 16;
+        if (L % 64 != 0 || R % 16 != 0 || L + R > 576)
+            err(v, &c, "the sparse MLA kernel needs kv_lora_rank a multiple of 64, qk_rope_dim a multiple of 16 "
+                       "and kv_lora_rank + qk_rope_dim <= 576 (64 query heads and a 64-key tile fill the 227 KiB "
+                       "of shared memory of an sm_90 CTA), but they are %d and %d", L, R);
+        else if (entry % 16 != 0)
+            err(v, &c, "a %s entry is %d bytes per token with kv_lora_rank %d and qk_rope_dim %d; the sparse MLA "
+                       "kernel copies entries in 16-byte chunks, so it must be a multiple of 16",
+                dsg_cache_dtype_names[cfg->cache_dtype], entry, L, R);
+    }
     if (cfg->fp8_scale_pow2 && cfg->cache_dtype != DSG_CACHE_FP8_DS_MLA) {
         c = child(w, "fp8_scale_pow2", 0);
         err(v, &c, "applies to cache_dtype fp8_ds_mla only, not %s", dsg_cache_dtype_names[cfg->cache_dtype]);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # GPU tests and benchmarks in one call (for the H200 machines, which have CUDA, NCCL and PyTorch
 # but no Lua): builds the runtime and GPU tests from the committed out/ with `ninja gpu`, then runs
-# them. Usage: tests/gpu/run.sh [test|bench|all] (default test); the NCCL test needs 2 GPUs and
+# them. Usage: tests/gpu/run.sh [test|bench|all|stagec] (default test); the NCCL test needs 2 GPUs and
 # says SKIPPED on one. Logs go to $OUT when set.
 set -uo pipefail
 status=0
@@ -32,11 +32,13 @@ if [ "$mode" = test ] || [ "$mode" = all ]; then
   echo "== test_dcp nccl (two processes, one GPU each)"
   DSA_TEST_CACHE=$cache t build/tests/gpu/test_dcp nccl 2>&1 | tee "$log/test_dcp_nccl.log" || status=1
 fi
-if [ "$mode" = stagec ]; then # the stage C checks and benchmark alone
+if [ "$mode" = stagec ]; then # stage C alone, in about a minute: every format and heads-per-CTA shape, then the benchmark
   cache=$(mktemp -d)
-  DSA_TEST_CACHE=$cache t build/tests/gpu/test_attend deepseek 2>&1 | tee "$log/test_attend.log" || status=1
-  DSA_TEST_CACHE=$cache t build/tests/gpu/test_dcp nccl 2>&1 | tee "$log/test_dcp_nccl.log" || status=1
-  PYTHONUNBUFFERED=1 t python3 tests/bench/bench_attend.py 2>&1 | tee "$log/bench_attend.log" || status=1
+  for f in tiny deepseek_v32_tp1 glm5.2_tp1 glm5.2_tp2; do
+    DSA_TEST_CACHE=$cache timeout 60 build/tests/gpu/test_attend $f 2>&1 | tee -a "$log/test_attend.log" || status=1
+  done
+  nvidia-smi --query-gpu=clocks.sm,clocks.max.sm --format=csv | tee "$log/clocks.log"
+  PYTHONUNBUFFERED=1 timeout 90 python3 tests/bench/bench_attend.py 2>&1 | tee "$log/bench_attend.log" || status=1
 fi
 if [ "$mode" = bench ] || [ "$mode" = all ]; then
   PYTHONUNBUFFERED=1 t python3 tests/bench/bench_prologue.py 2>&1 | tee "$log/bench_prologue.log" || status=1

@@ -219,6 +219,24 @@ float world_row_vmax(const world_t *w, int t)
     return m;
 }
 
+void world_score_absmax(const world_t *w, int r, int t, float *out)
+{
+    float *keys = malloc(sizeof(float) * (size_t)w->K * 576);
+    int n = gather_keys(w, t, w->W, keys);
+    for (int h = 0; h < w->H; h++) {
+        const float *q = w->q + (((size_t)r * (size_t)w->T + (size_t)t) * (size_t)w->H + (size_t)h) * 576;
+        double m = 0;
+        for (int j = 0; j < n; j++) {
+            double a = 0;
+            for (int d = 0; d < w->kv_dim; d++)
+                a += fabs((double)q[d] * keys[(size_t)j * 576 + (size_t)d]);
+            m = fmax(m, a);
+        }
+        out[h] = (float)(m * w->scale);
+    }
+    free(keys);
+}
+
 void world_expect(const world_t *w, float *out, float *lse)
 {
     float *keys = malloc(sizeof(float) * (size_t)w->K * 576);

@@ -46,6 +46,11 @@ void world_key(const world_t *w, int s, int64_t slot, float *key);
 /* The largest |latent value| among the valid keys of row t (bounds of the output's error). */
 float world_row_vmax(const world_t *w, int t);
 
+/* For rank r's heads of row t: scale x the largest sum over d of |q_d k_d| among the row's valid
+ * keys, out [H]. A score's rounding error is a fraction of this (it bounds every partial sum of
+ * the dot product), so it scales the LSE's tolerance. */
+void world_score_absmax(const world_t *w, int r, int t, float *out);
+
 /* Expected output of DCP = 1 for every rank's heads: out [W][T][H][latent], lse [W][T][H]. */
 void world_expect(const world_t *w, float *out, float *lse);
 

@@ -143,7 +143,7 @@ typedef struct dsa_attend_args {
     const int32_t *block_table;  /* [num_requests, max_blocks] this rank's cache blocks, -1 unused */
     int64_t num_requests, max_blocks;
     const void *kv_cache;        /* this rank's MLA cache, [num_cache_blocks, block_size, bytes/token], 16-byte aligned */
-    int64_t num_cache_blocks;
+    int64_t num_cache_blocks;    /* num_cache_blocks * block_size < 2^31 (32-bit slots in the kernel) */
     void *out;                   /* [T, heads_local, kv_lora_rank] bf16 */
     float *lse;                  /* [T, heads_local] natural-log LSE, or NULL */
     int64_t q_lat_stride, q_pe_stride, topk_stride; /* 0: dense */

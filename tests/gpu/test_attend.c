@@ -285,6 +285,79 @@ static void test_config(const char *name, int mode, unsigned seed)
     run_world(name, mode, seed, NULL, 0);
 }
 
+/* dsa_attend's argument checks: each bad argument gives DSA_ERROR_INVALID_ARGUMENT and a message
+ * naming it, and nothing runs (the poisoned output stays as it was). */
+static void test_bad_arguments(void)
+{
+    const char *name = "tiny_tp4_dcp1_i1_fp8_ds_mla";
+    geo_t g;
+    CHECK(geo_of(name, &g) == 0);
+    world_t w;
+    rng = 7;
+    world_build(&w, 1, 1, g.bs, g.fmt, 4, g.topk, TOPK_MIXED, 7);
+    uint16_t *q_lat[1], *q_pe[1];
+    make_queries(&w, &g, q_lat, q_pe);
+    rank_io_t io;
+    memset(&io, 0, sizeof io);
+    dsa_options_t o = DSA_OPTIONS_INIT;
+    o.cache_dir = getenv("DSA_TEST_CACHE");
+    CHECK(dsa_ctx_create(name, &o, &io.ctx) == DSA_SUCCESS);
+    setup_rank(&w, &g, 0, q_lat[0], q_pe[0], &io);
+    const dsa_attend_args_t good = io.a;
+    struct {
+        const char *want; /* a part of the message */
+        dsa_attend_args_t a;
+    } c[8];
+    int nc = 0;
+    for (int i = 0; i < 8; i++)
+        c[i].a = good;
+    c[nc].want = "dsa_attend: args->kv_cache is NULL";
+    c[nc++].a.kv_cache = NULL;
+    c[nc].want = "dsa_attend: args->num_tokens is -1, must be >= 0";
+    c[nc++].a.num_tokens = -1;
+    c[nc].want = "dsa_attend: args->kv_cache is not 16-byte aligned";
+    c[nc++].a.kv_cache = (const char *)good.kv_cache + 8;
+    c[nc].want = "dsa_attend: args->num_cache_blocks is 0, must be 1..";
+    c[nc++].a.num_cache_blocks = 0;
+    c[nc].want = "dsa_attend: args->num_cache_blocks is 2147483647, must be 1..";
+    c[nc++].a.num_cache_blocks = 2147483647;
+    c[nc].want = "dsa_attend: args->topk_stride is 1, at least idx_topk";
+    c[nc++].a.topk_stride = 1;
+    c[nc].want = "dsa_attend: args->size is 8, expected";
+    c[nc++].a.size = 8;
+    c[nc].want = "dsa_attend: args->seq_lens is NULL";
+    c[nc++].a.seq_lens = NULL;
+    for (int i = 0; i < nc; i++) {
+        CHECK(dsa_attend(io.ctx, &c[i].a, NULL) == DSA_ERROR_INVALID_ARGUMENT);
+        if (!strstr(dsa_last_error(io.ctx), c[i].want)) {
+            printf("FAIL bad argument %d: got '%s', want '%s'\n", i, dsa_last_error(io.ctx), c[i].want);
+            check_failed++;
+        }
+    }
+    CHECK(dsa_attend(NULL, &io.a, NULL) == DSA_ERROR_INVALID_ARGUMENT);
+    CHECK(dsa_attend(io.ctx, NULL, NULL) == DSA_ERROR_INVALID_ARGUMENT);
+    CHECK(strcmp(dsa_last_error(io.ctx), "dsa_attend: args is NULL") == 0);
+    CK(cuCtxSynchronize());
+    size_t bytes = (size_t)w.T * 4 * 512 * 2;
+    unsigned char *out = malloc(bytes);
+    CK(cuMemcpyDtoH(out, io.d[8], bytes));
+    int untouched = 1;
+    for (size_t i = 0; i < bytes; i++)
+        untouched &= out[i] == 0xff;
+    CHECK(untouched);
+    CHECK(dsa_attend(io.ctx, &io.a, NULL) == DSA_SUCCESS); /* the good arguments still work */
+    CK(cuCtxSynchronize());
+    printf("%s dsa_attend bad arguments: %d cases\n", untouched ? "ok  " : "FAIL", nc + 3);
+    free(out);
+    for (int k = 0; k < 10; k++)
+        if (io.d[k])
+            cuMemFree(io.d[k]);
+    dsa_ctx_destroy(io.ctx);
+    free(q_lat[0]);
+    free(q_pe[0]);
+    world_free(&w);
+}
+
 /* The whole step over NCCL, one process per GPU: the production path. */
 static int test_nccl(const char *name, unsigned seed)
 {
@@ -363,5 +436,7 @@ int main(int argc, char **argv)
         test_config("tiny_tp4_dcp2_i2_nvfp4_ds_mla", TOPK_EMPTY, seed++);
         test_config("tiny_tp4_dcp1_i1_bf16", TOPK_EMPTY, seed++);
     }
+    if (!only || !strcmp(only, "args"))
+        test_bad_arguments();
     CHECK_DONE();
 }

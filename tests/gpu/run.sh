@@ -34,7 +34,7 @@ if [ "$mode" = test ] || [ "$mode" = all ]; then
 fi
 if [ "$mode" = stagec ]; then # stage C alone, in about a minute: every format and heads-per-CTA shape, then the benchmark
   cache=$(mktemp -d)
-  for f in tiny deepseek_v32_tp1 glm5.2_tp1 glm5.2_tp2; do
+  for f in tiny deepseek_v32_tp1 glm5.2_tp1 glm5.2_tp2 args; do
     DSA_TEST_CACHE=$cache timeout 60 build/tests/gpu/test_attend $f 2>&1 | tee -a "$log/test_attend.log" || status=1
   done
   nvidia-smi --query-gpu=clocks.sm,clocks.max.sm --format=csv | tee "$log/clocks.log"

@@ -571,12 +571,16 @@ dsa_result_t dsa_attend(dsa_ctx_t ctx, const dsa_attend_args_t *a, void *stream)
     const struct {
         const void *ptr;
         const char *name;
-    } need[] = {{a->q_lat, "q_lat"},   {a->q_pe, "q_pe"},           {a->positions, "positions"},
-                {a->topk, "topk"},     {a->req_of_token, "req_of_token"}, {a->seq_lens, "seq_lens"},
-                {a->block_table, "block_table"}, {a->kv_cache, "kv_cache"}, {a->out, "out"}};
-    for (size_t i = 0; i < sizeof need / sizeof need[0]; i++)
+        int vec; /* read in 16-byte chunks by the kernels */
+    } need[] = {{a->q_lat, "q_lat", 0},   {a->q_pe, "q_pe", 0},           {a->positions, "positions", 0},
+                {a->topk, "topk", 0},     {a->req_of_token, "req_of_token", 0}, {a->seq_lens, "seq_lens", 0},
+                {a->block_table, "block_table", 0}, {a->kv_cache, "kv_cache", 1}, {a->out, "out", 0}};
+    for (size_t i = 0; i < sizeof need / sizeof need[0]; i++) {
         if (!need[i].ptr)
             return ATTEND_FAIL("args->%s is NULL", need[i].name);
+        if (need[i].vec && misaligned(need[i].ptr))
+            return ATTEND_FAIL("args->%s is not 16-byte aligned", need[i].name);
+    }
     if (a->num_requests <= 0 || a->num_requests > 0x7fffffff)
         return ATTEND_FAIL("args->num_requests is %lld, must be 1..2^31-1", (long long)a->num_requests);
     if (a->max_blocks <= 0)
@@ -584,9 +588,6 @@ dsa_result_t dsa_attend(dsa_ctx_t ctx, const dsa_attend_args_t *a, void *stream)
     if (a->num_cache_blocks <= 0 || a->num_cache_blocks > INT32_MAX / p->block_size)
         return ATTEND_FAIL("args->num_cache_blocks is %lld, must be 1..%d (slots are 32-bit in the attend kernel)",
                            (long long)a->num_cache_blocks, INT32_MAX / p->block_size);
-    if ((uintptr_t)a->kv_cache % 16 != 0)
-        return ATTEND_FAIL("args->kv_cache is not 16-byte aligned (%p): entries are copied in 16-byte chunks",
-                           a->kv_cache);
     const int64_t HL = p->heads_local;
     int64_t qls = a->q_lat_stride ? a->q_lat_stride : HL * p->kv_lora_rank;
     int64_t qps = a->q_pe_stride ? a->q_pe_stride : HL * p->qk_rope_dim;

@@ -145,14 +145,16 @@ static int compare(const world_t *w, int r, const rank_io_t *io, const float *eo
     float *l = malloc(T * H * 4);
     CK(cuMemcpyDtoH(o, io->d[8], T * H * 512 * 2));
     CK(cuMemcpyDtoH(l, io->d[9], T * H * 4));
-    float *smax = malloc(T * H * 4);
-    for (size_t t = 0; t < T; t++)
+    float *smax = malloc(T * H * 4), *vmax = malloc(T * sizeof(float)); /* per (row, head) and per row */
+    for (size_t t = 0; t < T; t++) {
         world_score_absmax(w, r, (int)t, smax + t * H);
+        vmax[t] = world_row_vmax(w, (int)t);
+    }
     int bad = 0;
     for (size_t i = 0; i < T * H; i++) {
         const float *e = eo + ((size_t)r * T * H + i) * 512;
         float el_i = el[(size_t)r * T * H + i];
-        const double vmax = world_row_vmax(w, (int)(i / H));
+        const double row_vmax = vmax[i / H];
         double m = 0, dot = 0, ne = 0, ng = 0;
         for (int d = 0; d < 512; d++)
             m = fmax(m, fabs(e[d]));
@@ -160,7 +162,7 @@ static int compare(const world_t *w, int r, const rank_io_t *io, const float *eo
             float got = ref_bf16_decode(o[i * 512 + (size_t)d]);
             double err = fabs(got - e[d]);
             worst[0] = fmax(worst[0], m > 0 ? err / m : err);
-            bad += !(err <= 0x1p-7 * fabs(e[d]) + 0x1p-8 * vmax);
+            bad += !(err <= 0x1p-7 * fabs(e[d]) + 0x1p-8 * row_vmax);
             dot += (double)got * e[d];
             ne += (double)e[d] * e[d];
             ng += (double)got * got;
@@ -189,6 +191,7 @@ static int compare(const world_t *w, int r, const rank_io_t *io, const float *eo
     free(o);
     free(l);
     free(smax);
+    free(vmax);
     return bad;
 }
 

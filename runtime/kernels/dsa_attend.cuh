@@ -163,19 +163,20 @@ __device__ __forceinline__ void dequant_tile(const uint8_t *raw, uint16_t *k_s)
         static_assert(R % 8 == 0 && RopeOffset % 16 == 0, "fp8_ds_mla rope chunks");
         const int w = threadIdx.x / 32, ln = threadIdx.x % 32;
 #pragma unroll 1
-        for (int j = w; j < Lay::KT; j += kAttendThreads / 32)
-#pragma unroll
-        for (int c = ln; c < C; c += 32) {
+        for (int j = w; j < Lay::KT; j += kAttendThreads / 32) { // a warp per key, a lane per 16 bytes
             const uint8_t *e = raw + j * EntryBytes;
             uint16_t *k = k_s + j * Lay::RS;
-            if (c < CL) {
-                const float scale = reinterpret_cast<const float *>(e + ScaleOffset)[c / 8];
-                uint4 o0, o1;
-                e4m3x16_to_bf16(load16(e + 16 * c), scale, o0, o1);
-                store16(k + 16 * c, o0);
-                store16(k + 16 * c + 8, o1);
-            } else {
-                store16(k + LAT + 8 * (c - CL), load16(e + RopeOffset + 16 * (c - CL)));
+#pragma unroll
+            for (int c = ln; c < C; c += 32) {
+                if (c < CL) {
+                    const float scale = reinterpret_cast<const float *>(e + ScaleOffset)[c / 8];
+                    uint4 o0, o1;
+                    e4m3x16_to_bf16(load16(e + 16 * c), scale, o0, o1);
+                    store16(k + 16 * c, o0);
+                    store16(k + 16 * c + 8, o1);
+                } else {
+                    store16(k + LAT + 8 * (c - CL), load16(e + RopeOffset + 16 * (c - CL)));
+                }
             }
         }
     } else { // nvfp4_ds_mla: e2m1 latent x e4m3 scale per 16 (4 interleaved rows), e4m3 rope

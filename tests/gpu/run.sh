@@ -8,7 +8,7 @@ status=0
 cd "$(dirname "$0")/../.."
 export NCCL_NVLS_ENABLE=0 # NVLink multicast stays off on shared machines
 mode=${1:-test}
-t() { timeout 300 "$@"; } # a hung rank must not eat the lease
+t() { timeout 120 "$@"; } # a hung rank must not eat the lease
 log=${OUT:-/tmp}
 [ -e .cuda ] || ln -sfn /usr/local/cuda .cuda # what tools/setup.sh does on a machine with the toolkit
 ninja gpu || exit 1

@@ -123,6 +123,55 @@ __device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], 
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// Warpgroup MMA (wgmma, sm_90a): 4 warps multiply a 64-row A by B, both read from shared memory by
+// the tensor cores through descriptors, fp32 accumulators in registers (the m16n8 fragment layout per
+// warp: warp w of the group holds rows 16w + lane/4 and + 8). Tiles are stored as 8 x 8 core matrices
+// of 16-byte rows (no swizzle): element (r, c) of a tile with C columns at (r/8)(C/8)64 + (c/8)64 +
+// (r%8)8 + c%8 (bf16 units), so one tile serves Q K^T (K-major, row groups SBO = C/8 x 128 bytes
+// apart, column groups LBO = 128) and P V (V N-major: the same key tile read with LBO and SBO swapped).
+__device__ __forceinline__ uint64_t wg_desc(uint32_t addr, uint32_t lbo, uint32_t sbo)
+{
+    return (uint64_t)((addr & 0x3ffffu) >> 4) | (uint64_t)(lbo >> 4) << 16 | (uint64_t)(sbo >> 4) << 32;
+}
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit_wait()
+{
+    asm volatile("wgmma.commit_group.sync.aligned;\n\twgmma.wait_group.sync.aligned 0;" ::: "memory");
+}
+// the accumulators are (re)defined here: keeps the compiler's reads and writes of them on the right
+// side of the asynchronous MMAs
+template <int N> __device__ __forceinline__ void wg_pin(float (&d)[N])
+{
+#pragma unroll
+    for (int i = 0; i < N; i++)
+        asm volatile("" : "+f"(d[i])::"memory");
+}
+// D += A B, m64 x N x k16, A and B by descriptor (TransB = 1: B N-major)
+template <int TransB> __device__ __forceinline__ void wgmma_n32(float (&d)[16], uint64_t a, uint64_t b)
+{
+    asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %18, 0;\n\t"
+                 "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, %16, %17, p, 1, 1, 0, %19;\n\t}"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+                 : "l"(a), "l"(b), "r"(1), "n"(TransB));
+}
+
+template <int TransB> __device__ __forceinline__ void wgmma_n64(float (&d)[32], uint64_t a, uint64_t b)
+{
+    asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %34, 0;\n\t"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, %32, %33, p, 1, 1, 0, %35;\n\t}"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+                 : "l"(a), "l"(b), "r"(1), "n"(TransB));
+}
+
+template <int TransB> __device__ __forceinline__ void wgmma_n256(float (&d)[128], uint64_t a, uint64_t b)
+{
+    asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %130, 0;\n\t"
+                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111,%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127}, %128, %129, p, 1, 1, 0, %131;\n\t}"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+                 : "l"(a), "l"(b), "r"(1), "n"(TransB));
+}
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+
 // The shared-memory layout of a sparse MLA CTA (bytes), for HB heads, KV = query/key dims, LAT =
 // latent dims, cache Format (0 bf16, 1 fp8_ds_mla, 2 nvfp4_ds_mla) of EntryBytes per key. The
 // runtime reads `bytes` from the compiled module (dsa_attend_smem_<config>), so this is the one
@@ -132,14 +181,17 @@ template <int HB, int KV, int LAT, int Format, int EntryBytes> struct AttendLayo
     static_assert(KV % 16 == 0 && LAT % 64 == 0 && LAT < KV, "dims");
     static_assert(EntryBytes % 16 == 0, "cache entries in 16-byte chunks (cp.async)");
     static constexpr int KT = Format == 0 ? 32 : 64;  // keys per tile
-    static constexpr int RS = KV + 8;                 // bf16 per Q/K row: 16-byte chunks odd, so ldmatrix hits distinct banks
-    static constexpr int WM = HB < 32 ? HB : 32;      // heads per warp tile
-    static constexpr int S_TILES = (HB / WM) * (KT / 32); // warp tiles of S (WM x 32)
-    static constexpr int SPLITS = kAttendThreads / 32 / S_TILES; // warps sharing a tile, each over part of KV
+    // 64 heads: two warpgroups on wgmma, tiles of core matrices; fewer: 8 warps on mma.sync, padded rows
+    static constexpr bool WG = HB == 64;
+    static constexpr int RS = WG ? KV : KV + 8;       // bf16 per Q/K row: padded, 16-byte chunks odd, so ldmatrix hits distinct banks
+    static constexpr int WM = HB < 32 ? HB : 32;      // mma.sync: heads per warp tile
+    static constexpr int S_TILES = (HB / WM) * (KT / 32); // mma.sync: warp tiles of S (WM x 32)
+    static constexpr int SPLITS = WG ? 2 : kAttendThreads / 32 / S_TILES; // warps (groups) sharing S, each over part of KV
     static constexpr int SS = KT + 8;                 // fp32 per S row
-    static constexpr int PS = KT + 8;                 // bf16 per P row
-    static constexpr int RG = HB / WM;                // P V: warp rows
-    static constexpr int DW = LAT / (kAttendThreads / 32 / RG); // P V: latent dims per warp
+    static constexpr int PS = WG ? KT : KT + 8;       // bf16 per P row
+    static constexpr int RG = HB / WM;                // mma.sync P V: warp rows
+    static constexpr int DW = WG ? LAT / 2 : LAT / (kAttendThreads / 32 / RG); // P V: latent dims per warp (group)
+    static constexpr int ACC = WG ? DW / 2 : (WM / 16) * (DW / 8) * 4; // O accumulators per thread
     static constexpr int KBUF = Format == 0 ? 2 : 1;  // bf16 keys land in the tile directly: two tiles
     static constexpr int q_off = 0;
     static constexpr int k_off = q_off + HB * RS * 2;
@@ -147,10 +199,20 @@ template <int HB, int KV, int LAT, int Format, int EntryBytes> struct AttendLayo
     static constexpr int s_off = raw_off + (Format == 0 ? 0 : KT * EntryBytes);
     static constexpr int p_off = s_off + (SPLITS - 1) * HB * SS * 4;
     static constexpr int stat_off = p_off + HB * PS * 2; // m, l, corr per head
+    // bf16 offset of element (r, c) of a Q or K tile (C = KV columns) and of the P tile (C = KT)
+    static __device__ __forceinline__ int qk_at(int r, int c)
+    {
+        return WG ? (r / 8) * (KV / 8) * 64 + (c / 8) * 64 + (r % 8) * 8 + c % 8 : r * RS + c;
+    }
+    static __device__ __forceinline__ int p_at(int r, int c)
+    {
+        return WG ? (r / 8) * (KT / 8) * 64 + (c / 8) * 64 + (r % 8) * 8 + c % 8 : r * PS + c;
+    }
     static constexpr int list_off = stat_off + 3 * HB * 4;
     static constexpr int scan_off = list_off + kAttendSegment * 4;
     static constexpr int bytes = scan_off + 16 * 4;
     static_assert(SPLITS >= 2 && DW % 16 == 0 && bytes <= 232448, "fits an sm_90 CTA (227 KiB)");
+    static_assert(!WG || (DW % 32 == 0 && DW <= 256 && KV % 8 == 0), "wgmma shapes");
 };
 
 // Dequantise the raw entries of keys [0, KT) (zeros for missing keys) into the bf16 key tile.
@@ -161,21 +223,24 @@ __device__ __forceinline__ void dequant_tile(const uint8_t *raw, uint16_t *k_s)
     if constexpr (Format == 1) { // fp8_ds_mla: e4m3 latent x fp32 scale per 128, bf16 rope
         constexpr int CL = LAT / 16, CR = R / 8, C = CL + CR;
         static_assert(R % 8 == 0 && RopeOffset % 16 == 0, "fp8_ds_mla rope chunks");
+        // a warp per 8 keys, lane l on key l % 8 and 16-byte chunks l / 8, + 4, ...: the 8 lanes of a
+        // 16-byte access phase touch 8 keys, distinct banks in either tile layout
         const int w = threadIdx.x / 32, ln = threadIdx.x % 32;
+        static_assert(Lay::KT % 8 == 0, "keys per warp");
 #pragma unroll 1
-        for (int j = w; j < Lay::KT; j += kAttendThreads / 32) { // a warp per key, a lane per 16 bytes
+        for (int j8 = w; j8 < Lay::KT / 8; j8 += kAttendThreads / 32) {
+            const int j = 8 * j8 + ln % 8;
             const uint8_t *e = raw + j * EntryBytes;
-            uint16_t *k = k_s + j * Lay::RS;
 #pragma unroll
-            for (int c = ln; c < C; c += 32) {
+            for (int c = ln / 8; c < C; c += 4) {
                 if (c < CL) {
                     const float scale = reinterpret_cast<const float *>(e + ScaleOffset)[c / 8];
                     uint4 o0, o1;
                     e4m3x16_to_bf16(load16(e + 16 * c), scale, o0, o1);
-                    store16(k + 16 * c, o0);
-                    store16(k + 16 * c + 8, o1);
+                    store16(k_s + Lay::qk_at(j, 16 * c), o0);
+                    store16(k_s + Lay::qk_at(j, 16 * c + 8), o1);
                 } else {
-                    store16(k + LAT + 8 * (c - CL), load16(e + RopeOffset + 16 * (c - CL)));
+                    store16(k_s + Lay::qk_at(j, LAT + 8 * (c - CL)), load16(e + RopeOffset + 16 * (c - CL)));
                 }
             }
         }
@@ -184,9 +249,8 @@ __device__ __forceinline__ void dequant_tile(const uint8_t *raw, uint16_t *k_s)
         static_assert(R % 16 == 0 && RopeOffset % 16 == 0, "nvfp4_ds_mla rope chunks");
 #pragma unroll 1
         for (int i = threadIdx.x; i < Lay::KT * C; i += kAttendThreads) {
-            const int j = i / C, c = i % C;
+            const int j = 8 * (i / 8 / C) + i % 8, c = i / 8 % C; // 8 neighbouring threads on 8 keys
             const uint8_t *e = raw + j * EntryBytes;
-            uint16_t *k = k_s + j * Lay::RS;
             if (c < CL) { // 32 values, scale blocks 2c and 2c + 1
                 const uint4 v = load16(e + 16 * c);
                 const uint32_t w[4] = {v.x, v.y, v.z, v.w};
@@ -203,13 +267,13 @@ __device__ __forceinline__ void dequant_tile(const uint8_t *raw, uint16_t *k_s)
                 }
 #pragma unroll
                 for (int q = 0; q < 4; q++)
-                    store16(k + 32 * c + 8 * q, make_uint4(o[4 * q], o[4 * q + 1], o[4 * q + 2], o[4 * q + 3]));
+                    store16(k_s + Lay::qk_at(j, 32 * c + 8 * q), make_uint4(o[4 * q], o[4 * q + 1], o[4 * q + 2], o[4 * q + 3]));
             } else {
                 const uint4 v = load16(e + RopeOffset + 16 * (c - CL));
                 uint4 o0, o1;
                 e4m3x16_to_bf16(v, 1.0f, o0, o1);
-                store16(k + LAT + 16 * (c - CL), o0);
-                store16(k + LAT + 16 * (c - CL) + 8, o1);
+                store16(k_s + Lay::qk_at(j, LAT + 16 * (c - CL)), o0);
+                store16(k_s + Lay::qk_at(j, LAT + 16 * (c - CL) + 8), o1);
             }
         }
     }
@@ -239,9 +303,14 @@ __device__ __forceinline__ void sparse_mla(uint8_t *smem, const uint8_t *cache, 
     int32_t *list = reinterpret_cast<int32_t *>(smem + Lay::list_off);
     int32_t *scan = reinterpret_cast<int32_t *>(smem + Lay::scan_off);
 
+    constexpr bool WG = Lay::WG;
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t4 = lane % 4;
-    for (int i = tid; i < HB * (KV / 8); i += kAttendThreads)
-        store16(q_s + (i / (KV / 8)) * RS + 8 * (i % (KV / 8)), q_chunk(i / (KV / 8), i % (KV / 8)));
+    for (int i = tid; i < HB * (KV / 8); i += kAttendThreads) { // 8 neighbouring threads on 8 heads
+        const int h = 8 * (i / 8 / (KV / 8)) + i % 8, c = i / 8 % (KV / 8);
+        store16(q_s + Lay::qk_at(h, 8 * c), q_chunk(h, c));
+    }
+    if constexpr (WG)
+        fence_proxy_async(); // the tensor cores read q_s after the segment's first barrier
     if (tid < HB) {
         m_s[tid] = neg_inf();
         l_s[tid] = 0.0f;
@@ -255,12 +324,19 @@ __device__ __forceinline__ void sparse_mla(uint8_t *smem, const uint8_t *cache, 
     const int ks0 = split * KSTEPS / Lay::SPLITS, ks1 = (split + 1) * KSTEPS / Lay::SPLITS;
     // P V: warp rows rg, latent dims [dg * DW, (dg + 1) * DW)
     const int rg = warp % Lay::RG, dg = warp / Lay::RG;
-    float acc[MB][NB][4];
+    // wgmma: warpgroup wg takes k-steps [wg KSTEPS / 2, ...) of S and latent dims [wg DW, ...) of O;
+    // its warp wl holds rows 16 wl + g and + 8
+    const int wg = warp / 4, wl = warp % 4;
+    float acc[MB][NB][4]; // mma.sync O
+    float oacc[Lay::ACC]; // wgmma O: (row, dim 8 j + 2 t4 + {0, 1}) at 4 j + {0, 1} (row 16 wl + g), + {2, 3} (+ 8)
 #pragma unroll
     for (int mb = 0; mb < MB; mb++)
 #pragma unroll
         for (int nb = 0; nb < NB; nb++)
             acc[mb][nb][0] = acc[mb][nb][1] = acc[mb][nb][2] = acc[mb][nb][3] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < Lay::ACC; i++)
+        oacc[i] = 0.0f;
 
     for (int seg0 = 0; seg0 < TOPK; seg0 += kAttendSegment) {
         // 0. compact this rank's entries of the segment into list[], in top-k order
@@ -301,10 +377,10 @@ __device__ __forceinline__ void sparse_mla(uint8_t *smem, const uint8_t *cache, 
             for (int j = warp; j < KT; j += kAttendThreads / 32) {
                 const bool ok = t0 + j < n;
                 const uint8_t *e = cache + (ok ? (int64_t)list[t0 + j] * EntryBytes : 0);
-                const uint32_t d = Format == 0 ? smem_addr(k_s + (buf * KT + j) * RS) : smem_addr(raw_s + j * EntryBytes);
 #pragma unroll
                 for (int c = lane; c < CPK; c += 32)
-                    cp_async16(d + 16 * c, e + 16 * c, ok ? 16 : 0);
+                    cp_async16(Format == 0 ? smem_addr(k_s + buf * KT * RS + Lay::qk_at(j, 8 * c)) : smem_addr(raw_s + j * EntryBytes + 16 * c),
+                               e + 16 * c, ok ? 16 : 0);
             }
             cp_async_commit();
         };
@@ -314,16 +390,64 @@ __device__ __forceinline__ void sparse_mla(uint8_t *smem, const uint8_t *cache, 
             const int nk = n - t0 < KT ? n - t0 : KT; // keys in this tile; the rest are zero rows
             const uint16_t *kt = k_s + (Format == 0 ? (it % 2) * KT * RS : 0);
             cp_async_wait_all();
+            if constexpr (WG && Format == 0)
+                fence_proxy_async(); // key rows written by this thread's copies, read by the tensor cores
             __syncthreads(); // the raw tile has landed; the previous tile's P V is done
             if constexpr (Format != 0) {
                 dequant_tile<Lay, KV, LAT, Format, EntryBytes, ScaleOffset, RopeOffset>(raw_s, k_s);
+                if constexpr (WG)
+                    fence_proxy_async();
                 __syncthreads();
             }
             if (t0 + KT < n)
                 issue(t0 + KT, (it + 1) % 2); // lands while this tile is computed
 
-            // 3. S = Q K^T: this warp's share of the dims of its WM x 32 tile
-            {
+            // 3. S = Q K^T
+            if constexpr (WG) { // warpgroup wg: all of S over its half of the dims; group 0 adds them
+                float sacc[KT / 2]; // (row, key 8 j + 2 t4 + {0, 1}) at 4 j + {0, 1} (row 16 wl + g), + {2, 3} (+ 8)
+#pragma unroll
+                for (int i = 0; i < KT / 2; i++)
+                    sacc[i] = 0.0f;
+                wg_pin(sacc);
+                wgmma_fence();
+                const uint32_t qa = smem_addr(q_s), kb = smem_addr(kt);
+                constexpr uint32_t SBO = KV / 8 * 128; // bytes between 8-row groups of Q and K
+                static_assert(KSTEPS % 2 == 0, "k-steps split evenly between the warpgroups");
+#pragma unroll 1
+                for (int i = 0; i < KSTEPS / 2; i++) { // a trip count the compiler sees as uniform
+                    const int ks = wg * (KSTEPS / 2) + i;
+                    const uint64_t da = wg_desc(qa + 256u * ks, 128u, SBO), db = wg_desc(kb + 256u * ks, 128u, SBO);
+                    if constexpr (KT == 64)
+                        wgmma_n64<0>(sacc, da, db);
+                    else
+                        wgmma_n32<0>(sacc, da, db);
+                }
+                wgmma_commit_wait();
+                wg_pin(sacc);
+                const int r0 = 16 * wl + g;
+                if (wg == 1)
+#pragma unroll
+                    for (int j = 0; j < KT / 8; j++) {
+                        float *r = s_s + r0 * SS + 8 * j + 2 * t4;
+                        *reinterpret_cast<float2 *>(r) = make_float2(sacc[4 * j], sacc[4 * j + 1]);
+                        *reinterpret_cast<float2 *>(r + 8 * SS) = make_float2(sacc[4 * j + 2], sacc[4 * j + 3]);
+                    }
+                __syncthreads();
+                if (wg == 0)
+#pragma unroll
+                    for (int j = 0; j < KT / 8; j++) {
+                        const int col = 8 * j + 2 * t4;
+#pragma unroll
+                        for (int hh = 0; hh < 2; hh++) {
+                            float *r = s_s + (r0 + 8 * hh) * SS + col;
+                            const float2 v = *reinterpret_cast<const float2 *>(r);
+                            const float x0 = sacc[4 * j + 2 * hh] + v.x, x1 = sacc[4 * j + 2 * hh + 1] + v.y;
+                            *reinterpret_cast<float2 *>(r) = make_float2(col < nk ? x0 * softmax_scale : neg_inf(),
+                                                                         col + 1 < nk ? x1 * softmax_scale : neg_inf());
+                        }
+                    }
+                __syncthreads();
+            } else { // this warp's share of the dims of its WM x 32 tile
                 float c[MB][4][4];
 #pragma unroll
                 for (int mb = 0; mb < MB; mb++)
@@ -410,7 +534,7 @@ __device__ __forceinline__ void sparse_mla(uint8_t *smem, const uint8_t *cache, 
                     const float p0 = m_new == neg_inf() ? 0.0f : __expf(s[i].x - m_new);
                     const float p1 = m_new == neg_inf() ? 0.0f : __expf(s[i].y - m_new);
                     sum += p0 + p1;
-                    *reinterpret_cast<uint32_t *>(p_s + row * PS + 2 * (part + TPR * i)) = bf16x2(p0, p1);
+                    *reinterpret_cast<uint32_t *>(p_s + Lay::p_at(row, 2 * (part + TPR * i))) = bf16x2(p0, p1);
                 }
                 sum = group_sum<TPR>(sum);
                 const float corr = m_new == neg_inf() ? 1.0f : __expf(m_old - m_new); // m_old = -inf: 0
@@ -420,10 +544,41 @@ __device__ __forceinline__ void sparse_mla(uint8_t *smem, const uint8_t *cache, 
                     m_s[row] = m_new;
                     l_s[row] = l_s[row] * corr + sum;
                 }
+                if constexpr (WG)
+                    fence_proxy_async(); // P is read by the tensor cores
             }
             __syncthreads();
-            // 5. O = O * corr + P V over this warp's rows and latent dims
-            {
+            // 5. O = O * corr + P V over this warp's (group's) rows and latent dims
+            if constexpr (WG) {
+                // always rescaled: registers the tensor cores accumulate into must not change on a
+                // path the compiler cannot prove uniform (it would serialize every wgmma)
+                const float c_lo = corr_s[16 * wl + g], c_hi = corr_s[16 * wl + g + 8];
+#pragma unroll
+                    for (int j = 0; j < Lay::ACC / 4; j++) {
+                        oacc[4 * j] *= c_lo, oacc[4 * j + 1] *= c_lo;
+                        oacc[4 * j + 2] *= c_hi, oacc[4 * j + 3] *= c_hi;
+                    }
+                wg_pin(oacc);
+                wgmma_fence();
+                // A = P (K-major, 8-row groups KT/8 x 128 bytes apart); B = V, the key tile's latent
+                // columns [wg DW, ...) read N-major: 8-key groups (k) SBO apart, 8-dim groups 128 bytes
+                constexpr uint32_t KSBO = KV / 8 * 128, PSBO = KT / 8 * 128;
+                const uint32_t pa = smem_addr(p_s), vb = smem_addr(kt) + (uint32_t)(wg * Lay::DW / 8 * 128);
+#pragma unroll
+                for (int kk = 0; kk < KT / 16; kk++) {
+                    const uint64_t da = wg_desc(pa + 256u * kk, 128u, PSBO);
+                    if constexpr (Lay::DW == 256) {
+                        wgmma_n256<1>(oacc, da, wg_desc(vb + 2u * KSBO * kk, KSBO, 128u));
+                    } else {
+#pragma unroll
+                        for (int c = 0; c < Lay::DW / 32; c++)
+                            wgmma_n32<1>(*reinterpret_cast<float(*)[16]>(oacc + 16 * c), da,
+                                         wg_desc(vb + 512u * c + 2u * KSBO * kk, KSBO, 128u));
+                    }
+                }
+                wgmma_commit_wait();
+                wg_pin(oacc);
+            } else {
 #pragma unroll
                 for (int mb = 0; mb < MB; mb++) {
                     const float c_lo = corr_s[rg * WM + mb * 16 + g], c_hi = corr_s[rg * WM + mb * 16 + g + 8];
@@ -459,6 +614,17 @@ __device__ __forceinline__ void sparse_mla(uint8_t *smem, const uint8_t *cache, 
     }
     __syncthreads(); // the last tile's l
     // O / l and LSE = m + ln l; an empty row is 0 and -inf
+    if constexpr (WG) {
+        const int h_lo = 16 * wl + g, h_hi = h_lo + 8;
+        const float l_lo = l_s[h_lo], l_hi = l_s[h_hi];
+        const float inv_lo = l_lo > 0.0f ? 1.0f / l_lo : 0.0f, inv_hi = l_hi > 0.0f ? 1.0f / l_hi : 0.0f;
+#pragma unroll
+        for (int j = 0; j < Lay::ACC / 4; j++) {
+            const int d = wg * Lay::DW + 8 * j + 2 * t4;
+            store(h_lo, d, oacc[4 * j] * inv_lo, oacc[4 * j + 1] * inv_lo);
+            store(h_hi, d, oacc[4 * j + 2] * inv_hi, oacc[4 * j + 3] * inv_hi);
+        }
+    } else
 #pragma unroll
     for (int mb = 0; mb < MB; mb++) {
         const int h_lo = rg * WM + mb * 16 + g, h_hi = h_lo + 8;

@@ -1,6 +1,8 @@
 // Stage C building blocks: the top-k entry to local slot mapping, and the sparse MLA of one CTA on
-// tensor cores (mma.sync m16n8k16, bf16 operands from ldmatrix, fp32 accumulators): S = Q K^T over
-// the 576 query/key dims, online softmax in fp32, O += P V over the 512 latent dims.
+// tensor cores (bf16 operands, fp32 accumulators): S = Q K^T over the 576 query/key dims, online
+// softmax in fp32, O += P V over the 512 latent dims. 64 heads per CTA run on warpgroup MMA (wgmma,
+// sm_90a: two warpgroups, operands read from shared memory by the tensor cores); 16 or 32 heads on
+// mma.sync m16n8k16 with ldmatrix operands (8 warps), since a warpgroup MMA takes 64 rows.
 //
 // One CTA = HB heads of one token, 8 warps. Per segment of up to 2048 top-k entries, the CTA first
 // compacts the entries this rank owns into a list of local slots (order kept), so a DCP rank only
@@ -8,11 +10,12 @@
 //   1. the tile's raw cache entries, loaded by cp.async while the previous tile was computed, are
 //      dequantised to bf16 in shared memory (fp8_ds_mla, nvfp4_ds_mla; bf16 entries are copied by
 //      cp.async straight into a double-buffered key tile), as FlashMLA does;
-//   2. the next tile's cp.async is issued;
-//   3. S = Q K^T: each warp a 32 x 32 (16 x 32) tile of S over a share of the 576 dims, the shares
-//      summed in a fixed order (bit-for-bit repeatable), scaled and masked;
-//   4. online softmax per head in fp32 (P to bf16);
-//   5. O = O * corr + P V, each warp a block of heads x latent dims held in registers.
+//   2. S = Q K^T: wgmma: each warpgroup all of S over half of the 576 dims; mma.sync: each warp a
+//      32 x 32 (16 x 32) tile over a share of the dims; the shares summed in a fixed order (bit-for-bit
+//      repeatable), scaled and masked. The next tile's cp.async is issued meanwhile (wgmma) or just
+//      before (mma.sync);
+//   3. online softmax per head in fp32 (P to bf16);
+//   4. O = O * corr + P V, each warpgroup (warp) a block of heads x latent dims held in registers.
 // The CPU reference rounds the dequantised keys to bf16 the same way, so both compute one function.
 #pragma once
 #include "dsa_numerics.cuh"
@@ -134,10 +137,8 @@ __device__ __forceinline__ uint64_t wg_desc(uint32_t addr, uint32_t lbo, uint32_
     return (uint64_t)((addr & 0x3ffffu) >> 4) | (uint64_t)(lbo >> 4) << 16 | (uint64_t)(sbo >> 4) << 32;
 }
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
-__device__ __forceinline__ void wgmma_commit_wait()
-{
-    asm volatile("wgmma.commit_group.sync.aligned;\n\twgmma.wait_group.sync.aligned 0;" ::: "memory");
-}
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory"); }
 // the accumulators are (re)defined here: keeps the compiler's reads and writes of them on the right
 // side of the asynchronous MMAs
 template <int N> __device__ __forceinline__ void wg_pin(float (&d)[N])
@@ -399,10 +400,10 @@ __device__ __forceinline__ void sparse_mla(uint8_t *smem, const uint8_t *cache, 
                     fence_proxy_async();
                 __syncthreads();
             }
-            if (t0 + KT < n)
+            if (!WG && t0 + KT < n)
                 issue(t0 + KT, (it + 1) % 2); // lands while this tile is computed
 
-            // 3. S = Q K^T
+            // 2. S = Q K^T
             if constexpr (WG) { // warpgroup wg: all of S over its half of the dims; group 0 adds them
                 float sacc[KT / 2]; // (row, key 8 j + 2 t4 + {0, 1}) at 4 j + {0, 1} (row 16 wl + g), + {2, 3} (+ 8)
 #pragma unroll
@@ -413,7 +414,7 @@ __device__ __forceinline__ void sparse_mla(uint8_t *smem, const uint8_t *cache, 
                 const uint32_t qa = smem_addr(q_s), kb = smem_addr(kt);
                 constexpr uint32_t SBO = KV / 8 * 128; // bytes between 8-row groups of Q and K
                 static_assert(KSTEPS % 2 == 0, "k-steps split evenly between the warpgroups");
-#pragma unroll 1
+#pragma unroll
                 for (int i = 0; i < KSTEPS / 2; i++) { // a trip count the compiler sees as uniform
                     const int ks = wg * (KSTEPS / 2) + i;
                     const uint64_t da = wg_desc(qa + 256u * ks, 128u, SBO), db = wg_desc(kb + 256u * ks, 128u, SBO);
@@ -422,7 +423,10 @@ __device__ __forceinline__ void sparse_mla(uint8_t *smem, const uint8_t *cache, 
                     else
                         wgmma_n32<0>(sacc, da, db);
                 }
-                wgmma_commit_wait();
+                wgmma_commit();
+                if (t0 + KT < n)
+                    issue(t0 + KT, (it + 1) % 2); // while the tensor cores work; lands while this tile is computed
+                wgmma_wait();
                 wg_pin(sacc);
                 const int r0 = 16 * wl + g;
                 if (wg == 1)
@@ -515,7 +519,7 @@ __device__ __forceinline__ void sparse_mla(uint8_t *smem, const uint8_t *cache, 
                 }
                 __syncthreads();
             }
-            // 4. online softmax per head: TPR threads per row, columns interleaved
+            // 3. online softmax per head: TPR threads per row, columns interleaved
             {
                 constexpr int TPR = kAttendThreads / HB, PPT = KT / 2 / TPR;
                 const int row = tid / TPR, part = tid % TPR;
@@ -548,7 +552,7 @@ __device__ __forceinline__ void sparse_mla(uint8_t *smem, const uint8_t *cache, 
                     fence_proxy_async(); // P is read by the tensor cores
             }
             __syncthreads();
-            // 5. O = O * corr + P V over this warp's (group's) rows and latent dims
+            // 4. O = O * corr + P V over this warp's (group's) rows and latent dims
             if constexpr (WG) {
                 // always rescaled: registers the tensor cores accumulate into must not change on a
                 // path the compiler cannot prove uniform (it would serialize every wgmma)
@@ -576,7 +580,8 @@ __device__ __forceinline__ void sparse_mla(uint8_t *smem, const uint8_t *cache, 
                                          wg_desc(vb + 512u * c + 2u * KSBO * kk, KSBO, 128u));
                     }
                 }
-                wgmma_commit_wait();
+                wgmma_commit();
+                wgmma_wait();
                 wg_pin(oacc);
             } else {
 #pragma unroll

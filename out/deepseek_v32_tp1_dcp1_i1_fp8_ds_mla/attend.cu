@@ -45,7 +45,10 @@ extern "C" __global__ void __launch_bounds__(256) dsa_pack_q_deepseek_v32_tp1_dc
             const float c = p.rope_cos[pos * (DSA_QK_ROPE_DIM / 2) + pair];
             const float s = p.rope_sin[pos * (DSA_QK_ROPE_DIM / 2) + pair];
             const float x0 = dsa::bf16_to_float(pe[a]), x1 = dsa::bf16_to_float(pe[b]);
-            v[k] = dsa::float_to_bf16(r == a ? x0 * c - x1 * s : x0 * s + x1 * c);
+            // each product and the sum rounded on its own (no fused multiply-add), as the CPU reference
+            // does: a last-bit difference here can flip the bf16 rounding of the query element
+            v[k] = dsa::float_to_bf16(r == a ? __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s))
+                                             : __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c)));
         }
 #pragma unroll
         for (int k = 0; k < 4; k++)

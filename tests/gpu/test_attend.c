@@ -185,7 +185,12 @@ static int compare(const world_t *w, int r, const rank_io_t *io, const float *eo
              * to max(|L|, 1)) in tiny_tp4_dcp4_i1_fp8_ds_mla, whose keys reach |k| = 4. */
             double err = fabs(l[i] - el_i) / fmax(fabs(el_i), 1.0);
             worst[2] = fmax(worst[2], err);
-            bad += !(fabs(l[i] - el_i) <= 1e-5 * fmax(fabs(el_i), 1.0) + 0x1p-20 * smax[i]);
+            if (!(fabs(l[i] - el_i) <= 1e-5 * fmax(fabs(el_i), 1.0) + 0x1p-20 * smax[i])) {
+                if (bad < 4) /* enough to tell a rounding outlier from a wrong row */
+                    printf("  rank %d row %zu head %zu: LSE %.7g, expected %.7g (score bound %.4g)\n", r, i / H, i % H,
+                           (double)l[i], (double)el_i, (double)smax[i]);
+                bad++;
+            }
         }
     }
     free(o);

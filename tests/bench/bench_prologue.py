@@ -63,7 +63,9 @@ def bytes_per_token(g):
     return read + write
 
 
-def time_ms(fn, reps=30, warmup=5):
+def time_ms(fn, reps=30, warmup=5, inner=1):
+    """Median over reps of the mean time of `inner` back-to-back calls between two events (inner > 1
+    keeps the host's launch latency out of a call's time: the calls queue while the GPU runs)."""
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
@@ -71,10 +73,11 @@ def time_ms(fn, reps=30, warmup=5):
     for _ in range(reps):
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         a.record()
-        fn()
+        for _ in range(inner):
+            fn()
         b.record()
         b.synchronize()
-        times.append(a.elapsed_time(b))
+        times.append(a.elapsed_time(b) / inner)
     return statistics.median(times)
 
 

@@ -23,6 +23,12 @@
 namespace dsa {
 
 constexpr int kAttendThreads = 256;
+// warpgroup MMA exists on sm_90a only (plain sm_90 and sm_100a targets take the mma.sync path)
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+constexpr bool kAttendWgmma = true;
+#else
+constexpr bool kAttendWgmma = false;
+#endif
 constexpr int kAttendSegment = 2048; // top-k entries compacted at a time
 
 // The local slot of top-k entry g of a row of request req on this rank, or -1: invalid entries
@@ -183,7 +189,7 @@ template <int HB, int KV, int LAT, int Format, int EntryBytes> struct AttendLayo
     static_assert(EntryBytes % 16 == 0, "cache entries in 16-byte chunks (cp.async)");
     static constexpr int KT = Format == 0 ? 32 : 64;  // keys per tile
     // 64 heads: two warpgroups on wgmma, tiles of core matrices; fewer: 8 warps on mma.sync, padded rows
-    static constexpr bool WG = HB == 64;
+    static constexpr bool WG = HB == 64 && kAttendWgmma;
     static constexpr int RS = WG ? KV : KV + 8;       // bf16 per Q/K row: padded, 16-byte chunks odd, so ldmatrix hits distinct banks
     static constexpr int WM = HB < 32 ? HB : 32;      // mma.sync: heads per warp tile
     static constexpr int S_TILES = (HB / WM) * (KT / 32); // mma.sync: warp tiles of S (WM x 32)

@@ -419,15 +419,19 @@ __device__ __forceinline__ void sparse_mla(uint8_t *smem, const uint8_t *cache, 
                 wgmma_fence();
                 const uint32_t qa = smem_addr(q_s), kb = smem_addr(kt);
                 constexpr uint32_t SBO = KV / 8 * 128; // bytes between 8-row groups of Q and K
-                static_assert(KSTEPS % 2 == 0, "k-steps split evenly between the warpgroups");
+                // k-steps [0, KH0) to group 0, [KH0, KSTEPS) to group 1: with an even count a trip count
+                // the compiler sees as uniform (an odd one costs a branch, and serialized wgmmas)
+                constexpr int KH0 = KSTEPS / 2, KH1 = KSTEPS - KH0;
 #pragma unroll
-                for (int i = 0; i < KSTEPS / 2; i++) { // a trip count the compiler sees as uniform
-                    const int ks = wg * (KSTEPS / 2) + i;
-                    const uint64_t da = wg_desc(qa + 256u * ks, 128u, SBO), db = wg_desc(kb + 256u * ks, 128u, SBO);
-                    if constexpr (KT == 64)
-                        wgmma_n64<0>(sacc, da, db);
-                    else
-                        wgmma_n32<0>(sacc, da, db);
+                for (int i = 0; i < KH1; i++) {
+                    const int ks = wg * KH0 + i;
+                    if (KSTEPS % 2 == 0 || wg == 1 || i < KH0) {
+                        const uint64_t da = wg_desc(qa + 256u * ks, 128u, SBO), db = wg_desc(kb + 256u * ks, 128u, SBO);
+                        if constexpr (KT == 64)
+                            wgmma_n64<0>(sacc, da, db);
+                        else
+                            wgmma_n32<0>(sacc, da, db);
+                    }
                 }
                 wgmma_commit();
                 if (t0 + KT < n)

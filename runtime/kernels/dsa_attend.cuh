@@ -206,15 +206,15 @@ template <int HB, int KV, int LAT, int Format, int EntryBytes> struct AttendLayo
     static constexpr int s_off = raw_off + (Format == 0 ? 0 : KT * EntryBytes);
     static constexpr int p_off = s_off + (SPLITS - 1) * HB * SS * 4;
     static constexpr int stat_off = p_off + HB * PS * 2; // m, l, corr per head
-    // bf16 offset of element (r, c) of a Q or K tile (C = KV columns) and of the P tile (C = KT)
-    static __device__ __forceinline__ int qk_at(int r, int c)
+    // wgmma: bytes between 8-row groups of core matrices in a Q or K tile (KV columns) and in P (KT)
+    static constexpr uint32_t QK_SBO = KV / 8 * 128, P_SBO = KT / 8 * 128;
+    // bf16 offset of element (r, c) of a tile of C columns: core matrices (wgmma) or rows of Pitch
+    template <int C, int Pitch> static __device__ __forceinline__ int at(int r, int c)
     {
-        return WG ? (r / 8) * (KV / 8) * 64 + (c / 8) * 64 + (r % 8) * 8 + c % 8 : r * RS + c;
+        return WG ? (r / 8) * (C / 8) * 64 + (c / 8) * 64 + (r % 8) * 8 + c % 8 : r * Pitch + c;
     }
-    static __device__ __forceinline__ int p_at(int r, int c)
-    {
-        return WG ? (r / 8) * (KT / 8) * 64 + (c / 8) * 64 + (r % 8) * 8 + c % 8 : r * PS + c;
-    }
+    static __device__ __forceinline__ int qk_at(int r, int c) { return at<KV, RS>(r, c); }
+    static __device__ __forceinline__ int p_at(int r, int c) { return at<KT, PS>(r, c); }
     static constexpr int list_off = stat_off + 3 * HB * 4;
     static constexpr int scan_off = list_off + kAttendSegment * 4;
     static constexpr int bytes = scan_off + 16 * 4;
@@ -418,7 +418,7 @@ __device__ __forceinline__ void sparse_mla(uint8_t *smem, const uint8_t *cache, 
                 wg_pin(sacc);
                 wgmma_fence();
                 const uint32_t qa = smem_addr(q_s), kb = smem_addr(kt);
-                constexpr uint32_t SBO = KV / 8 * 128; // bytes between 8-row groups of Q and K
+                constexpr uint32_t SBO = Lay::QK_SBO;
                 // k-steps [0, KH0) to group 0, [KH0, KSTEPS) to group 1: with an even count a trip count
                 // the compiler sees as uniform (an odd one costs a branch, and serialized wgmmas)
                 constexpr int KH0 = KSTEPS / 2, KH1 = KSTEPS - KH0;
@@ -568,15 +568,15 @@ __device__ __forceinline__ void sparse_mla(uint8_t *smem, const uint8_t *cache, 
                 // path the compiler cannot prove uniform (it would serialize every wgmma)
                 const float c_lo = corr_s[16 * wl + g], c_hi = corr_s[16 * wl + g + 8];
 #pragma unroll
-                    for (int j = 0; j < Lay::ACC / 4; j++) {
-                        oacc[4 * j] *= c_lo, oacc[4 * j + 1] *= c_lo;
-                        oacc[4 * j + 2] *= c_hi, oacc[4 * j + 3] *= c_hi;
-                    }
+                for (int j = 0; j < Lay::ACC / 4; j++) {
+                    oacc[4 * j] *= c_lo, oacc[4 * j + 1] *= c_lo;
+                    oacc[4 * j + 2] *= c_hi, oacc[4 * j + 3] *= c_hi;
+                }
                 wg_pin(oacc);
                 wgmma_fence();
                 // A = P (K-major, 8-row groups KT/8 x 128 bytes apart); B = V, the key tile's latent
                 // columns [wg DW, ...) read N-major: 8-key groups (k) SBO apart, 8-dim groups 128 bytes
-                constexpr uint32_t KSBO = KV / 8 * 128, PSBO = KT / 8 * 128;
+                constexpr uint32_t KSBO = Lay::QK_SBO, PSBO = Lay::P_SBO;
                 const uint32_t pa = smem_addr(p_s), vb = smem_addr(kt) + (uint32_t)(wg * Lay::DW / 8 * 128);
 #pragma unroll
                 for (int kk = 0; kk < KT / 16; kk++) {

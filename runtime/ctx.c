@@ -11,14 +11,6 @@
 
 static _Thread_local char thread_err[DSA_ERRLEN];
 
-extern const char dsa_hdr_abi[], dsa_hdr_numerics[], dsa_hdr_prologue[], dsa_hdr_attend[];
-const dsa_header_t dsa_headers[DSA_NUM_HEADERS] = {
-    {"dsa_abi.h", dsa_hdr_abi},
-    {"dsa_numerics.cuh", dsa_hdr_numerics},
-    {"dsa_prologue.cuh", dsa_hdr_prologue},
-    {"dsa_attend.cuh", dsa_hdr_attend},
-};
-
 const char *dsa_strerror(dsa_result_t r)
 {
     switch (r) {
@@ -94,7 +86,7 @@ const char *const *dsa_configs(void)
     if (!names[0]) {
         int n = 0;
         for (const dsa_plan_t *const *p = dsa_registry; *p && n < 255; p++)
-            names[n++] = (*p)->name;
+            names[n++] = (*p)->info.name;
         names[n] = NULL;
     }
     return names;
@@ -142,7 +134,7 @@ dsa_result_t dsa_ctx_create(const char *config, const dsa_options_t *opts, dsa_c
         return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT, "dsa_ctx_create: config (argument 1) is NULL");
     const dsa_plan_t *plan = NULL;
     for (const dsa_plan_t *const *p = dsa_registry; *p; p++)
-        if (strcmp((*p)->name, config) == 0)
+        if (strcmp((*p)->info.name, config) == 0)
             plan = *p;
     if (!plan)
         return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT,
@@ -174,7 +166,7 @@ static dsa_result_t create(const dsa_plan_t *plan, const dsa_options_t *opts, ds
                         opts->size, sizeof(dsa_options_t));
     if (plan->abi != DSA_PLAN_ABI)
         return dsa_fail(NULL, DSA_ERROR_INTERNAL, "configuration %s was generated for plan ABI %d, runtime has %d",
-                        plan->name, plan->abi, DSA_PLAN_ABI);
+                        plan->info.name, plan->abi, DSA_PLAN_ABI);
     dsa_options_t o = DSA_OPTIONS_INIT;
     if (opts)
         o = *opts;
@@ -224,7 +216,7 @@ static dsa_result_t create(const dsa_plan_t *plan, const dsa_options_t *opts, ds
     CU_CHECK(ctx, dsa_cu.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, ctx->dev));
     if (strncmp(ctx->target, "sm_90", 5) == 0 && major != 9) {
         rc = dsa_fail(ctx, DSA_ERROR_UNSUPPORTED, "configuration %s targets %s; device %d has compute capability %d.x",
-                      plan->name, ctx->target, o.device, major);
+                      plan->info.name, ctx->target, o.device, major);
         goto fail;
     }
     CU_CHECK(ctx, dsa_cu.cuDevicePrimaryCtxRetain(&ctx->cu, ctx->dev));
@@ -240,7 +232,7 @@ static dsa_result_t create(const dsa_plan_t *plan, const dsa_options_t *opts, ds
 
     /* The rope table, computed on the GPU from the host's frequencies (a 200K-position table is
      * 13 million sin/cos: milliseconds there, a large part of a warm start on the host). */
-    size_t n = (size_t)plan->max_positions * (size_t)(plan->qk_rope_dim / 2);
+    size_t n = (size_t)plan->info.max_positions * (size_t)(plan->info.qk_rope_dim / 2);
     double freq[128], mscale;
     dsa_rope_freqs(plan, freq, &mscale);
     CU_CHECK(ctx, dsa_cu.cuMemAlloc(&ctx->rope_cos, n * sizeof(float)));
@@ -261,7 +253,7 @@ static dsa_result_t create(const dsa_plan_t *plan, const dsa_options_t *opts, ds
     CU_CHECK(ctx, dsa_cu.cuModuleGetFunction(&ctx->pack_fn, ctx->kernels[1].module, fname));
     snprintf(fname, sizeof fname, "dsa_attend_%s", plan->symbol);
     CU_CHECK(ctx, dsa_cu.cuModuleGetFunction(&ctx->attend_fn, ctx->kernels[1].module, fname));
-    if (plan->dcp > 1) {
+    if (plan->info.dcp > 1) {
         snprintf(fname, sizeof fname, "dsa_merge_%s", plan->symbol);
         CU_CHECK(ctx, dsa_cu.cuModuleGetFunction(&ctx->merge_fn, ctx->kernels[1].module, fname));
     }
@@ -283,7 +275,7 @@ static dsa_result_t create(const dsa_plan_t *plan, const dsa_options_t *opts, ds
             rc = dsa_fail(ctx, DSA_ERROR_UNSUPPORTED,
                           "dsa_ctx_create: the sparse MLA kernel of %s needs %u bytes of shared memory per block, "
                           "device %d allows %d",
-                          plan->name, ctx->attend_smem, o.device, optin);
+                          plan->info.name, ctx->attend_smem, o.device, optin);
             goto fail;
         }
         CU_CHECK(ctx, dsa_cu.cuFuncSetAttribute(ctx->attend_fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
@@ -291,8 +283,8 @@ static dsa_result_t create(const dsa_plan_t *plan, const dsa_options_t *opts, ds
     }
     ctx->ws_tokens = o.attend_tokens ? o.attend_tokens : 2048;
     {
-        const size_t T = (size_t)ctx->ws_tokens, W = (size_t)plan->dcp, HL = (size_t)plan->heads_local;
-        const size_t kvd = (size_t)(plan->kv_lora_rank + plan->qk_rope_dim), lat = (size_t)plan->kv_lora_rank;
+        const size_t T = (size_t)ctx->ws_tokens, W = (size_t)plan->info.dcp, HL = (size_t)plan->info.heads_local;
+        const size_t kvd = (size_t)(plan->info.kv_lora_rank + plan->info.qk_rope_dim), lat = (size_t)plan->info.kv_lora_rank;
         CU_CHECK(ctx, dsa_cu.cuMemAlloc(&ctx->ws_q, T * HL * kvd * 2));
         if (W > 1) {
             CU_CHECK(ctx, dsa_cu.cuMemAlloc(&ctx->ws_qg, W * T * HL * kvd * 2));
@@ -369,15 +361,15 @@ dsa_result_t dsa_prologue(dsa_ctx_t ctx, const dsa_prologue_args_t *a, void *str
         return ARG_FAIL("args->clear_topk is set but args->topk is NULL");
     if (a->num_cache_blocks <= 0)
         return ARG_FAIL("args->num_cache_blocks is %lld, must be > 0", (long long)a->num_cache_blocks);
-    int64_t kv_w = p->kv_lora_rank + p->qk_rope_dim;
-    int64_t qs = a->q_c_stride ? a->q_c_stride : p->q_lora_rank, ks = a->kv_stride ? a->kv_stride : kv_w,
-            is = a->idx_k_stride ? a->idx_k_stride : p->idx_head_dim;
-    if (qs < p->q_lora_rank || qs % 8)
-        return ARG_FAIL("args->q_c_stride is %lld: at least %d and a multiple of 8", (long long)qs, p->q_lora_rank);
+    int64_t kv_w = p->info.kv_lora_rank + p->info.qk_rope_dim;
+    int64_t qs = a->q_c_stride ? a->q_c_stride : p->info.q_lora_rank, ks = a->kv_stride ? a->kv_stride : kv_w,
+            is = a->idx_k_stride ? a->idx_k_stride : p->info.idx_head_dim;
+    if (qs < p->info.q_lora_rank || qs % 8)
+        return ARG_FAIL("args->q_c_stride is %lld: at least %d and a multiple of 8", (long long)qs, p->info.q_lora_rank);
     if (ks < kv_w || ks % 8)
         return ARG_FAIL("args->kv_stride is %lld: at least %lld and a multiple of 8", (long long)ks, (long long)kv_w);
-    if (a->idx_k && is < p->idx_head_dim)
-        return ARG_FAIL("args->idx_k_stride is %lld: at least %d", (long long)is, p->idx_head_dim);
+    if (a->idx_k && is < p->info.idx_head_dim)
+        return ARG_FAIL("args->idx_k_stride is %lld: at least %d", (long long)is, p->info.idx_head_dim);
 
     dsa_prologue_params k = {0};
     k.idx_norm_w = a->idx_norm_w;
@@ -389,7 +381,7 @@ dsa_result_t dsa_prologue(dsa_ctx_t ctx, const dsa_prologue_args_t *a, void *str
     k.kv_cache = a->kv_cache;
     k.idx_cache = a->idx_cache;
     k.rejected = (unsigned long long *)(uintptr_t)ctx->rejected;
-    k.num_slots = a->num_cache_blocks * p->block_size;
+    k.num_slots = a->num_cache_blocks * p->info.block_size;
     k.q_c_stride = qs;
     k.kv_stride = ks;
     k.idx_k_stride = is;
@@ -401,12 +393,12 @@ dsa_result_t dsa_prologue(dsa_ctx_t ctx, const dsa_prologue_args_t *a, void *str
     for (int64_t t0 = 0; t0 < a->num_tokens; t0 += ctx->opts.max_tokens) {
         int64_t n = a->num_tokens - t0 < ctx->opts.max_tokens ? a->num_tokens - t0 : ctx->opts.max_tokens;
         k.q_c = (const uint16_t *)a->q_c + t0 * qs;
-        k.q_c_out = (uint16_t *)a->q_c_out + t0 * p->q_lora_rank;
+        k.q_c_out = (uint16_t *)a->q_c_out + t0 * p->info.q_lora_rank;
         k.kv = (const uint16_t *)a->kv + t0 * ks;
         k.idx_k = a->idx_k ? (const uint16_t *)a->idx_k + t0 * is : NULL;
         k.positions = a->positions + t0;
         k.slot_mapping = a->slot_mapping + t0;
-        k.topk = a->topk ? a->topk + t0 * p->idx_topk : NULL;
+        k.topk = a->topk ? a->topk + t0 * p->info.idx_topk : NULL;
         k.num_tokens = (int32_t)n;
         void *params[] = {&k};
         CUresult r = dsa_cu.cuLaunchKernel(ctx->kernels[0].fn, (unsigned)n, 1, 1, ctx->plan->kernels[0].threads, 1, 1, 0,
@@ -451,7 +443,7 @@ static dsa_result_t dcp_collective(dsa_ctx_t ctx, int alltoall, const void *send
     if (!send || !recv)
         return dsa_fail(ctx, DSA_ERROR_INVALID_ARGUMENT, "%s: %s is NULL", fn, !send ? "send" : "recv");
     if (!ctx->dcp)
-        return dsa_fail(ctx, DSA_ERROR_INVALID_ARGUMENT, "%s: configuration %s has dcp 1", fn, ctx->plan->name);
+        return dsa_fail(ctx, DSA_ERROR_INVALID_ARGUMENT, "%s: configuration %s has dcp 1", fn, ctx->plan->info.name);
     if (bytes == 0)
         return DSA_SUCCESS;
     CUresult pr = dsa_cu.cuCtxPushCurrent(ctx->cu);
@@ -486,7 +478,7 @@ static dsa_result_t launch(dsa_ctx_t ctx, CUfunction fn, unsigned gx, unsigned g
         const char *s = "?";
         dsa_cu.cuGetErrorString(r, &s);
         return dsa_fail(ctx, DSA_ERROR_CUDA, "dsa_attend: launch of the %s kernel of %s failed: %s", what,
-                        ctx->plan->name, s);
+                        ctx->plan->info.name, s);
     }
     return DSA_SUCCESS;
 }
@@ -495,8 +487,8 @@ static dsa_result_t attend_chunk(dsa_ctx_t ctx, const dsa_attend_args_t *a, int6
                                  int64_t qps, int64_t ts, CUstream stream)
 {
     const dsa_plan_t *p = ctx->plan;
-    const size_t HL = (size_t)p->heads_local, W = (size_t)p->dcp, lat = (size_t)p->kv_lora_rank;
-    const size_t kvd = lat + (size_t)p->qk_rope_dim;
+    const size_t HL = (size_t)p->info.heads_local, W = (size_t)p->info.dcp, lat = (size_t)p->info.kv_lora_rank;
+    const size_t kvd = lat + (size_t)p->info.qk_rope_dim;
     dsa_result_t rc;
     dsa_pack_params pk = {0};
     pk.q_lat = (const uint16_t *)a->q_lat + t0 * qls;
@@ -527,14 +519,14 @@ static dsa_result_t attend_chunk(dsa_ctx_t ctx, const dsa_attend_args_t *a, int6
     at.lse = a->lse ? a->lse + (size_t)t0 * HL : NULL;
     at.part_out = (float *)(uintptr_t)ctx->ws_po_send;
     at.part_lse = (float *)(uintptr_t)ctx->ws_pl_send;
-    at.num_slots = a->num_cache_blocks * p->block_size;
+    at.num_slots = a->num_cache_blocks * p->info.block_size;
     at.max_blocks = a->max_blocks;
     at.num_requests = a->num_requests;
     at.topk_stride = ts;
     at.num_tokens = (int32_t)n;
     at.rank = ctx->dcp ? ctx->dcp->rank : 0;
     const int hb = p->attend_heads_per_cta;
-    if ((rc = launch(ctx, ctx->attend_fn, (unsigned)n, (unsigned)((p->heads_gathered + hb - 1) / hb), 256, ctx->attend_smem, &at,
+    if ((rc = launch(ctx, ctx->attend_fn, (unsigned)n, (unsigned)((p->info.heads_gathered + hb - 1) / hb), 256, ctx->attend_smem, &at,
                      stream, "attend")) != DSA_SUCCESS)
         return rc;
     if (W == 1)
@@ -585,19 +577,19 @@ dsa_result_t dsa_attend(dsa_ctx_t ctx, const dsa_attend_args_t *a, void *stream)
         return ATTEND_FAIL("args->num_requests is %lld, must be 1..2^31-1", (long long)a->num_requests);
     if (a->max_blocks <= 0)
         return ATTEND_FAIL("args->max_blocks is %lld, must be > 0", (long long)a->max_blocks);
-    if (a->num_cache_blocks <= 0 || a->num_cache_blocks > INT32_MAX / p->block_size)
+    if (a->num_cache_blocks <= 0 || a->num_cache_blocks > INT32_MAX / p->info.block_size)
         return ATTEND_FAIL("args->num_cache_blocks is %lld, must be 1..%d (slots are 32-bit in the attend kernel)",
-                           (long long)a->num_cache_blocks, INT32_MAX / p->block_size);
-    const int64_t HL = p->heads_local;
-    int64_t qls = a->q_lat_stride ? a->q_lat_stride : HL * p->kv_lora_rank;
-    int64_t qps = a->q_pe_stride ? a->q_pe_stride : HL * p->qk_rope_dim;
-    int64_t ts = a->topk_stride ? a->topk_stride : p->idx_topk;
-    if (qls < HL * p->kv_lora_rank)
-        return ATTEND_FAIL("args->q_lat_stride is %lld, at least %lld", (long long)qls, (long long)(HL * p->kv_lora_rank));
-    if (qps < HL * p->qk_rope_dim)
-        return ATTEND_FAIL("args->q_pe_stride is %lld, at least %lld", (long long)qps, (long long)(HL * p->qk_rope_dim));
-    if (ts < p->idx_topk)
-        return ATTEND_FAIL("args->topk_stride is %lld, at least idx_topk (%d)", (long long)ts, p->idx_topk);
+                           (long long)a->num_cache_blocks, INT32_MAX / p->info.block_size);
+    const int64_t HL = p->info.heads_local;
+    int64_t qls = a->q_lat_stride ? a->q_lat_stride : HL * p->info.kv_lora_rank;
+    int64_t qps = a->q_pe_stride ? a->q_pe_stride : HL * p->info.qk_rope_dim;
+    int64_t ts = a->topk_stride ? a->topk_stride : p->info.idx_topk;
+    if (qls < HL * p->info.kv_lora_rank)
+        return ATTEND_FAIL("args->q_lat_stride is %lld, at least %lld", (long long)qls, (long long)(HL * p->info.kv_lora_rank));
+    if (qps < HL * p->info.qk_rope_dim)
+        return ATTEND_FAIL("args->q_pe_stride is %lld, at least %lld", (long long)qps, (long long)(HL * p->info.qk_rope_dim));
+    if (ts < p->info.idx_topk)
+        return ATTEND_FAIL("args->topk_stride is %lld, at least idx_topk (%d)", (long long)ts, p->info.idx_topk);
     CUresult pr = dsa_cu.cuCtxPushCurrent(ctx->cu);
     if (pr != CUDA_SUCCESS)
         return dsa_fail(ctx, DSA_ERROR_CUDA, "dsa_attend: cannot make the context current (%d)", (int)pr);
@@ -610,5 +602,39 @@ dsa_result_t dsa_attend(dsa_ctx_t ctx, const dsa_attend_args_t *a, void *stream)
     }
     CUcontext popped;
     dsa_cu.cuCtxPopCurrent(&popped);
+    return rc;
+}
+
+static dsa_result_t fill_info(const dsa_plan_t *plan, dsa_config_info_t *info, const char *fn)
+{
+    if (info->size < sizeof *info)
+        return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT, "%s: info->size is %zu, expected %zu", fn, info->size,
+                        sizeof *info);
+    *info = plan->info;
+    return DSA_SUCCESS;
+}
+
+dsa_result_t dsa_config_info(const char *config, dsa_config_info_t *info)
+{
+    if (!config)
+        return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT, "dsa_config_info: config (argument 1) is NULL");
+    if (!info)
+        return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT, "dsa_config_info: info (argument 2) is NULL");
+    for (const dsa_plan_t *const *p = dsa_registry; *p; p++)
+        if (strcmp((*p)->info.name, config) == 0)
+            return fill_info(*p, info, "dsa_config_info");
+    return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT,
+                    "dsa_config_info: no configuration named '%s' in this library (dsa_configs() lists them)", config);
+}
+
+dsa_result_t dsa_ctx_config(dsa_ctx_t ctx, dsa_config_info_t *info)
+{
+    if (!ctx)
+        return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT, "dsa_ctx_config: ctx (argument 1) is NULL");
+    if (!info)
+        return dsa_fail(ctx, DSA_ERROR_INVALID_ARGUMENT, "dsa_ctx_config: info (argument 2) is NULL");
+    dsa_result_t rc = fill_info(ctx->plan, info, "dsa_ctx_config");
+    if (rc != DSA_SUCCESS)
+        memcpy(ctx->err, dsa_thread_err(), DSA_ERRLEN);
     return rc;
 }

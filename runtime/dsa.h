@@ -62,6 +62,42 @@ typedef struct dsa_options {
 /* Names of the configurations linked into this library, NULL-terminated. */
 DSA_API const char *const *dsa_configs(void);
 
+/* What a configuration is: its geometry, topology, cache formats and byte sizes, as dsagen derived
+ * them. Hosts, tests and tools read these instead of encoding them. Strings live as long as the
+ * library (linked configurations) or the context (dsa_ctx_config). */
+typedef enum dsa_cache_dtype {
+    DSA_CACHE_BF16 = 0,         /* 576 bf16 per token */
+    DSA_CACHE_FP8_DS_MLA = 1,   /* e4m3 latent, fp32 scales per 128, bf16 rope (FlashMLA's V3.2 format) */
+    DSA_CACHE_NVFP4_DS_MLA = 2, /* e2m1 latent, e4m3 block scales per 16, e4m3 rope */
+} dsa_cache_dtype_t;
+
+typedef struct dsa_config_info {
+    size_t size;            /* set by the caller: sizeof(dsa_config_info_t) */
+    const char *name;       /* e.g. "glm5.2_tp4_dcp4_i1_fp8_ds_mla" */
+    const char *target;     /* the first target architecture, e.g. "sm_90a" */
+    /* model geometry */
+    int heads, q_lora_rank, kv_lora_rank, qk_nope_dim, qk_rope_dim, v_head_dim;
+    int kv_dim;             /* kv_lora_rank + qk_rope_dim: the packed query and key width */
+    int block_size, max_positions;
+    int idx_heads, idx_head_dim, idx_topk;
+    int rope_interleaved;   /* main MLA rope: 1 interleaved pairs, 0 NeoX halves */
+    float rms_norm_eps, softmax_scale;
+    /* topology */
+    int tp, dcp, interleave;
+    int heads_local;        /* heads / tp: this rank's query heads */
+    int heads_gathered;     /* heads_local * dcp: the heads each rank attends for */
+    /* the MLA cache entry */
+    dsa_cache_dtype_t cache_dtype;
+    const char *cache_dtype_name; /* "bf16", "fp8_ds_mla", "nvfp4_ds_mla" */
+    int fp8_scale_pow2;     /* fp8_ds_mla scales rounded up to powers of two */
+    int cache_bytes_per_token, cache_scale_offset, cache_rope_offset;
+    /* the indexer K cache: a page of block_size tokens */
+    int idx_bytes_per_token, idx_page_bytes;
+} dsa_config_info_t;
+
+/* Fills *info for the linked configuration named config. info->size must be set. */
+DSA_API dsa_result_t dsa_config_info(const char *config, dsa_config_info_t *info);
+
 /* Compiles (or loads from the cache) every kernel of configuration config and allocates what the
  * per-layer calls need. opts may be NULL for the defaults. */
 DSA_API dsa_result_t dsa_ctx_create(const char *config, const dsa_options_t *opts, dsa_ctx_t *ctx);
@@ -74,6 +110,9 @@ DSA_API dsa_result_t dsa_ctx_create(const char *config, const dsa_options_t *opt
 struct dsa_plan;
 DSA_API dsa_result_t dsa_ctx_create_plan(const struct dsa_plan *plan, const dsa_options_t *opts, dsa_ctx_t *ctx);
 DSA_API void dsa_ctx_destroy(dsa_ctx_t ctx); /* NULL: does nothing */
+
+/* The configuration of ctx, as dsa_config_info gives it. */
+DSA_API dsa_result_t dsa_ctx_config(dsa_ctx_t ctx, dsa_config_info_t *info);
 
 /* How the kernels of ctx were obtained: per kernel, compiled now (0) or loaded from cache (1). */
 typedef struct dsa_kernel_info {

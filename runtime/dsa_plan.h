@@ -6,7 +6,9 @@
 
 #include <stddef.h>
 
-#define DSA_PLAN_ABI 1
+#include "dsa.h"
+
+#define DSA_PLAN_ABI 2
 
 typedef struct dsa_source {
     const char *name; /* as the kernel includes it */
@@ -23,7 +25,7 @@ typedef struct dsa_kernel_desc {
 
 typedef struct dsa_plan {
     int abi; /* DSA_PLAN_ABI */
-    const char *name;
+    dsa_config_info_t info; /* what dsa_config_info reports */
     const char *symbol; /* the name as a C identifier, in kernel entry names */
     dsa_source_t config_h;
     int nkernels;
@@ -31,11 +33,7 @@ typedef struct dsa_plan {
     const char *rope_entry; /* the rope table kernel, in kernels[0]'s module */
     int ntargets;
     const char *const *targets;
-    /* geometry and topology */
-    int heads, q_lora_rank, kv_lora_rank, qk_rope_dim, block_size, max_positions;
-    int idx_head_dim, idx_topk, cache_bytes_per_token, idx_page_bytes;
-    int tp, dcp, interleave, heads_local, heads_gathered, attend_heads_per_cta;
-    float softmax_scale;
+    int attend_heads_per_cta;
     /* rope */
     double rope_theta;
     int rope_yarn;

@@ -96,13 +96,15 @@ DSA_HIDDEN dsa_result_t dsa_jit_compile(const dsa_plan_t *plan, const char *targ
 /* JIT for a context: dsa_jit_compile, then load the modules on ctx's device. */
 DSA_HIDDEN dsa_result_t dsa_jit_load(dsa_ctx_t ctx);
 
-/* Kernel headers embedded from runtime/kernels (build/runtime/kernel_headers.c), by the names the
- * kernels include them with (runtime/ctx.c lists them). */
-#define DSA_NUM_HEADERS 4
-typedef struct dsa_header {
+/* The kernel library's headers, embedded by the build (tools/embed --table; the list is the
+ * build's), by the names the kernels include them with. */
+#define DSA_MAX_HEADERS 63
+typedef struct dsa_embedded {
     const char *name, *text;
+    const size_t *len;
 } dsa_header_t;
-extern const dsa_header_t dsa_headers[DSA_NUM_HEADERS];
+extern const dsa_header_t dsa_headers[];
+extern const int dsa_headers_count;
 
 /* Rope of the plan: per-pair frequencies (qk_rope_dim / 2 <= 128) and the cos/sin scale, from
  * which the rope table kernel computes cos/sin of every position. */

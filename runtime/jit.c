@@ -25,8 +25,9 @@ typedef struct job {
     const char *target;
     int log_level;
     const dsa_kernel_desc_t *k;
-    const char *headers[DSA_NUM_HEADERS + 1];
-    const char *names[DSA_NUM_HEADERS + 1];
+    const char *headers[DSA_MAX_HEADERS + 1];
+    const char *names[DSA_MAX_HEADERS + 1];
+    int nheaders; /* config.h, then the library's */
     char opts_arch[64];
     const char *opts[4];
     int nopts;
@@ -192,7 +193,7 @@ static void explain_failure(job_t *j, const char *log)
     if (!m)
         return;
     len += (size_t)snprintf(m + len, cap - len, "kernel %s (%s) of %s did not compile\noptions:", j->k->name,
-                            j->k->source.name, j->plan->name);
+                            j->k->source.name, j->plan->info.name);
     for (int i = 0; i < j->nopts && len < cap; i++)
         len += (size_t)snprintf(m + len, cap - len, " %s", j->opts[i]);
     if (len < cap)
@@ -207,7 +208,7 @@ static void explain_failure(job_t *j, const char *log)
         while (name > log && name[-1] != '\n')
             name--;
         const char *text = j->k->source.text;
-        for (int i = 0; i < DSA_NUM_HEADERS + 1; i++)
+        for (int i = 0; i < j->nheaders; i++)
             if (j->names[i] && strncmp(name, j->names[i], strlen(j->names[i])) == 0)
                 text = j->headers[i];
         len += (size_t)snprintf(m + len, cap - len, "source around %.*s:%d:\n", (int)(open - name), name, line);
@@ -230,7 +231,7 @@ static void *compile_job(void *arg)
     double t0 = now_ms();
     nvrtcProgram prog = NULL;
     char *log = NULL;
-    nvrtcResult r = dsa_nvrtc.nvrtcCreateProgram(&prog, j->k->source.text, j->k->source.name, DSA_NUM_HEADERS + 1,
+    nvrtcResult r = dsa_nvrtc.nvrtcCreateProgram(&prog, j->k->source.text, j->k->source.name, j->nheaders,
                                                  j->headers, j->names);
     if (r != NVRTC_SUCCESS) {
         j->rc = DSA_ERROR_NVRTC;
@@ -301,6 +302,11 @@ dsa_result_t dsa_jit_compile(const dsa_plan_t *plan, const char *target, const c
                              dsa_jit_out_t *out, char *err, size_t errlen)
 {
     dsa_result_t rc = DSA_SUCCESS;
+    if (dsa_headers_count > DSA_MAX_HEADERS) {
+        snprintf(err, errlen, "the kernel library has %d headers, the JIT takes %d", dsa_headers_count,
+                 DSA_MAX_HEADERS);
+        return DSA_ERROR_INTERNAL;
+    }
     if (dsa_load_nvrtc(err, errlen) != 0)
         return DSA_ERROR_NVRTC;
     job_t *jobs = dsa_calloc((size_t)plan->nkernels, sizeof *jobs);
@@ -327,20 +333,21 @@ dsa_result_t dsa_jit_compile(const dsa_plan_t *plan, const char *target, const c
         j->info.name = j->k->name;
         j->headers[0] = plan->config_h.text;
         j->names[0] = "config.h";
-        for (int h = 0; h < DSA_NUM_HEADERS; h++) {
+        for (int h = 0; h < dsa_headers_count; h++) {
             j->headers[h + 1] = dsa_headers[h].text;
             j->names[h + 1] = dsa_headers[h].name;
         }
+        j->nheaders = dsa_headers_count + 1;
         snprintf(j->opts_arch, sizeof j->opts_arch, "--gpu-architecture=%s", target);
         j->opts[0] = j->opts_arch;
         j->opts[1] = "-std=c++17";
         j->opts[2] = "--ptxas-options=-v";
         j->nopts = 3;
-        make_key(j, DSA_NUM_HEADERS + 1);
+        make_key(j, j->nheaders);
         char key[65];
         hex(j->key, 32, key);
         if (dir[0]) {
-            snprintf(j->path, sizeof j->path, "%s/%s.%s.%s.%.16s.cubin", dir, plan->name, j->k->name, target, key);
+            snprintf(j->path, sizeof j->path, "%s/%s.%s.%s.%.16s.cubin", dir, plan->info.name, j->k->name, target, key);
             double t0 = now_ms();
             j->cubin = cache_load(j, &j->cubin_len);
             if (j->cubin) {
@@ -366,7 +373,7 @@ dsa_result_t dsa_jit_compile(const dsa_plan_t *plan, const char *target, const c
         if (!j->info.from_cache && dir[0])
             cache_store(j);
         j->info.cubin_bytes = j->cubin_len;
-        dsa_log(log_level, DSA_LOG_INFO, "%s: kernel %s %s in %.1f ms, %zu-byte cubin", plan->name, j->k->name,
+        dsa_log(log_level, DSA_LOG_INFO, "%s: kernel %s %s in %.1f ms, %zu-byte cubin", plan->info.name, j->k->name,
                 j->info.from_cache ? "loaded from cache" : "compiled", j->info.compile_ms, j->cubin_len);
     }
     for (int i = 0; i < plan->nkernels; i++) {

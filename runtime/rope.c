@@ -14,7 +14,7 @@ static double correction_dim(double rotations, int dim, double base, int max_pos
 
 void dsa_rope_freqs(const dsa_plan_t *p, double *freq, double *mscale)
 {
-    const int dim = p->qk_rope_dim, half = dim / 2;
+    const int dim = p->info.qk_rope_dim, half = dim / 2;
     double low = 0, high = 1;
     if (p->rope_yarn) {
         low = fmax(floor(correction_dim(p->yarn_beta_fast, dim, p->rope_theta, p->yarn_original_max_positions)), 0);

@@ -185,20 +185,20 @@ static void inproc_destroy(dsa_transport_t *t)
 dsa_result_t dsa_transport_create(dsa_ctx_t ctx)
 {
     const dsa_options_t *o = &ctx->opts;
-    int W = ctx->plan->dcp;
+    int W = ctx->plan->info.dcp;
     int given = (o->nccl_comm != NULL) + (o->nccl_id != NULL) + (o->inproc_group != NULL);
     if (W == 1) {
         if (given)
             return dsa_fail(ctx, DSA_ERROR_INVALID_ARGUMENT,
                             "dsa_ctx_create: configuration %s has dcp 1 and needs no DCP group, but opts names one",
-                            ctx->plan->name);
+                            ctx->plan->info.name);
         return DSA_SUCCESS;
     }
     if (given != 1)
         return dsa_fail(ctx, DSA_ERROR_INVALID_ARGUMENT,
                         "dsa_ctx_create: configuration %s has dcp %d: set exactly one of opts->nccl_comm, "
                         "opts->nccl_id, opts->inproc_group (%d set)",
-                        ctx->plan->name, W, given);
+                        ctx->plan->info.name, W, given);
     if (o->inproc_group) {
         if (o->inproc_group->size != W || o->dcp_rank < 0 || o->dcp_rank >= W)
             return dsa_fail(ctx, DSA_ERROR_INVALID_ARGUMENT,
@@ -236,7 +236,7 @@ dsa_result_t dsa_transport_create(dsa_ctx_t ctx)
     if (count != W)
         return dsa_fail(ctx, DSA_ERROR_INVALID_ARGUMENT,
                         "dsa_ctx_create: the NCCL communicator has %d ranks, configuration %s has dcp %d", count,
-                        ctx->plan->name, W);
+                        ctx->plan->info.name, W);
     t->base.rank = rank;
     return DSA_SUCCESS;
 }

@@ -46,7 +46,7 @@ static float frand(void)
 static const dsa_plan_t *plan_named(const char *name)
 {
     for (const dsa_plan_t *const *p = dsa_registry; *p; p++)
-        if (!strcmp((*p)->name, name))
+        if (!strcmp((*p)->info.name, name))
             return *p;
     return NULL;
 }
@@ -99,9 +99,9 @@ static int cpu_mode(const char *config, const char *why)
     geo_t g;
     geo_of(config, &g);
     world_t w;
-    world_build(&w, plan->dcp, plan->interleave, plan->block_size, g.fmt, plan->heads_local, plan->idx_topk,
+    world_build(&w, plan->info.dcp, plan->info.interleave, plan->info.block_size, g.fmt, plan->info.heads_local, plan->info.idx_topk,
                 TOPK_MIXED, rng);
-    w.scale = plan->softmax_scale;
+    w.scale = plan->info.softmax_scale;
     size_t n = (size_t)w.W * (size_t)w.T * (size_t)w.H;
     float *eo = malloc(n * 512 * 4), *el = malloc(n * 4), *so = malloc(n * 512 * 4), *sl = malloc(n * 4);
     world_expect(&w, eo, el);
@@ -132,7 +132,7 @@ static int gpu_rank(const char *config, int rank, const void *nccl_id, int fd)
     geo_t g;
     geo_of(config, &g);
     world_t w;
-    world_build(&w, plan->dcp, plan->interleave, plan->block_size, g.fmt, plan->heads_local, plan->idx_topk,
+    world_build(&w, plan->info.dcp, plan->info.interleave, plan->info.block_size, g.fmt, plan->info.heads_local, plan->info.idx_topk,
                 TOPK_MIXED, 20261130u);
     dsa_ctx_t ctx = NULL;
     dsa_options_t opts = DSA_OPTIONS_INIT;
@@ -146,10 +146,10 @@ static int gpu_rank(const char *config, int rank, const void *nccl_id, int fd)
     int64_t npos = 0;
     for (int r = 0; r < w.nreq; r++)
         npos += w.len[r];
-    uint16_t *kv = malloc((size_t)npos * 576 * 2), *qc = malloc((size_t)npos * (size_t)plan->q_lora_rank * 2);
+    uint16_t *kv = malloc((size_t)npos * 576 * 2), *qc = malloc((size_t)npos * (size_t)plan->info.q_lora_rank * 2);
     int64_t *pos = malloc((size_t)npos * 8), *mine = malloc((size_t)npos * 8), *full = malloc((size_t)npos * 8);
     uint16_t qw[4096], kvw[512];
-    for (int i = 0; i < plan->q_lora_rank; i++)
+    for (int i = 0; i < plan->info.q_lora_rank; i++)
         qw[i] = ref_bf16_encode(1.0f + 0.25f * frand());
     for (int i = 0; i < 512; i++)
         kvw[i] = ref_bf16_encode(1.0f + 0.25f * frand());
@@ -158,8 +158,8 @@ static int gpu_rank(const char *config, int rank, const void *nccl_id, int fd)
         for (int64_t p = 0; p < w.len[r]; p++, at++) {
             for (int d = 0; d < 576; d++)
                 kv[at * 576 + d] = ref_bf16_encode(frand());
-            for (int d = 0; d < plan->q_lora_rank; d++)
-                qc[at * plan->q_lora_rank + d] = ref_bf16_encode(frand());
+            for (int d = 0; d < plan->info.q_lora_rank; d++)
+                qc[at * plan->info.q_lora_rank + d] = ref_bf16_encode(frand());
             pos[at] = p;
             const world_shard_t *sh = &w.shard[rank];
             mine[at] = ref_dcp_owner(p, w.W, w.I) == rank
@@ -169,9 +169,9 @@ static int gpu_rank(const char *config, int rank, const void *nccl_id, int fd)
             full[at] = ref_dcp_slot(p, w.shard[w.W].table + r * w.shard[w.W].max_blocks, w.shard[w.W].max_blocks,
                                     w.bs);
         }
-    CUdeviceptr d_kv = up(kv, (size_t)npos * 1152), d_qc = up(qc, (size_t)npos * (size_t)plan->q_lora_rank * 2),
+    CUdeviceptr d_kv = up(kv, (size_t)npos * 1152), d_qc = up(qc, (size_t)npos * (size_t)plan->info.q_lora_rank * 2),
                 d_pos = up(pos, (size_t)npos * 8), d_qw = up(qw, sizeof qw), d_kvw = up(kvw, sizeof kvw), d_qo;
-    CK(dsa_cu.cuMemAlloc(&d_qo, (size_t)npos * (size_t)plan->q_lora_rank * 2));
+    CK(dsa_cu.cuMemAlloc(&d_qo, (size_t)npos * (size_t)plan->info.q_lora_rank * 2));
     CUdeviceptr d_cache[2], d_slots[2];
     const world_shard_t *shards[2] = {&w.shard[rank], &w.shard[w.W]};
     const int64_t *maps[2] = {mine, full};
@@ -291,7 +291,7 @@ int main(int argc, char **argv)
     if (!chosen && ngpu < 4)
         config = ngpu >= 2 ? "glm5.2_tp2_dcp2_i1_nvfp4_ds_mla" : "glm5.2_tp4_dcp1_i1_fp8_ds_mla";
     const dsa_plan_t *plan = plan_named(config);
-    int W = plan->dcp;
+    int W = plan->info.dcp;
     if (W > ngpu) {
         printf("dsa-demo: %s needs %d GPUs, this machine has %d\n", config, W, ngpu);
         return 1;
@@ -325,7 +325,7 @@ int main(int argc, char **argv)
     geo_t g;
     geo_of(config, &g);
     world_t w;
-    world_build(&w, W, plan->interleave, plan->block_size, g.fmt, plan->heads_local, plan->idx_topk, TOPK_MIXED,
+    world_build(&w, W, plan->info.interleave, plan->info.block_size, g.fmt, plan->info.heads_local, plan->info.idx_topk, TOPK_MIXED,
                 20261130u);
     size_t T = (size_t)w.T, H = (size_t)w.H, n = (size_t)W * T * H;
     float *go = malloc(n * 512 * 4), *gl = malloc(n * 4), *eo = malloc(n * 512 * 4), *el = malloc(n * 4);
@@ -364,7 +364,7 @@ int main(int argc, char **argv)
         printf("dsa-demo: a rank failed\n");
         return 1;
     }
-    w.scale = plan->softmax_scale;
+    w.scale = plan->info.softmax_scale;
     world_expect(&w, eo, el); /* DCP = 1 on the CPU, from the cache bytes the GPU prologue wrote */
     double rel = 0, cs = 1, lrel = 0;
     agreement(&w, eo, el, go, gl, 0, W, &rel, &cs, &lrel);

@@ -43,7 +43,7 @@ int main(int argc, char **argv)
     for (const dsa_plan_t *const *p = dsa_registry; *p; p++) {
         int want = nonly == 0;
         for (int i = 0; i < nonly; i++)
-            want |= strcmp(only[i], (*p)->name) == 0;
+            want |= strcmp(only[i], (*p)->info.name) == 0;
         if (!want)
             continue;
         found++;
@@ -53,16 +53,16 @@ int main(int argc, char **argv)
         dsa_result_t rc = dsa_jit_compile(*p, target ? target : (*p)->targets[0], cache, DSA_LOG_WARN, out, err,
                                           sizeof err);
         if (rc != DSA_SUCCESS) {
-            printf("%s: %s: %s\n", (*p)->name, dsa_strerror(rc), err);
+            printf("%s: %s: %s\n", (*p)->info.name, dsa_strerror(rc), err);
             failed++;
             continue;
         }
         for (int k = 0; k < (*p)->nkernels; k++) {
             const dsa_kernel_info_t *in = &out[k].info;
-            printf("%-40s %-10s %5d %6d %7d %8zu %9.1f %s\n", (*p)->name, in->name, in->registers, in->local_bytes,
+            printf("%-40s %-10s %5d %6d %7d %8zu %9.1f %s\n", (*p)->info.name, in->name, in->registers, in->local_bytes,
                    in->shared_bytes, out[k].len, in->compile_ms, in->from_cache ? "cache" : "nvrtc");
             if (!in->from_cache && in->local_bytes != 0) {
-                printf("%s: kernel %s uses %d bytes of local memory (stack or spills)\n", (*p)->name, in->name,
+                printf("%s: kernel %s uses %d bytes of local memory (stack or spills)\n", (*p)->info.name, in->name,
                        in->local_bytes);
                 failed++;
             }

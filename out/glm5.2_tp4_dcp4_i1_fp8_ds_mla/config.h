@@ -57,7 +57,7 @@
 #define DSA_ATTEND_HEADS_PER_CTA 64 /* gathered heads per sparse MLA CTA */
 
 /* ---- MLA cache entry: fp8_ds_mla, 656 bytes per token ---- */
-#define DSA_CACHE_FP8_DS_MLA 1
+#define DSA_CACHE_DTYPE 1 /* dsa_cache_dtype_t: 0 bf16, 1 fp8_ds_mla, 2 nvfp4_ds_mla */
 #define DSA_CACHE_BYTES_PER_TOKEN 656
 #define DSA_CACHE_LATENT_OFFSET 0
 #define DSA_CACHE_LATENT_BYTES 512

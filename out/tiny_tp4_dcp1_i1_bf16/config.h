@@ -57,7 +57,7 @@
 #define DSA_ATTEND_HEADS_PER_CTA 16 /* gathered heads per sparse MLA CTA */
 
 /* ---- MLA cache entry: bf16, 1152 bytes per token ---- */
-#define DSA_CACHE_BF16 1
+#define DSA_CACHE_DTYPE 0 /* dsa_cache_dtype_t: 0 bf16, 1 fp8_ds_mla, 2 nvfp4_ds_mla */
 #define DSA_CACHE_BYTES_PER_TOKEN 1152
 #define DSA_CACHE_LATENT_OFFSET 0
 #define DSA_CACHE_LATENT_BYTES 1024

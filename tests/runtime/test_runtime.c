@@ -18,7 +18,7 @@
 static const dsa_plan_t *plan_named(const char *name)
 {
     for (const dsa_plan_t *const *p = dsa_registry; *p; p++)
-        if (!strcmp((*p)->name, name))
+        if (!strcmp((*p)->info.name, name))
             return *p;
     return NULL;
 }
@@ -50,7 +50,7 @@ static void test_configs_and_arguments(void)
     CHECK(dsa_ctx_create_plan(NULL, NULL, &ctx) == DSA_ERROR_INVALID_ARGUMENT && ctx == NULL);
     CHECK(!strcmp(dsa_last_error(NULL), "dsa_ctx_create_plan: plan (argument 1) is NULL"));
     extern const struct dsa_plan dsa_plan_glm5_2_tp4_dcp4_i1_fp8_ds_mla; /* linked by its symbol */
-    CHECK(!strcmp(dsa_plan_glm5_2_tp4_dcp4_i1_fp8_ds_mla.name, "glm5.2_tp4_dcp4_i1_fp8_ds_mla"));
+    CHECK(!strcmp(dsa_plan_glm5_2_tp4_dcp4_i1_fp8_ds_mla.info.name, "glm5.2_tp4_dcp4_i1_fp8_ds_mla"));
     o = (dsa_options_t)DSA_OPTIONS_INIT;
     o.size = 8;
     CHECK(dsa_ctx_create_plan(&dsa_plan_glm5_2_tp4_dcp4_i1_fp8_ds_mla, &o, &ctx) == DSA_ERROR_INVALID_ARGUMENT);
@@ -62,6 +62,34 @@ static void test_configs_and_arguments(void)
     CHECK(!strcmp(dsa_strerror(DSA_SUCCESS), "success"));
     CHECK(!strcmp(dsa_strerror(DSA_ERROR_NVRTC), "NVRTC compilation error"));
     CHECK(!strcmp(dsa_strerror((dsa_result_t)99), "unknown result code"));
+}
+
+/* The configuration query reports what the generator derived, and its argument errors name the
+ * argument. Values checked against the shipped GLM-5.2 spec (specs/glm5.2.lua) by hand. */
+static void test_config_info(void)
+{
+    dsa_config_info_t info = {.size = sizeof info};
+    CHECK(dsa_config_info("glm5.2_tp4_dcp4_i1_fp8_ds_mla", &info) == DSA_SUCCESS);
+    CHECK(!strcmp(info.name, "glm5.2_tp4_dcp4_i1_fp8_ds_mla") && !strcmp(info.target, "sm_90a"));
+    CHECK(info.heads == 64 && info.heads_local == 16 && info.heads_gathered == 64 && info.tp == 4 && info.dcp == 4);
+    CHECK(info.kv_lora_rank == 512 && info.qk_rope_dim == 64 && info.kv_dim == 576 && info.v_head_dim == 256);
+    CHECK(info.cache_dtype == DSA_CACHE_FP8_DS_MLA && !strcmp(info.cache_dtype_name, "fp8_ds_mla"));
+    CHECK(info.cache_bytes_per_token == 656 && info.cache_scale_offset == 512 && info.cache_rope_offset == 528);
+    CHECK(info.idx_bytes_per_token == 132 && info.idx_page_bytes == 64 * 132 && info.idx_topk == 2048);
+    CHECK(info.softmax_scale == 0.0625f);
+    CHECK(dsa_config_info("glm5.2_tp2_dcp2_i1_nvfp4_ds_mla", &info) == DSA_SUCCESS);
+    CHECK(info.cache_dtype == DSA_CACHE_NVFP4_DS_MLA && info.cache_bytes_per_token == 352);
+    CHECK(dsa_config_info("nope", &info) == DSA_ERROR_INVALID_ARGUMENT);
+    CHECK(!strcmp(dsa_last_error(NULL),
+                  "dsa_config_info: no configuration named 'nope' in this library (dsa_configs() lists them)"));
+    CHECK(dsa_config_info(NULL, &info) == DSA_ERROR_INVALID_ARGUMENT);
+    CHECK(!strcmp(dsa_last_error(NULL), "dsa_config_info: config (argument 1) is NULL"));
+    CHECK(dsa_config_info("tiny_tp4_dcp1_i1_bf16", NULL) == DSA_ERROR_INVALID_ARGUMENT);
+    CHECK(!strcmp(dsa_last_error(NULL), "dsa_config_info: info (argument 2) is NULL"));
+    info.size = 8;
+    CHECK(dsa_config_info("tiny_tp4_dcp1_i1_bf16", &info) == DSA_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(dsa_last_error(NULL), "info->size is 8") != NULL);
+    CHECK(dsa_ctx_config(NULL, &info) == DSA_ERROR_INVALID_ARGUMENT);
 }
 
 /* Without a GPU the create call fails with DSA_ERROR_CUDA and says why; with one, it works. */
@@ -118,7 +146,7 @@ static void test_rope_freqs(void)
         ref_rope r = {64, p->rope_theta, p->rope_yarn, p->yarn_factor, p->yarn_beta_fast, p->yarn_beta_slow,
                       p->rope_mscale, p->yarn_original_max_positions};
         double worst = 0;
-        const int pos[] = {0, 1, 255, 256, 1000, 4095, 65537, p->max_positions - 1};
+        const int pos[] = {0, 1, 255, 256, 1000, 4095, 65537, p->info.max_positions - 1};
         for (int i = 0; i < 8; i++) {
             float rc[32], rs[32];
             ref_rope_cos_sin(&r, pos[i], rc, rs);
@@ -266,6 +294,7 @@ int main(int argc, char **argv)
     if (argc > 1 && !strcmp(argv[1], "--fake-nvrtc"))
         return fake_nvrtc_main();
     test_configs_and_arguments();
+    test_config_info();
     test_no_device();
     test_loaders();
     test_rope_freqs();

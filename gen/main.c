@@ -232,6 +232,31 @@ static void push_env(lua_State *L, const loaded *l, const dsg_config *c, const c
     set_int(L, "gather_recv", dv.gather_recv);
     set_int(L, "exchange_send", dv.exchange_send);
     set_int(L, "exchange_recv", dv.exchange_recv);
+    set_int(L, "exchange_out_block", dv.exchange_out_block);
+    set_int(L, "exchange_lse_block", dv.exchange_lse_block);
+    set_int(L, "prologue_threads", dv.prologue_threads);
+    set_int(L, "rope_threads", dv.rope_threads);
+    set_int(L, "pack_threads", dv.pack_threads);
+    set_int(L, "attend_threads", dv.attend_threads);
+    set_int(L, "merge_threads", dv.merge_threads);
+    set_int(L, "pack_ctas_per_token", dv.pack_ctas_per_token);
+    set_int(L, "attend_ctas_per_token", dv.attend_ctas_per_token);
+    set_int(L, "rope_entries", dv.rope_entries);
+    lua_newtable(L);
+    for (int i = 0; i < g->qk_rope_dim / 2; i++) {
+        lua_pushnumber(L, dv.rope_freq[i]);
+        lua_rawseti(L, -2, i + 1);
+    }
+    lua_setfield(L, -2, "rope_freq");
+    /* kernel entry names: the instantiations define them, the plan names them */
+    lua_newtable(L);
+    static const char *const entries[] = {"prologue", "rope_table", "pack_q", "attend", "merge", "attend_smem"};
+    for (size_t i = 0; i < sizeof entries / sizeof entries[0]; i++) {
+        char e[192];
+        snprintf(e, sizeof e, "dsa_%s_%s", entries[i], c->symbol);
+        set_str(L, entries[i], e);
+    }
+    lua_setfield(L, -2, "entry");
     lua_setfield(L, -2, "d");
 }
 
@@ -242,7 +267,7 @@ static void comment_style(const char *out, const char **open, const char **cont,
     *open = "//", *cont = "//", *close = "";
     if (ext && strcmp(ext, ".md") == 0)
         *open = "<!--", *cont = "    ", *close = " -->";
-    else if (ext && strcmp(ext, ".ninja") == 0)
+    else if (ext && (strcmp(ext, ".ninja") == 0 || strcmp(ext, ".txt") == 0))
         *open = "#", *cont = "#";
 }
 

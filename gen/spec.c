@@ -602,6 +602,36 @@ double dsg_yarn_mscale(double scale, double m)
     return scale <= 1 ? 1.0 : 0.1 * m * log(scale) + 1.0;
 }
 
+static double yarn_correction_dim(double rotations, int dim, double base, int max_pos)
+{
+    return dim * log(max_pos / (rotations * 2.0 * M_PI)) / (2.0 * log(base));
+}
+
+/* Rope frequencies: plain theta^(-2i/d), or YaRN as DeepSeek-V3 defines it (frequencies of long
+ * wavelengths divided by factor, a linear ramp between the beta_fast and beta_slow correction
+ * dims). The runtime's rope table kernel takes cos and sin of pos * freq[i] in double, times
+ * rope_mscale. */
+static void rope_freqs(const dsg_geometry *g, double *freq)
+{
+    const int dim = g->qk_rope_dim;
+    double low = 0, high = 1;
+    if (g->has_yarn) {
+        low = fmax(floor(yarn_correction_dim(g->yarn_beta_fast, dim, g->rope_theta, g->yarn_original_max_positions)),
+                   0);
+        high = fmin(ceil(yarn_correction_dim(g->yarn_beta_slow, dim, g->rope_theta, g->yarn_original_max_positions)),
+                    dim - 1);
+        if (low == high)
+            high += 0.001;
+    }
+    for (int i = 0; i < dim / 2; i++) {
+        freq[i] = pow(g->rope_theta, -2.0 * i / dim);
+        if (g->has_yarn) {
+            double ramp = fmin(fmax((i - low) / (high - low), 0.0), 1.0);
+            freq[i] = freq[i] / g->yarn_factor * ramp + freq[i] * (1.0 - ramp);
+        }
+    }
+}
+
 void dsg_derive(const dsg_geometry *g, const dsg_config *c, dsg_derived *o)
 {
     memset(o, 0, sizeof *o);
@@ -654,4 +684,17 @@ void dsg_derive(const dsg_geometry *g, const dsg_config *c, dsg_derived *o)
     o->gather_recv = (w - 1) * o->ws_q_packed;
     o->exchange_send = (w - 1) * o->heads_local * (L + 1) * 4;
     o->exchange_recv = o->exchange_send;
+    o->exchange_out_block = o->heads_local * L * 4;
+    o->exchange_lse_block = o->heads_local * 4;
+
+    /* The kernel library is written for these CTA sizes (kernels check them with static_assert). */
+    o->prologue_threads = 256;
+    o->rope_threads = 256;
+    o->pack_threads = 256;
+    o->attend_threads = 256;
+    o->merge_threads = 128;
+    o->pack_ctas_per_token = (o->heads_local * (o->kv_dim / 8) + o->pack_threads - 1) / o->pack_threads;
+    o->attend_ctas_per_token = (o->heads_gathered + o->attend_heads_per_cta - 1) / o->attend_heads_per_cta;
+    o->rope_entries = (long long)g->max_positions * (R / 2);
+    rope_freqs(g, o->rope_freq);
 }

@@ -14,6 +14,7 @@ typedef enum { DSG_CACHE_BF16, DSG_CACHE_FP8_DS_MLA, DSG_CACHE_NVFP4_DS_MLA } ds
 
 #define DSG_MAX_TARGETS 8
 #define DSG_MAX_CONFIGS 64
+#define DSG_MAX_ROPE_PAIRS 128 /* qk_rope_dim <= 256 */
 
 typedef struct dsg_geometry {
     int heads, q_lora_rank, kv_lora_rank, qk_nope_dim, qk_rope_dim, v_head_dim;
@@ -67,6 +68,13 @@ typedef struct dsg_derived {
     /* workspaces and collectives, bytes per token */
     int ws_q_packed, ws_q_gathered, ws_partial_out, ws_partial_lse;
     int gather_send, gather_recv, exchange_send, exchange_recv;
+    int exchange_out_block, exchange_lse_block; /* one rank's block of the two all-to-alls */
+    /* launch shapes: threads per CTA of each kernel, CTAs per token where a token spans several */
+    int prologue_threads, rope_threads, pack_threads, attend_threads, merge_threads;
+    int pack_ctas_per_token, attend_ctas_per_token;
+    long long rope_entries; /* cos/sin table entries: max_positions * qk_rope_dim / 2 */
+    /* rope: per-pair frequencies (theta^(-2i/d), YaRN-corrected) and the cos/sin scale */
+    double rope_freq[DSG_MAX_ROPE_PAIRS];
 } dsg_derived;
 
 extern const char *const dsg_target_names[];

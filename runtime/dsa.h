@@ -35,11 +35,8 @@ DSA_API const char *dsa_last_error(dsa_ctx_t ctx);
 
 typedef enum dsa_log_level { DSA_LOG_QUIET = 0, DSA_LOG_WARN = 1, DSA_LOG_INFO = 2 } dsa_log_level_t;
 
-/* W ranks of a DCP group inside one process, on one GPU and one stream: the transport the tests
- * use to run DCP = W without W GPUs. Never a production path. */
+/* An in-process DCP group: for tests only (dsa_testing.h). */
 typedef struct dsa_inproc_group *dsa_inproc_group_t;
-DSA_API dsa_result_t dsa_inproc_group_create(int size, dsa_inproc_group_t *group);
-DSA_API void dsa_inproc_group_destroy(dsa_inproc_group_t group); /* after its contexts */
 
 typedef struct dsa_options {
     size_t size;            /* sizeof(dsa_options_t): lets the struct grow without breaking callers */
@@ -51,7 +48,7 @@ typedef struct dsa_options {
     /* The DCP group, for configurations with dcp > 1: exactly one of the three. */
     void *nccl_comm;        /* the host's ncclComm_t of the DCP group (size dcp); the host keeps it */
     const void *nccl_id;    /* or an ncclUniqueId (128 bytes): the context creates its own communicator */
-    dsa_inproc_group_t inproc_group; /* or, in tests, an in-process group */
+    dsa_inproc_group_t inproc_group; /* or, in tests, an in-process group (dsa_testing.h) */
     int dcp_rank;           /* this rank in the group, with nccl_id or inproc_group */
     int64_t attend_tokens;  /* rows per attend chunk, the size of its workspaces (allocated at creation:
                                about (3 dcp + 1) * heads_local * 2.3 KiB per row); 0: 2048 */
@@ -109,6 +106,13 @@ DSA_API dsa_result_t dsa_ctx_create(const char *config, const dsa_options_t *opt
  * so a missing configuration is a link error rather than a run-time one. */
 struct dsa_plan;
 DSA_API dsa_result_t dsa_ctx_create_plan(const struct dsa_plan *plan, const dsa_options_t *opts, dsa_ctx_t *ctx);
+
+/* The same for a configuration generated anywhere, read at run time from its folder (what
+ * `dsagen SPEC.lua -o OUT` writes as OUT/<config>/: plan.txt, config.h and the kernel sources),
+ * compiled against the kernel library embedded in this libdsa. The folder must come from a
+ * dsagen of this libdsa's plan format and kernel ABI; anything else is DSA_ERROR_INVALID_ARGUMENT
+ * with the plan's file and line. */
+DSA_API dsa_result_t dsa_ctx_create_dir(const char *dir, const dsa_options_t *opts, dsa_ctx_t *ctx);
 DSA_API void dsa_ctx_destroy(dsa_ctx_t ctx); /* NULL: does nothing */
 
 /* The configuration of ctx, as dsa_config_info gives it. */
@@ -154,14 +158,6 @@ typedef struct dsa_prologue_args {
 } dsa_prologue_args_t;
 
 DSA_API dsa_result_t dsa_prologue(dsa_ctx_t ctx, const dsa_prologue_args_t *args, void *stream);
-
-/* The DCP all-gather that the attend step uses, exposed for tests and benchmarks: recv holds the
- * group's send buffers of bytes each, in rank order. Enqueued on stream; no synchronisation. */
-DSA_API dsa_result_t dsa_dcp_allgather(dsa_ctx_t ctx, const void *send, void *recv, size_t bytes, void *stream);
-
-/* The DCP exchange that the attend step uses before its merge, exposed likewise: send holds one
- * block of bytes per rank (block p goes to rank p); recv receives one block from each rank. */
-DSA_API dsa_result_t dsa_dcp_alltoall(dsa_ctx_t ctx, const void *send, void *recv, size_t bytes, void *stream);
 
 /* Stage C (DESIGN.md) for num_tokens rows (decode and prefill mixed): q = [q_lat | rope(q_pe)];
  * with dcp > 1 the query all-gather over the DCP group; the top-k positions this rank owns mapped to

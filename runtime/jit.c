@@ -12,7 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "jit.h"
 
 /* Entry: magic, the 32-byte key it was compiled for, SHA-256 of the payload, payload length (u64),
  * payload (the cubin). The key check catches an entry of another NVRTC version or other options
@@ -21,10 +21,10 @@
 #define MAGIC_LEN 10
 
 typedef struct job {
-    const dsa_plan_t *plan;
+    const dsa_cfg_t *cfg;
     const char *target;
     int log_level;
-    const dsa_kernel_desc_t *k;
+    const dsa_module_desc_t *k;
     const char *headers[DSA_MAX_HEADERS + 1];
     const char *names[DSA_MAX_HEADERS + 1];
     int nheaders; /* config.h, then the library's */
@@ -193,7 +193,7 @@ static void explain_failure(job_t *j, const char *log)
     if (!m)
         return;
     len += (size_t)snprintf(m + len, cap - len, "kernel %s (%s) of %s did not compile\noptions:", j->k->name,
-                            j->k->source.name, j->plan->info.name);
+                            j->k->source.name, j->cfg->info.name);
     for (int i = 0; i < j->nopts && len < cap; i++)
         len += (size_t)snprintf(m + len, cap - len, " %s", j->opts[i]);
     if (len < cap)
@@ -298,7 +298,7 @@ static const char *default_cache_dir(char *buf, size_t n, const char *given)
     return buf;
 }
 
-dsa_result_t dsa_jit_compile(const dsa_plan_t *plan, const char *target, const char *cache_dir, int log_level,
+dsa_result_t dsa_jit_compile(const dsa_cfg_t *cfg, const char *target, const char *cache_dir, int log_level,
                              dsa_jit_out_t *out, char *err, size_t errlen)
 {
     dsa_result_t rc = DSA_SUCCESS;
@@ -307,11 +307,17 @@ dsa_result_t dsa_jit_compile(const dsa_plan_t *plan, const char *target, const c
                  DSA_MAX_HEADERS);
         return DSA_ERROR_INTERNAL;
     }
+    /* the target reaches NVRTC's options and the cache's file names: sm_ and letters or digits */
+    size_t tl = target ? strlen(target) : 0;
+    if (tl < 4 || tl > 15 || strncmp(target, "sm_", 3) != 0 || strspn(target + 3, "0123456789abcdefghijklmnopqrstuvwxyz") != tl - 3) {
+        snprintf(err, errlen, "target '%.32s' is not an architecture like sm_90a", target ? target : "(null)");
+        return DSA_ERROR_INVALID_ARGUMENT;
+    }
     if (dsa_load_nvrtc(err, errlen) != 0)
         return DSA_ERROR_NVRTC;
-    job_t *jobs = dsa_calloc((size_t)plan->nkernels, sizeof *jobs);
-    pthread_t *th = dsa_calloc((size_t)plan->nkernels, sizeof *th);
-    int *started = dsa_calloc((size_t)plan->nkernels, sizeof *started);
+    job_t *jobs = dsa_calloc((size_t)DSA_NMODULES, sizeof *jobs);
+    pthread_t *th = dsa_calloc((size_t)DSA_NMODULES, sizeof *th);
+    int *started = dsa_calloc((size_t)DSA_NMODULES, sizeof *started);
     if (!jobs || !th || !started) {
         snprintf(err, errlen, "out of host memory");
         rc = DSA_ERROR_OUT_OF_MEMORY;
@@ -324,14 +330,14 @@ dsa_result_t dsa_jit_compile(const dsa_plan_t *plan, const char *target, const c
                 strerror(errno));
         dir[0] = '\0';
     }
-    for (int i = 0; i < plan->nkernels; i++) {
+    for (int i = 0; i < DSA_NMODULES; i++) {
         job_t *j = &jobs[i];
-        j->plan = plan;
+        j->cfg = cfg;
         j->target = target;
         j->log_level = log_level;
-        j->k = &plan->kernels[i];
+        j->k = &cfg->modules[i];
         j->info.name = j->k->name;
-        j->headers[0] = plan->config_h.text;
+        j->headers[0] = cfg->config_h.text;
         j->names[0] = "config.h";
         for (int h = 0; h < dsa_headers_count; h++) {
             j->headers[h + 1] = dsa_headers[h].text;
@@ -347,7 +353,7 @@ dsa_result_t dsa_jit_compile(const dsa_plan_t *plan, const char *target, const c
         char key[65];
         hex(j->key, 32, key);
         if (dir[0]) {
-            snprintf(j->path, sizeof j->path, "%s/%s.%s.%s.%.16s.cubin", dir, plan->info.name, j->k->name, target, key);
+            snprintf(j->path, sizeof j->path, "%s/%s.%s.%s.%.16s.cubin", dir, cfg->info.name, j->k->name, target, key);
             double t0 = now_ms();
             j->cubin = cache_load(j, &j->cubin_len);
             if (j->cubin) {
@@ -360,10 +366,10 @@ dsa_result_t dsa_jit_compile(const dsa_plan_t *plan, const char *target, const c
         if (!started[i])
             compile_job(j);
     }
-    for (int i = 0; i < plan->nkernels; i++)
+    for (int i = 0; i < DSA_NMODULES; i++)
         if (started[i])
             pthread_join(th[i], NULL);
-    for (int i = 0; i < plan->nkernels; i++) {
+    for (int i = 0; i < DSA_NMODULES; i++) {
         job_t *j = &jobs[i];
         if (j->rc != DSA_SUCCESS) {
             snprintf(err, errlen, "%s", j->err ? j->err : "kernel compilation failed");
@@ -373,55 +379,22 @@ dsa_result_t dsa_jit_compile(const dsa_plan_t *plan, const char *target, const c
         if (!j->info.from_cache && dir[0])
             cache_store(j);
         j->info.cubin_bytes = j->cubin_len;
-        dsa_log(log_level, DSA_LOG_INFO, "%s: kernel %s %s in %.1f ms, %zu-byte cubin", plan->info.name, j->k->name,
+        dsa_log(log_level, DSA_LOG_INFO, "%s: kernel %s %s in %.1f ms, %zu-byte cubin", cfg->info.name, j->k->name,
                 j->info.from_cache ? "loaded from cache" : "compiled", j->info.compile_ms, j->cubin_len);
     }
-    for (int i = 0; i < plan->nkernels; i++) {
+    for (int i = 0; i < DSA_NMODULES; i++) {
         out[i].cubin = jobs[i].cubin;
         out[i].len = jobs[i].cubin_len;
         out[i].info = jobs[i].info;
         jobs[i].cubin = NULL;
     }
 done:
-    for (int i = 0; jobs && i < plan->nkernels; i++) {
+    for (int i = 0; jobs && i < DSA_NMODULES; i++) {
         free(jobs[i].cubin);
         free(jobs[i].err);
     }
     free(jobs);
     free(th);
     free(started);
-    return rc;
-}
-
-dsa_result_t dsa_jit_load(dsa_ctx_t ctx)
-{
-    const dsa_plan_t *plan = ctx->plan;
-    dsa_result_t rc;
-    dsa_jit_out_t *out = dsa_calloc((size_t)plan->nkernels, sizeof *out);
-    if (!out)
-        return dsa_fail(ctx, DSA_ERROR_OUT_OF_MEMORY, "out of host memory");
-    rc = dsa_jit_compile(plan, ctx->target, ctx->opts.cache_dir, ctx->opts.log_level, out, ctx->err, DSA_ERRLEN);
-    if (rc != DSA_SUCCESS)
-        goto fail;
-    for (int i = 0; i < plan->nkernels; i++) {
-        dsa_kernel_t *k = &ctx->kernels[i];
-        CU_CHECK(ctx, dsa_cu.cuModuleLoadData(&k->module, out[i].cubin));
-        CU_CHECK(ctx, dsa_cu.cuModuleGetFunction(&k->fn, k->module, plan->kernels[i].entry));
-        int regs = 0, local = 0, shared = 0;
-        CU_CHECK(ctx, dsa_cu.cuFuncGetAttribute(&regs, CU_FUNC_ATTRIBUTE_NUM_REGS, k->fn));
-        CU_CHECK(ctx, dsa_cu.cuFuncGetAttribute(&local, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, k->fn));
-        CU_CHECK(ctx, dsa_cu.cuFuncGetAttribute(&shared, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, k->fn));
-        out[i].info.registers = regs;
-        out[i].info.local_bytes = local;
-        out[i].info.shared_bytes = shared;
-        k->info = out[i].info;
-        ctx->info[i] = out[i].info;
-    }
-fail:
-    for (int i = 0; i < plan->nkernels; i++)
-        free(out[i].cubin);
-    free(out);
-    if (rc != DSA_SUCCESS)
-        memcpy(dsa_thread_err(), ctx->err, DSA_ERRLEN);
     return rc;
 }

@@ -139,6 +139,21 @@ if [ -f .cuda/include/cuda.h ] && [ -f .cuda/include/nvrtc.h ]; then
     else
       bad "dsa-jit: $out"
     fi
+    # a spec written outside the repository, of a configuration no shipped spec has (GLM-5.2 at
+    # TP 8 x DCP 2): rendered by build/dsagen, then compiled from its folder against the kernel
+    # library embedded in libdsa, as dsa_ctx_create_dir does at run time; nothing rebuilt
+    mkdir -p "$tmp/outside"
+    sed -e '/^  configs = {/,/^  },/c\  configs = { { tp = 8, dcp = 2, interleave = 1, cache_dtype = "fp8_ds_mla", targets = { "sm_90a" } } },' \
+      specs/glm5.2.lua > "$tmp/outside/glm5.2_tp8.lua"
+    if build/dsagen "$tmp/outside/glm5.2_tp8.lua" -o "$tmp/outside/out" >/dev/null &&
+       [ -f "$tmp/outside/out/glm5.2_tp8_dcp2_i1_fp8_ds_mla/plan.txt" ] &&
+       ! build/dsa-jit glm5.2_tp8_dcp2_i1_fp8_ds_mla >/dev/null 2>&1 &&
+       out=$(build/dsa-jit --dir "$tmp/outside/out/glm5.2_tp8_dcp2_i1_fp8_ds_mla" 2>&1) &&
+       [ "$(printf '%s\n' "$out" | grep -c '^glm5.2_tp8_dcp2_i1_fp8_ds_mla .* nvrtc$')" -eq 2 ]; then
+      ok
+    else
+      bad "a configuration generated outside the repository does not compile from its folder: $out"
+    fi
   else
     bad "ninja runtime"
   fi

@@ -17,7 +17,8 @@
 #include "../tests/ref/geo.h"
 #include "../tests/ref/ref.h"
 #include "../tests/ref/world.h"
-#include "internal.h"
+#include "dsa_testing.h"
+#include "jit.h"
 
 #define CK(call)                                                                                             \
     do {                                                                                                     \
@@ -43,12 +44,10 @@ static float frand(void)
     return (float)((rng >> 8) & 0xffffff) / 8388608.0f - 1.0f;
 }
 
-static const dsa_plan_t *plan_named(const char *name)
+static const dsa_cfg_t *plan_named(const char *name)
 {
-    for (const dsa_plan_t *const *p = dsa_registry; *p; p++)
-        if (!strcmp((*p)->info.name, name))
-            return *p;
-    return NULL;
+    char err[1024];
+    return dsa_cfg_linked(name, err, sizeof err);
 }
 
 static CUdeviceptr up(const void *h, size_t n)
@@ -83,7 +82,7 @@ static void agreement(const world_t *w, const float *eo, const float *el, const 
 static int cpu_mode(const char *config, const char *why)
 {
     printf("dsa-demo: %s: generating, compiling and simulating on the CPU\n", why);
-    const dsa_plan_t *plan = plan_named(config);
+    const dsa_cfg_t *plan = plan_named(config);
     dsa_jit_out_t out[4];
     char err[DSA_ERRLEN];
     dsa_result_t rc = dsa_jit_compile(plan, plan->targets[0], "", DSA_LOG_WARN, out, err, sizeof err);
@@ -91,7 +90,7 @@ static int cpu_mode(const char *config, const char *why)
         printf("dsa-demo: NVRTC: %s\n", err);
         return 1;
     }
-    for (int k = 0; k < plan->nkernels; k++) {
+    for (int k = 0; k < DSA_NMODULES; k++) {
         printf("  NVRTC: %s kernel %s: %d registers, %d local bytes, %zu-byte cubin, %.0f ms\n", config,
                out[k].info.name, out[k].info.registers, out[k].info.local_bytes, out[k].len, out[k].info.compile_ms);
         free(out[k].cubin);
@@ -128,7 +127,7 @@ static int gpu_rank(const char *config, int rank, const void *nccl_id, int fd)
     CK(dsa_cu.cuDeviceGet(&dev, rank));
     CK(dsa_cu.cuDevicePrimaryCtxRetain(&cu, dev));
     CK(dsa_cu.cuCtxPushCurrent(cu));
-    const dsa_plan_t *plan = plan_named(config);
+    const dsa_cfg_t *plan = plan_named(config);
     geo_t g;
     geo_of(config, &g);
     world_t w;
@@ -290,7 +289,7 @@ int main(int argc, char **argv)
     /* DCP = the number of GPUs where the default configuration allows it, else one that fits */
     if (!chosen && ngpu < 4)
         config = ngpu >= 2 ? "glm5.2_tp2_dcp2_i1_nvfp4_ds_mla" : "glm5.2_tp4_dcp1_i1_fp8_ds_mla";
-    const dsa_plan_t *plan = plan_named(config);
+    const dsa_cfg_t *plan = plan_named(config);
     int W = plan->info.dcp;
     if (W > ngpu) {
         printf("dsa-demo: %s needs %d GPUs, this machine has %d\n", config, W, ngpu);

@@ -73,12 +73,6 @@
 #define DSA_IDX_PAGE_BYTES 8448
 #define DSA_IDX_SCALE_OFFSET_IN_PAGE 8192
 
-/* ---- workspaces, bytes per token ---- */
-#define DSA_WS_Q_PACKED 18432 /* [heads_local, kv_dim] bf16 */
-#define DSA_WS_Q_GATHERED 73728 /* [heads_gathered, kv_dim] bf16 */
-#define DSA_WS_PARTIAL_OUT 131072 /* [heads_gathered, kv_lora] fp32 */
-#define DSA_WS_PARTIAL_LSE 256 /* [heads_gathered] fp32 */
-
 /* The layout is an interchange format (DESIGN.md, Byte layouts): these must hold. */
 DSA_STATIC_ASSERT(DSA_HEADS_LOCAL * DSA_TP == DSA_HEADS, "tp must divide heads");
 DSA_STATIC_ASSERT(DSA_TP % DSA_DCP == 0, "dcp must divide tp");

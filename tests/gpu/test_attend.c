@@ -27,6 +27,7 @@
 #include "../ref/ref.h"
 #include "../ref/world.h"
 #include "dsa.h"
+#include "dsa_testing.h"
 #include "../ref/geo.h"
 
 #define CK(call)                                                                                             \

@@ -14,6 +14,7 @@
 
 #include "../check.h"
 #include "dsa.h"
+#include "dsa_testing.h"
 
 #define CK(call)                                                                                             \
     do {                                                                                                     \

@@ -25,6 +25,7 @@
 #include "../check.h"
 #include "../ref/ref.h"
 #include "dsa.h"
+#include "dsa_testing.h"
 
 #define CK(call)                                                                                             \
     do {                                                                                                     \

@@ -13,14 +13,15 @@
 
 #include "../check.h"
 #include "../ref/ref.h"
-#include "internal.h"
+#include "jit.h"
 
-static const dsa_plan_t *plan_named(const char *name)
+static const dsa_cfg_t *plan_named(const char *name)
 {
-    for (const dsa_plan_t *const *p = dsa_registry; *p; p++)
-        if (!strcmp((*p)->info.name, name))
-            return *p;
-    return NULL;
+    char err[1024];
+    const dsa_cfg_t *c = dsa_cfg_linked(name, err, sizeof err);
+    if (!c)
+        printf("%s\n", err);
+    return c;
 }
 
 static void test_configs_and_arguments(void)
@@ -50,7 +51,7 @@ static void test_configs_and_arguments(void)
     CHECK(dsa_ctx_create_plan(NULL, NULL, &ctx) == DSA_ERROR_INVALID_ARGUMENT && ctx == NULL);
     CHECK(!strcmp(dsa_last_error(NULL), "dsa_ctx_create_plan: plan (argument 1) is NULL"));
     extern const struct dsa_plan dsa_plan_glm5_2_tp4_dcp4_i1_fp8_ds_mla; /* linked by its symbol */
-    CHECK(!strcmp(dsa_plan_glm5_2_tp4_dcp4_i1_fp8_ds_mla.info.name, "glm5.2_tp4_dcp4_i1_fp8_ds_mla"));
+    CHECK(!strcmp(dsa_plan_glm5_2_tp4_dcp4_i1_fp8_ds_mla.name, "glm5.2_tp4_dcp4_i1_fp8_ds_mla"));
     o = (dsa_options_t)DSA_OPTIONS_INIT;
     o.size = 8;
     CHECK(dsa_ctx_create_plan(&dsa_plan_glm5_2_tp4_dcp4_i1_fp8_ds_mla, &o, &ctx) == DSA_ERROR_INVALID_ARGUMENT);
@@ -90,6 +91,115 @@ static void test_config_info(void)
     CHECK(dsa_config_info("tiny_tp4_dcp1_i1_bf16", &info) == DSA_ERROR_INVALID_ARGUMENT);
     CHECK(strstr(dsa_last_error(NULL), "info->size is 8") != NULL);
     CHECK(dsa_ctx_config(NULL, &info) == DSA_ERROR_INVALID_ARGUMENT);
+}
+
+/* Every shipped folder out/<config>/ reads (dsa_cfg_load_dir) to the same plan as its linked,
+ * embedded copy: the two ways a host can load a configuration agree. */
+static void test_plan_folders(void)
+{
+    for (const dsa_plan_t *const *p = dsa_registry; *p; p++) {
+        char dir[256], err[2048];
+        snprintf(dir, sizeof dir, "out/%s", (*p)->name);
+        dsa_cfg_t *d = NULL;
+        const dsa_cfg_t *l = dsa_cfg_of_plan(*p, err, sizeof err);
+        CHECK(l != NULL);
+        CHECK(dsa_cfg_load_dir(dir, &d, err, sizeof err) == DSA_SUCCESS);
+        if (!l || !d) {
+            printf("%s: %s\n", dir, err);
+            dsa_cfg_free(d);
+            continue;
+        }
+        dsa_config_info_t a = l->info, b = d->info;
+        CHECK(!strcmp(a.name, b.name) && !strcmp(a.target, b.target) && !strcmp(a.cache_dtype_name, b.cache_dtype_name));
+        a.name = b.name = a.target = b.target = a.cache_dtype_name = b.cache_dtype_name = NULL;
+        CHECK(memcmp(&a, &b, sizeof a) == 0);
+        CHECK(memcmp(l->rope_freq, d->rope_freq, sizeof l->rope_freq) == 0 && l->rope_mscale == d->rope_mscale);
+        CHECK(l->ws_q_packed == d->ws_q_packed && l->exchange_out_block == d->exchange_out_block &&
+              l->attend_ctas_per_token == d->attend_ctas_per_token && !strcmp(l->entry_merge, d->entry_merge));
+        for (int m = 0; m < DSA_NMODULES; m++)
+            CHECK(!strcmp(l->modules[m].source.text, d->modules[m].source.text) &&
+                  !strcmp(l->modules[m].entry, d->modules[m].entry));
+        CHECK(!strcmp(l->config_h.text, d->config_h.text));
+        dsa_cfg_free(d);
+    }
+}
+
+/* Writes dir/plan.txt as out/tiny_tp4_dcp1_i1_bf16/plan.txt with line `from` replaced by `to`
+ * (to NULL: removed; from NULL: to appended), and the other files copied. */
+static void damaged_folder(const char *dir, const char *from, const char *to)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "rm -rf %s && mkdir -p %s && cp out/tiny_tp4_dcp1_i1_bf16/*.cu out/tiny_tp4_dcp1_i1_bf16/config.h %s",
+             dir, dir, dir);
+    CHECK(system(cmd) == 0);
+    FILE *in = fopen("out/tiny_tp4_dcp1_i1_bf16/plan.txt", "r");
+    char path[512], line[8192];
+    snprintf(path, sizeof path, "%s/plan.txt", dir);
+    FILE *o = fopen(path, "w");
+    while (in && o && fgets(line, sizeof line, in)) {
+        if (from && !strncmp(line, from, strlen(from))) {
+            if (to)
+                fprintf(o, "%s\n", to);
+        } else {
+            fputs(line, o);
+        }
+    }
+    if (!from && o)
+        fprintf(o, "%s\n", to);
+    if (in)
+        fclose(in);
+    if (o)
+        fclose(o);
+}
+
+/* A damaged plan is an error naming its file and line, never a context; dsa_ctx_create_dir's own
+ * argument errors name the argument. */
+static void test_plan_errors(void)
+{
+    char dir[256], err[2048], want[1024];
+    snprintf(dir, sizeof dir, "/tmp/dsa-test-plan-%ld", (long)getpid());
+    const struct {
+        const char *from, *to, *msg;
+    } cases[] = {
+        {"heads 16", "heads 0", "plan.txt:12: error: heads: 0 is outside [1, 4096]"},
+        {"heads 16", "heads 3x", "plan.txt:12: error: heads: '3x' is not a whole number"},
+        {"heads 16", NULL, "plan.txt: error: no 'heads' line"},
+        {NULL, "heads 16", "plan.txt:69: error: heads given twice"},
+        {NULL, "colour blue", "plan.txt:69: error: unknown key 'colour'"},
+        {"dsa-plan 3", "dsa-plan 2", "plan.txt:6: error: plan format 2; this libdsa reads format 3: regenerate with its dsagen"},
+        {"kernel-abi 1", "kernel-abi 7", "plan.txt:7: error: generated for kernel ABI 7; this libdsa has kernel ABI 1: regenerate"},
+        {"cache_dtype bf16", "cache_dtype fp4", "plan.txt:35: error: cache_dtype: 'fp4' is none of bf16, fp8_ds_mla, nvfp4_ds_mla"},
+        {"module attend attend.cu", "module attend ../attend.cu", "plan.txt:51: error: module attend: '../attend.cu' is not a file name in the configuration's folder"},
+        {"module attend attend.cu", "module attend gone.cu", "/gone.cu: No such file or directory"},
+        {"targets sm_90a", "targets sm_90a;rm", "plan.txt:10: error: targets: 'sm_90a;rm' is not an architecture like sm_90a (at most 8)"},
+        {"rope_mscale", "rope_mscale nan", "plan.txt:67: error: rope_mscale: 'nan' is not a positive finite number"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        damaged_folder(dir, cases[i].from, cases[i].to);
+        dsa_cfg_t *c = NULL;
+        CHECK(dsa_cfg_load_dir(dir, &c, err, sizeof err) == DSA_ERROR_INVALID_ARGUMENT && c == NULL);
+        if (!strstr(err, cases[i].msg)) {
+            printf("FAIL: case %zu: want '%s' in '%s'\n", i, cases[i].msg, err);
+            check_failed++;
+        }
+    }
+    /* a FIFO where plan.txt should be: refused at once, never a blocking read */
+    damaged_folder(dir, NULL, "");
+    snprintf(want, sizeof want, "%s/plan.txt", dir);
+    remove(want);
+    CHECK(mkfifo(want, 0600) == 0);
+    dsa_cfg_t *c = NULL;
+    CHECK(dsa_cfg_load_dir(dir, &c, err, sizeof err) == DSA_ERROR_INVALID_ARGUMENT && strstr(err, "not a regular file"));
+    dsa_ctx_t ctx = (dsa_ctx_t)1;
+    CHECK(dsa_ctx_create_dir(dir, NULL, &ctx) == DSA_ERROR_INVALID_ARGUMENT && ctx == NULL);
+    snprintf(want, sizeof want, "dsa_ctx_create_dir: %s/plan.txt: not a regular file", dir);
+    CHECK(!strcmp(dsa_last_error(NULL), want));
+    CHECK(dsa_ctx_create_dir(NULL, NULL, &ctx) == DSA_ERROR_INVALID_ARGUMENT);
+    CHECK(!strcmp(dsa_last_error(NULL), "dsa_ctx_create_dir: dir (argument 1) is NULL"));
+    CHECK(dsa_ctx_create_dir(dir, NULL, NULL) == DSA_ERROR_INVALID_ARGUMENT);
+    CHECK(!strcmp(dsa_last_error(NULL), "dsa_ctx_create_dir: ctx (argument 3) is NULL"));
+    snprintf(want, sizeof want, "rm -rf %s", dir);
+    CHECK(system(want) == 0);
 }
 
 /* Without a GPU the create call fails with DSA_ERROR_CUDA and says why; with one, it works. */
@@ -133,18 +243,20 @@ static void test_loaders(void)
     }
 }
 
-/* The frequencies the context's rope table kernel uses (cos and sin of pos * freq[i] in double,
- * times mscale) against the reference's cos/sin, for YaRN (DeepSeek-V3.2) and plain rope (GLM-5.2),
- * at positions up to the end of the table: within fp32 rounding. */
+/* The frequencies in the plan (derived by dsagen) that the context's rope table kernel uses (cos and
+ * sin of pos * freq[i] in double, times mscale), against the reference's cos/sin from the specs'
+ * own rope values, for YaRN (DeepSeek-V3.2: theta 1e4, factor 40, beta 32/1, original 4096,
+ * mscale 1/1) and plain rope (GLM-5.2: theta 8e6), at positions up to the end of the table: within
+ * fp32 rounding. */
 static void test_rope_freqs(void)
 {
     const char *names[] = {"deepseek_v32_tp8_dcp8_i1_fp8_ds_mla", "glm5.2_tp4_dcp4_i1_fp8_ds_mla"};
+    const ref_rope rr[] = {{64, 10000.0, 1, 40.0, 32.0, 1.0, 1.0, 4096}, {64, 8000000.0, 0, 1.0, 32.0, 1.0, 1.0, 0}};
     for (int k = 0; k < 2; k++) {
-        const dsa_plan_t *p = plan_named(names[k]);
-        double freq[128], mscale;
-        dsa_rope_freqs(p, freq, &mscale);
-        ref_rope r = {64, p->rope_theta, p->rope_yarn, p->yarn_factor, p->yarn_beta_fast, p->yarn_beta_slow,
-                      p->rope_mscale, p->yarn_original_max_positions};
+        const dsa_cfg_t *p = plan_named(names[k]);
+        const double *freq = p->rope_freq, mscale = p->rope_mscale;
+        ref_rope r = rr[k];
+        CHECK(p->nrope_freq == 32);
         double worst = 0;
         const int pos[] = {0, 1, 255, 256, 1000, 4095, 65537, p->info.max_positions - 1};
         for (int i = 0; i < 8; i++) {
@@ -169,12 +281,12 @@ static int jit(const char *name, dsa_kernel_info_t *info, char *err, size_t errl
 {
     dsa_jit_out_t out[4];
     memset(out, 0, sizeof out);
-    const dsa_plan_t *p = plan_named(name);
+    const dsa_cfg_t *p = plan_named(name);
     dsa_result_t r = dsa_jit_compile(p, "sm_90a", cache_dir, DSA_LOG_QUIET, out, err, errlen);
     compiled = 0;
     if (r == DSA_SUCCESS) {
         *info = out[0].info;
-        for (int i = 0; i < p->nkernels; i++) {
+        for (int i = 0; i < DSA_NMODULES; i++) {
             compiled += !out[i].info.from_cache;
             free(out[i].cubin);
         }
@@ -218,7 +330,7 @@ static void test_jit_cache(void)
     snprintf(cache_dir, sizeof cache_dir, "/tmp/dsa-test-cache-%ld", (long)getpid());
     const char *cfg = "tiny_tp4_dcp2_i1_fp8_ds_mla";
     dsa_kernel_info_t info;
-    const int nk = plan_named(cfg)->nkernels;
+    const int nk = DSA_NMODULES;
     CHECK(jit(cfg, &info, err, sizeof err) == 0 && compiled == nk);
     CHECK(info.registers > 0 && info.local_bytes == 0);
     CHECK(jit(cfg, &info, err, sizeof err) == 0 && compiled == 0);
@@ -268,7 +380,7 @@ static void test_jit_cache(void)
 static int fake_nvrtc_main(void)
 {
     char err[DSA_ERRLEN];
-    const dsa_plan_t *p = plan_named("tiny_tp4_dcp1_i1_bf16");
+    const dsa_cfg_t *p = plan_named("tiny_tp4_dcp1_i1_bf16");
     dsa_jit_out_t out[4];
     dsa_result_t r = dsa_jit_compile(p, "sm_90a", "", DSA_LOG_QUIET, out, err, sizeof err);
     CHECK(r == DSA_ERROR_NVRTC);
@@ -277,7 +389,7 @@ static int fake_nvrtc_main(void)
     CHECK(strstr(err, "NVRTC log:\nprologue.cu(12): error: identifier \"oops\" is undefined") != NULL);
     /* numbered source lines 9..15 around line 12, the offending one marked */
     char line12[256];
-    const char *src = p->kernels[0].source.text;
+    const char *src = p->modules[DSA_MODULE_PROLOGUE].source.text;
     for (int i = 1; i < 12; i++)
         src = strchr(src, '\n') + 1;
     snprintf(line12, sizeof line12, ">   12 | %.*s\n", (int)(strchr(src, '\n') - src), src);
@@ -295,6 +407,8 @@ int main(int argc, char **argv)
         return fake_nvrtc_main();
     test_configs_and_arguments();
     test_config_info();
+    test_plan_folders();
+    test_plan_errors();
     test_no_device();
     test_loaders();
     test_rope_freqs();

@@ -1,0 +1,133 @@
+/* Argument checks of dsa_prologue and dsa_attend (see args.h). The bounds keep every offset the
+ * calls and kernels compute inside int64 (tokens and strides) or int32 (slots in the attend
+ * kernel). */
+#include <stdint.h>
+
+#include "args.h"
+
+#define MAX_TOKENS INT32_MAX         /* per call */
+#define MAX_STRIDE ((int64_t)1 << 24) /* elements per row: 2^31 rows x 2^24 x 2 bytes fits int64 */
+
+static int misaligned(const void *p)
+{
+    return ((uintptr_t)p & 15u) != 0;
+}
+
+typedef struct need {
+    const void *ptr;
+    const char *name;
+    int vec; /* read in 16-byte chunks by the kernels */
+} need_t;
+
+static dsa_result_t check_pointers(dsa_ctx_t ctx, const char *fn, const need_t *need, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (!need[i].ptr)
+            return dsa_fail(ctx, DSA_ERROR_INVALID_ARGUMENT, "%s: args->%s is NULL", fn, need[i].name);
+        if (need[i].vec && misaligned(need[i].ptr))
+            return dsa_fail(ctx, DSA_ERROR_INVALID_ARGUMENT, "%s: args->%s is not 16-byte aligned", fn, need[i].name);
+    }
+    return DSA_SUCCESS;
+}
+
+/* A row stride: 0 means dense (= min); else at least min (named what), at most MAX_STRIDE, a
+ * multiple of mult. */
+static dsa_result_t stride(dsa_ctx_t ctx, const char *fn, const char *name, int64_t given, int64_t min,
+                           const char *what, int mult, int64_t *out)
+{
+    *out = given ? given : min;
+    if (*out < min || *out > MAX_STRIDE || *out % mult)
+        return dsa_fail(ctx, DSA_ERROR_INVALID_ARGUMENT, "%s: args->%s is %lld, at least %s (%lld)%s, at most %lld",
+                        fn, name, (long long)*out, what, (long long)min, mult > 1 ? ", a multiple of 8" : "",
+                        (long long)MAX_STRIDE);
+    return DSA_SUCCESS;
+}
+
+static dsa_result_t check_tokens(dsa_ctx_t ctx, const char *fn, int64_t n)
+{
+    if (n < 0)
+        return dsa_fail(ctx, DSA_ERROR_INVALID_ARGUMENT, "%s: args->num_tokens is %lld, must be >= 0", fn, (long long)n);
+    if (n > MAX_TOKENS)
+        return dsa_fail(ctx, DSA_ERROR_INVALID_ARGUMENT, "%s: args->num_tokens is %lld, at most 2^31-1 per call", fn,
+                        (long long)n);
+    return DSA_SUCCESS;
+}
+
+#define FAIL(...) dsa_fail(ctx, DSA_ERROR_INVALID_ARGUMENT, __VA_ARGS__)
+
+dsa_result_t dsa_check_prologue(dsa_ctx_t ctx, const dsa_prologue_args_t *a, dsa_prologue_strides_t *s)
+{
+    const char *fn = "dsa_prologue";
+    if (!ctx)
+        return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT, "dsa_prologue: ctx is NULL");
+    if (!a)
+        return FAIL("dsa_prologue: args is NULL");
+    if (a->size < sizeof *a)
+        return FAIL("dsa_prologue: args->size is %zu, expected %zu", a->size, sizeof *a);
+    const dsa_config_info_t *g = &ctx->cfg->info;
+    dsa_result_t rc = check_tokens(ctx, fn, a->num_tokens);
+    if (rc != DSA_SUCCESS || a->num_tokens == 0)
+        return rc;
+    const need_t need[] = {{a->q_c, "q_c", 1},           {a->q_c_out, "q_c_out", 1},   {a->kv, "kv", 1},
+                           {a->positions, "positions", 0}, {a->slot_mapping, "slot_mapping", 0},
+                           {a->q_norm_w, "q_norm_w", 1},   {a->kv_norm_w, "kv_norm_w", 1}, {a->kv_cache, "kv_cache", 0}};
+    rc = check_pointers(ctx, fn, need, sizeof need / sizeof need[0]);
+    if (rc != DSA_SUCCESS)
+        return rc;
+    if (a->idx_k && (!a->idx_norm_w || !a->idx_norm_b || !a->idx_cache))
+        return FAIL("dsa_prologue: args->idx_k is given, so args->%s must be too",
+                    !a->idx_norm_w ? "idx_norm_w" : !a->idx_norm_b ? "idx_norm_b" : "idx_cache");
+    if (a->clear_topk && !a->topk)
+        return FAIL("dsa_prologue: args->clear_topk is set but args->topk is NULL");
+    /* slots are int64 in the prologue; a cache of more bytes than int64 holds is no real cache */
+    const int64_t max_blocks = INT64_MAX / g->block_size / (g->cache_bytes_per_token + g->idx_bytes_per_token);
+    if (a->num_cache_blocks <= 0 || a->num_cache_blocks > max_blocks)
+        return FAIL("dsa_prologue: args->num_cache_blocks is %lld, must be 1..%lld", (long long)a->num_cache_blocks,
+                    (long long)max_blocks);
+    if ((rc = stride(ctx, fn, "q_c_stride", a->q_c_stride, g->q_lora_rank, "q_lora_rank", 8, &s->q_c)) != DSA_SUCCESS ||
+        (rc = stride(ctx, fn, "kv_stride", a->kv_stride, g->kv_dim, "kv_dim", 8, &s->kv)) != DSA_SUCCESS)
+        return rc;
+    if (a->idx_k)
+        return stride(ctx, fn, "idx_k_stride", a->idx_k_stride, g->idx_head_dim, "idx_head_dim", 1, &s->idx_k);
+    s->idx_k = 0;
+    return DSA_SUCCESS;
+}
+
+dsa_result_t dsa_check_attend(dsa_ctx_t ctx, const dsa_attend_args_t *a, dsa_attend_strides_t *s)
+{
+    const char *fn = "dsa_attend";
+    if (!ctx)
+        return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT, "dsa_attend: ctx is NULL");
+    if (!a)
+        return FAIL("dsa_attend: args is NULL");
+    if (a->size < sizeof *a)
+        return FAIL("dsa_attend: args->size is %zu, expected %zu", a->size, sizeof *a);
+    const dsa_config_info_t *g = &ctx->cfg->info;
+    dsa_result_t rc = check_tokens(ctx, fn, a->num_tokens);
+    if (rc != DSA_SUCCESS || a->num_tokens == 0)
+        return rc;
+    const need_t need[] = {{a->q_lat, "q_lat", 0},           {a->q_pe, "q_pe", 0},
+                           {a->positions, "positions", 0},   {a->topk, "topk", 0},
+                           {a->req_of_token, "req_of_token", 0}, {a->seq_lens, "seq_lens", 0},
+                           {a->block_table, "block_table", 0}, {a->kv_cache, "kv_cache", 1},
+                           {a->out, "out", 0}};
+    rc = check_pointers(ctx, fn, need, sizeof need / sizeof need[0]);
+    if (rc != DSA_SUCCESS)
+        return rc;
+    if (a->num_requests <= 0 || a->num_requests > INT32_MAX)
+        return FAIL("dsa_attend: args->num_requests is %lld, must be 1..2^31-1", (long long)a->num_requests);
+    /* the kernel indexes the block table as req * max_blocks + b in 32 bits */
+    if (a->max_blocks <= 0 || a->max_blocks > INT32_MAX / a->num_requests)
+        return FAIL("dsa_attend: args->max_blocks is %lld, must be 1..%lld (num_requests x max_blocks < 2^31)",
+                    (long long)a->max_blocks, (long long)(INT32_MAX / a->num_requests));
+    if (a->num_cache_blocks <= 0 || a->num_cache_blocks > INT32_MAX / g->block_size)
+        return FAIL("dsa_attend: args->num_cache_blocks is %lld, must be 1..%d (slots are 32-bit in the attend kernel)",
+                    (long long)a->num_cache_blocks, INT32_MAX / g->block_size);
+    const int64_t HL = g->heads_local;
+    if ((rc = stride(ctx, fn, "q_lat_stride", a->q_lat_stride, HL * g->kv_lora_rank, "heads_local x kv_lora_rank", 1,
+                     &s->q_lat)) != DSA_SUCCESS ||
+        (rc = stride(ctx, fn, "q_pe_stride", a->q_pe_stride, HL * g->qk_rope_dim, "heads_local x qk_rope_dim", 1,
+                     &s->q_pe)) != DSA_SUCCESS)
+        return rc;
+    return stride(ctx, fn, "topk_stride", a->topk_stride, g->idx_topk, "idx_topk", 1, &s->topk);
+}

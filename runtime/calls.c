@@ -1,0 +1,212 @@
+/* The per-layer calls: arguments checked (args.c), then launches enqueued on the host's stream,
+ * with no allocation, synchronisation or compilation, so a host can capture them in a CUDA graph.
+ * Launch shapes and workspace bytes come from the plan. */
+#include <stdint.h>
+#include <string.h>
+
+#include "args.h"
+#include "dsa_testing.h"
+#include "kernels/dsa_abi.h"
+
+/* Makes ctx's CUDA context current for the scope of a call. */
+static dsa_result_t push(dsa_ctx_t ctx, const char *fn)
+{
+    CUresult r = dsa_cu.cuCtxPushCurrent(ctx->cu);
+    return r == CUDA_SUCCESS ? DSA_SUCCESS
+                             : dsa_fail(ctx, DSA_ERROR_CUDA, "%s: cannot make the context current (%d)", fn, (int)r);
+}
+
+static void pop(void)
+{
+    CUcontext dummy;
+    dsa_cu.cuCtxPopCurrent(&dummy);
+}
+
+static dsa_result_t launch(dsa_ctx_t ctx, const char *fn, CUfunction f, unsigned gx, unsigned gy, unsigned threads,
+                           unsigned smem, void *params, CUstream stream, const char *what)
+{
+    void *args[] = {params};
+    CUresult r = dsa_cu.cuLaunchKernel(f, gx, gy, 1, threads, 1, 1, smem, stream, args, NULL);
+    if (r != CUDA_SUCCESS) {
+        const char *s = "?";
+        dsa_cu.cuGetErrorString(r, &s);
+        return dsa_fail(ctx, DSA_ERROR_CUDA, "%s: launch of the %s kernel of %s failed: %s", fn, what,
+                        ctx->cfg->info.name, s);
+    }
+    return DSA_SUCCESS;
+}
+
+dsa_result_t dsa_prologue(dsa_ctx_t ctx, const dsa_prologue_args_t *a, void *stream)
+{
+    dsa_prologue_strides_t st;
+    dsa_result_t rc = dsa_check_prologue(ctx, a, &st);
+    if (rc != DSA_SUCCESS || a->num_tokens == 0)
+        return rc;
+    const dsa_cfg_t *cfg = ctx->cfg;
+    dsa_prologue_params k = {0};
+    k.idx_norm_w = a->idx_norm_w;
+    k.idx_norm_b = a->idx_norm_b;
+    k.q_norm_w = a->q_norm_w;
+    k.kv_norm_w = a->kv_norm_w;
+    k.rope_cos = (const float *)(uintptr_t)ctx->rope_cos;
+    k.rope_sin = (const float *)(uintptr_t)ctx->rope_sin;
+    k.kv_cache = a->kv_cache;
+    k.idx_cache = a->idx_cache;
+    k.rejected = (unsigned long long *)(uintptr_t)ctx->rejected;
+    k.num_slots = a->num_cache_blocks * cfg->info.block_size;
+    k.q_c_stride = st.q_c;
+    k.kv_stride = st.kv;
+    k.idx_k_stride = st.idx_k;
+    k.clear_topk = a->clear_topk && a->topk;
+    if ((rc = push(ctx, "dsa_prologue")) != DSA_SUCCESS)
+        return rc;
+    /* A call larger than max_tokens runs as several launches, never truncated. */
+    const int64_t chunk = ctx->opts.max_tokens;
+    for (int64_t t0 = 0; t0 < a->num_tokens && rc == DSA_SUCCESS; t0 += chunk) {
+        int64_t n = a->num_tokens - t0 < chunk ? a->num_tokens - t0 : chunk;
+        k.q_c = (const uint16_t *)a->q_c + t0 * st.q_c;
+        k.q_c_out = (uint16_t *)a->q_c_out + t0 * cfg->info.q_lora_rank;
+        k.kv = (const uint16_t *)a->kv + t0 * st.kv;
+        k.idx_k = a->idx_k ? (const uint16_t *)a->idx_k + t0 * st.idx_k : NULL;
+        k.positions = a->positions + t0;
+        k.slot_mapping = a->slot_mapping + t0;
+        k.topk = a->topk ? a->topk + t0 * cfg->info.idx_topk : NULL;
+        k.num_tokens = (int32_t)n;
+        rc = launch(ctx, "dsa_prologue", ctx->prologue_fn, (unsigned)n, 1, cfg->prologue_threads, 0, &k,
+                    (CUstream)stream, "prologue");
+    }
+    pop();
+    return rc;
+}
+
+dsa_result_t dsa_take_rejected(dsa_ctx_t ctx, uint64_t counts[2])
+{
+    dsa_result_t rc = DSA_SUCCESS;
+    if (!ctx)
+        return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT, "dsa_take_rejected: ctx is NULL");
+    if (!counts)
+        return dsa_fail(ctx, DSA_ERROR_INVALID_ARGUMENT, "dsa_take_rejected: counts is NULL");
+    if ((rc = push(ctx, "dsa_take_rejected")) != DSA_SUCCESS)
+        return rc;
+    CU_CHECK(ctx, dsa_cu.cuCtxSynchronize());
+    CU_CHECK(ctx, dsa_cu.cuMemcpyDtoH(counts, ctx->rejected, 2 * sizeof(uint64_t)));
+    CU_CHECK(ctx, dsa_cu.cuMemsetD8(ctx->rejected, 0, 2 * sizeof(uint64_t)));
+fail:
+    pop();
+    return rc;
+}
+
+static dsa_result_t dcp_collective(dsa_ctx_t ctx, int alltoall, const void *send, void *recv, size_t bytes,
+                                   void *stream)
+{
+    const char *fn = alltoall ? "dsa_dcp_alltoall" : "dsa_dcp_allgather";
+    if (!ctx)
+        return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT, "%s: ctx is NULL", fn);
+    if (!send || !recv)
+        return dsa_fail(ctx, DSA_ERROR_INVALID_ARGUMENT, "%s: %s is NULL", fn, !send ? "send" : "recv");
+    if (!ctx->dcp)
+        return dsa_fail(ctx, DSA_ERROR_INVALID_ARGUMENT, "%s: configuration %s has dcp 1", fn, ctx->cfg->info.name);
+    if (bytes == 0)
+        return DSA_SUCCESS;
+    dsa_result_t rc = push(ctx, fn);
+    if (rc != DSA_SUCCESS)
+        return rc;
+    CUdeviceptr s = (CUdeviceptr)(uintptr_t)send, r = (CUdeviceptr)(uintptr_t)recv;
+    rc = alltoall ? ctx->dcp->alltoall(ctx->dcp, ctx, s, r, bytes, (CUstream)stream)
+                  : ctx->dcp->allgather(ctx->dcp, ctx, s, r, bytes, (CUstream)stream);
+    pop();
+    return rc;
+}
+
+dsa_result_t dsa_dcp_allgather(dsa_ctx_t ctx, const void *send, void *recv, size_t bytes, void *stream)
+{
+    return dcp_collective(ctx, 0, send, recv, bytes, stream);
+}
+
+dsa_result_t dsa_dcp_alltoall(dsa_ctx_t ctx, const void *send, void *recv, size_t bytes, void *stream)
+{
+    return dcp_collective(ctx, 1, send, recv, bytes, stream);
+}
+
+/* One chunk of n rows from t0: pack, (gather), attend, (exchange, merge). */
+static dsa_result_t attend_chunk(dsa_ctx_t ctx, const dsa_attend_args_t *a, const dsa_attend_strides_t *st,
+                                 int64_t t0, int64_t n, CUstream stream)
+{
+    const dsa_cfg_t *cfg = ctx->cfg;
+    const size_t HL = (size_t)cfg->info.heads_local, lat = (size_t)cfg->info.kv_lora_rank;
+    const int dcp = cfg->info.dcp > 1;
+    dsa_result_t rc;
+    dsa_pack_params pk = {0};
+    pk.q_lat = (const uint16_t *)a->q_lat + t0 * st->q_lat;
+    pk.q_pe = (const uint16_t *)a->q_pe + t0 * st->q_pe;
+    pk.positions = a->positions + t0;
+    pk.rope_cos = (const float *)(uintptr_t)ctx->rope_cos;
+    pk.rope_sin = (const float *)(uintptr_t)ctx->rope_sin;
+    pk.q_packed = (uint16_t *)(uintptr_t)ctx->ws_q;
+    pk.rejected = (unsigned long long *)(uintptr_t)ctx->rejected;
+    pk.q_lat_stride = st->q_lat;
+    pk.q_pe_stride = st->q_pe;
+    pk.num_tokens = (int32_t)n;
+    if ((rc = launch(ctx, "dsa_attend", ctx->pack_fn, (unsigned)n, cfg->pack_ctas_per_token, cfg->pack_threads, 0, &pk,
+                     stream, "pack")) != DSA_SUCCESS)
+        return rc;
+    /* 2. the query all-gather: every rank attends for the whole group's heads */
+    if (dcp && (rc = ctx->dcp->allgather(ctx->dcp, ctx, ctx->ws_q, ctx->ws_qg, (size_t)n * (size_t)cfg->ws_q_packed,
+                                         stream)) != DSA_SUCCESS)
+        return rc;
+    dsa_attend_params at = {0};
+    at.q = (const uint16_t *)(uintptr_t)(dcp ? ctx->ws_qg : ctx->ws_q);
+    at.topk = a->topk + t0 * st->topk;
+    at.req_of_token = a->req_of_token + t0;
+    at.seq_lens = a->seq_lens;
+    at.block_table = a->block_table;
+    at.kv_cache = a->kv_cache;
+    at.out = (uint16_t *)a->out + (size_t)t0 * HL * lat;
+    at.lse = a->lse ? a->lse + (size_t)t0 * HL : NULL;
+    at.part_out = (float *)(uintptr_t)ctx->ws_po_send;
+    at.part_lse = (float *)(uintptr_t)ctx->ws_pl_send;
+    at.num_slots = a->num_cache_blocks * cfg->info.block_size;
+    at.max_blocks = a->max_blocks;
+    at.num_requests = a->num_requests;
+    at.topk_stride = st->topk;
+    at.num_tokens = (int32_t)n;
+    at.rank = ctx->dcp ? ctx->dcp->rank : 0;
+    if ((rc = launch(ctx, "dsa_attend", ctx->attend_fn, (unsigned)n, cfg->attend_ctas_per_token, cfg->attend_threads,
+                     ctx->attend_smem, &at, stream, "attend")) != DSA_SUCCESS)
+        return rc;
+    if (!dcp)
+        return DSA_SUCCESS;
+    /* 5. the exchange (each rank receives every rank's partials of its own heads), then the merge */
+    if ((rc = ctx->dcp->alltoall(ctx->dcp, ctx, ctx->ws_po_send, ctx->ws_po_recv,
+                                 (size_t)n * (size_t)cfg->exchange_out_block, stream)) != DSA_SUCCESS)
+        return rc;
+    if ((rc = ctx->dcp->alltoall(ctx->dcp, ctx, ctx->ws_pl_send, ctx->ws_pl_recv,
+                                 (size_t)n * (size_t)cfg->exchange_lse_block, stream)) != DSA_SUCCESS)
+        return rc;
+    dsa_merge_params mg = {0};
+    mg.part_out = (const float *)(uintptr_t)ctx->ws_po_recv;
+    mg.part_lse = (const float *)(uintptr_t)ctx->ws_pl_recv;
+    mg.out = at.out;
+    mg.lse = at.lse;
+    mg.num_tokens = (int32_t)n;
+    return launch(ctx, "dsa_attend", ctx->merge_fn, (unsigned)n, (unsigned)HL, cfg->merge_threads, 0, &mg, stream,
+                  "merge");
+}
+
+dsa_result_t dsa_attend(dsa_ctx_t ctx, const dsa_attend_args_t *a, void *stream)
+{
+    dsa_attend_strides_t st;
+    dsa_result_t rc = dsa_check_attend(ctx, a, &st);
+    if (rc != DSA_SUCCESS || a->num_tokens == 0)
+        return rc;
+    if ((rc = push(ctx, "dsa_attend")) != DSA_SUCCESS)
+        return rc;
+    /* A batch larger than the workspaces runs in chunks, never truncated; every rank of the group
+     * makes the same chunks, since they all have the same num_tokens. */
+    for (int64_t t0 = 0; t0 < a->num_tokens && rc == DSA_SUCCESS; t0 += ctx->ws_tokens) {
+        int64_t n = a->num_tokens - t0 < ctx->ws_tokens ? a->num_tokens - t0 : ctx->ws_tokens;
+        rc = attend_chunk(ctx, a, &st, t0, n, (CUstream)stream);
+    }
+    pop();
+    return rc;
+}

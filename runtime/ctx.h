@@ -1,0 +1,35 @@
+/* The context: what dsa_ctx_create builds (ctx.c) and the per-layer calls use (calls.c). */
+#ifndef DSA_CTX_H
+#define DSA_CTX_H
+
+#include <stdint.h>
+
+#include "plan.h"
+#include "transport.h"
+
+typedef struct dsa_kernel {
+    CUmodule module;
+    dsa_kernel_info_t info;
+} dsa_kernel_t;
+
+struct dsa_ctx {
+    dsa_err_slot_t err;      /* first: error.c records messages here */
+    const dsa_cfg_t *cfg;    /* the plan */
+    dsa_cfg_t *owned_cfg;    /* set when read from a folder (dsa_ctx_create_dir) */
+    dsa_options_t opts;
+    char target[16];
+    CUdevice dev;
+    CUcontext cu;
+    dsa_kernel_t kernels[DSA_NMODULES];
+    dsa_kernel_info_t info[DSA_NMODULES];
+    CUfunction prologue_fn, pack_fn, attend_fn, merge_fn;
+    unsigned attend_smem;           /* dynamic shared memory of attend_fn, exported by its module */
+    CUdeviceptr rope_cos, rope_sin; /* [max_positions, qk_rope_dim / 2] fp32 */
+    CUdeviceptr rejected;           /* 2 x u64 */
+    dsa_transport_t *dcp;           /* NULL at dcp 1 */
+    int64_t ws_tokens;              /* rows per attend chunk: the workspaces below hold this many */
+    CUdeviceptr ws_q, ws_qg;        /* packed query; gathered query (dcp > 1) */
+    CUdeviceptr ws_po_send, ws_po_recv, ws_pl_send, ws_pl_recv; /* partials (dcp > 1) */
+};
+
+#endif

@@ -1,0 +1,94 @@
+/* Errors, host allocation and logging: the runtime's lowest layer (see error.h). */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+
+static _Thread_local char thread_err[DSA_ERRLEN];
+
+const char *dsa_strerror(dsa_result_t r)
+{
+    switch (r) {
+    case DSA_SUCCESS: return "success";
+    case DSA_ERROR_INVALID_ARGUMENT: return "invalid argument";
+    case DSA_ERROR_CUDA: return "CUDA error";
+    case DSA_ERROR_NVRTC: return "NVRTC compilation error";
+    case DSA_ERROR_NCCL: return "NCCL error";
+    case DSA_ERROR_OUT_OF_MEMORY: return "out of memory";
+    case DSA_ERROR_CACHE: return "JIT cache error";
+    case DSA_ERROR_UNSUPPORTED: return "unsupported";
+    case DSA_ERROR_INTERNAL: return "internal error";
+    }
+    return "unknown result code";
+}
+
+const char *dsa_last_error(dsa_ctx_t ctx)
+{
+    return dsa_err_buf(ctx);
+}
+
+char *dsa_err_buf(dsa_ctx_t ctx)
+{
+    return ctx ? ((dsa_err_slot_t *)(void *)ctx)->msg : thread_err;
+}
+
+void dsa_err_publish(dsa_ctx_t ctx)
+{
+    if (ctx)
+        memcpy(thread_err, dsa_err_buf(ctx), DSA_ERRLEN);
+}
+
+dsa_result_t dsa_fail(dsa_ctx_t ctx, dsa_result_t r, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(dsa_err_buf(ctx), DSA_ERRLEN, fmt, ap);
+    va_end(ap);
+    dsa_err_publish(ctx);
+    return r;
+}
+
+dsa_result_t dsa_cu_fail(dsa_ctx_t ctx, CUresult r, const char *what, const char *file, int line)
+{
+    const char *n = "?", *s = "?";
+    if (dsa_cu.cuGetErrorName)
+        dsa_cu.cuGetErrorName(r, &n);
+    if (dsa_cu.cuGetErrorString)
+        dsa_cu.cuGetErrorString(r, &s);
+    return dsa_fail(ctx, r == CUDA_ERROR_OUT_OF_MEMORY ? DSA_ERROR_OUT_OF_MEMORY : DSA_ERROR_CUDA,
+                    "%s failed: %s (%s) at %s:%d", what, n, s, file, line);
+}
+
+long dsa_fault_after = -1;
+
+static int inject_fault(void)
+{
+    long left = __atomic_load_n(&dsa_fault_after, __ATOMIC_RELAXED);
+    if (left < 0)
+        return 0;
+    return __atomic_sub_fetch(&dsa_fault_after, 1, __ATOMIC_RELAXED) < 0;
+}
+
+void *dsa_malloc(size_t n)
+{
+    return inject_fault() ? NULL : malloc(n);
+}
+
+void *dsa_calloc(size_t n, size_t size)
+{
+    return inject_fault() ? NULL : calloc(n, size);
+}
+
+void dsa_log(int threshold, int level, const char *fmt, ...)
+{
+    if (threshold < level)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    fputs(level == DSA_LOG_WARN ? "dsa: warning: " : "dsa: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}

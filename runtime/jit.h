@@ -1,0 +1,29 @@
+/* The JIT: NVRTC compiles each kernel module of a configuration (one thread per module), with a
+ * disk cache of cubins; no GPU needed. Loading onto a device is the context's (ctx.c). */
+#ifndef DSA_JIT_H
+#define DSA_JIT_H
+
+#include "plan.h"
+
+/* The kernel library's headers, embedded by the build (tools/embed --table; the list is the
+ * build's), by the names the kernels include them with. */
+#define DSA_MAX_HEADERS 63
+typedef struct dsa_embedded {
+    const char *name, *text;
+    const size_t *len;
+} dsa_header_t;
+extern const dsa_header_t dsa_headers[];
+extern const int dsa_headers_count;
+
+typedef struct dsa_jit_out {
+    char *cubin; /* malloc'd; the caller frees it */
+    size_t len;
+    dsa_kernel_info_t info;
+} dsa_jit_out_t;
+
+/* Compiles (or loads from the disk cache) every module of cfg for target; out has DSA_NMODULES
+ * entries. cache_dir NULL: $DSA_CACHE_DIR or ~/.cache/dsagen; "": no cache. */
+DSA_HIDDEN dsa_result_t dsa_jit_compile(const dsa_cfg_t *cfg, const char *target, const char *cache_dir,
+                                        int log_level, dsa_jit_out_t *out, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,471 @@
+/* plan.txt: the parser that turns a generated configuration's plan into a dsa_cfg_t, for linked
+ * configurations (embedded texts) and for folders read at run time alike. Strict: every key once,
+ * no unknown key, every number whole and in range, so that a damaged or hand-edited plan is an
+ * error naming its line, never a wrong launch. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "kernels/dsa_abi.h"
+#include "plan.h"
+
+#define PLAN_FILE "plan.txt"
+#define MAX_FILE_BYTES (4 << 20) /* a plan or kernel source larger than this is not dsagen's */
+
+typedef enum { F_INT, F_U32, F_I64, F_FLOAT, F_DOUBLE, F_NAME, F_DTYPE, F_TARGETS, F_FREQ, F_ENTRY } ftype;
+
+typedef struct field {
+    const char *key;
+    ftype type;
+    size_t off, size; /* of the member in dsa_cfg_t */
+    long long lo, hi;
+} field_t;
+
+#define M(member) offsetof(dsa_cfg_t, member), sizeof(((dsa_cfg_t *)0)->member)
+#define INT(key, member, lo, hi) {key, F_INT, M(member), lo, hi}
+static const field_t fields[] = {
+    {"name", F_NAME, M(name), 0, 0},
+    {"symbol", F_NAME, M(symbol), 0, 0},
+    {"targets", F_TARGETS, 0, 0, 0, 0},
+    INT("heads", info.heads, 1, 4096),
+    INT("q_lora_rank", info.q_lora_rank, 1, 1 << 16),
+    INT("kv_lora_rank", info.kv_lora_rank, 1, 1 << 16),
+    INT("qk_nope_dim", info.qk_nope_dim, 0, 1 << 16),
+    INT("qk_rope_dim", info.qk_rope_dim, 2, 2 * DSA_MAX_ROPE_PAIRS),
+    INT("v_head_dim", info.v_head_dim, 1, 1 << 16),
+    INT("kv_dim", info.kv_dim, 1, 1 << 16),
+    INT("block_size", info.block_size, 1, 1 << 16),
+    INT("max_positions", info.max_positions, 1, 1 << 28),
+    INT("idx_heads", info.idx_heads, 1, 4096),
+    INT("idx_head_dim", info.idx_head_dim, 1, 1 << 16),
+    INT("idx_topk", info.idx_topk, 1, 1 << 20),
+    INT("rope_interleaved", info.rope_interleaved, 0, 1),
+    {"rms_norm_eps", F_FLOAT, M(info.rms_norm_eps), 0, 0},
+    {"softmax_scale", F_FLOAT, M(info.softmax_scale), 0, 0},
+    INT("tp", info.tp, 1, 4096),
+    INT("dcp", info.dcp, 1, 4096),
+    INT("interleave", info.interleave, 1, 1 << 16),
+    INT("heads_local", info.heads_local, 1, 4096),
+    INT("heads_gathered", info.heads_gathered, 1, 4096),
+    INT("attend_heads_per_cta", attend_heads_per_cta, 1, 4096),
+    {"cache_dtype", F_DTYPE, M(info.cache_dtype), 0, 0},
+    INT("fp8_scale_pow2", info.fp8_scale_pow2, 0, 1),
+    INT("cache_bytes_per_token", info.cache_bytes_per_token, 1, 1 << 20),
+    INT("cache_scale_offset", info.cache_scale_offset, 0, 1 << 20),
+    INT("cache_rope_offset", info.cache_rope_offset, 0, 1 << 20),
+    INT("idx_bytes_per_token", info.idx_bytes_per_token, 1, 1 << 20),
+    INT("idx_page_bytes", info.idx_page_bytes, 1, 1 << 30),
+    {"ws_q_packed", F_I64, M(ws_q_packed), 1, 1LL << 31},
+    {"ws_q_gathered", F_I64, M(ws_q_gathered), 1, 1LL << 31},
+    {"ws_partial_out", F_I64, M(ws_partial_out), 1, 1LL << 31},
+    {"ws_partial_lse", F_I64, M(ws_partial_lse), 1, 1LL << 31},
+    {"exchange_out_block", F_I64, M(exchange_out_block), 1, 1LL << 31},
+    {"exchange_lse_block", F_I64, M(exchange_lse_block), 1, 1LL << 31},
+    {"entry_prologue", F_NAME, M(entry_prologue), 0, 0},
+    {"entry_rope_table", F_NAME, M(entry_rope_table), 0, 0},
+    {"entry_pack_q", F_NAME, M(entry_pack_q), 0, 0},
+    {"entry_attend", F_NAME, M(entry_attend), 0, 0},
+    {"entry_merge", F_ENTRY, M(entry_merge), 0, 0},
+    {"entry_attend_smem", F_NAME, M(entry_attend_smem), 0, 0},
+    {"prologue_threads", F_U32, M(prologue_threads), 32, 1024},
+    {"rope_threads", F_U32, M(rope_threads), 32, 1024},
+    {"pack_threads", F_U32, M(pack_threads), 32, 1024},
+    {"attend_threads", F_U32, M(attend_threads), 32, 1024},
+    {"merge_threads", F_U32, M(merge_threads), 32, 1024},
+    {"pack_ctas_per_token", F_U32, M(pack_ctas_per_token), 1, 65535},
+    {"attend_ctas_per_token", F_U32, M(attend_ctas_per_token), 1, 65535},
+    {"rope_entries", F_I64, M(rope_entries), 1, 1LL << 36},
+    {"rope_mscale", F_DOUBLE, M(rope_mscale), 0, 0},
+    {"rope_freq", F_FREQ, 0, 0, 0, 0},
+};
+#define NFIELDS (sizeof fields / sizeof fields[0])
+
+typedef struct parser {
+    const char *where; /* "DIR/plan.txt" or "plan.txt of CONFIG" */
+    int line;
+    char *err;
+    size_t errlen;
+} parser_t;
+
+static __attribute__((format(printf, 2, 3))) dsa_result_t perr(parser_t *p, const char *fmt, ...)
+{
+    int n = p->line ? snprintf(p->err, p->errlen, "%s:%d: error: ", p->where, p->line)
+                    : snprintf(p->err, p->errlen, "%s: error: ", p->where);
+    if (n < 0 || (size_t)n >= p->errlen)
+        return DSA_ERROR_INVALID_ARGUMENT;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(p->err + n, p->errlen - (size_t)n, fmt, ap);
+    va_end(ap);
+    return DSA_ERROR_INVALID_ARGUMENT;
+}
+
+static int is_name(const char *s, const char *extra)
+{
+    if (!*s)
+        return 0;
+    for (; *s; s++)
+        if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') || *s == '_' ||
+              strchr(extra, *s)))
+            return 0;
+    return 1;
+}
+
+static dsa_result_t parse_int(parser_t *p, const char *key, const char *v, long long lo, long long hi, long long *out)
+{
+    char *end;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (errno || end == v || *end)
+        return perr(p, "%s: '%s' is not a whole number", key, v);
+    if (x < lo || x > hi)
+        return perr(p, "%s: %lld is outside [%lld, %lld]", key, x, lo, hi);
+    *out = x;
+    return DSA_SUCCESS;
+}
+
+static dsa_result_t parse_real(parser_t *p, const char *key, const char *v, double *out)
+{
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (errno || end == v || *end || !(x > 0) || x > 1e300)
+        return perr(p, "%s: '%s' is not a positive finite number", key, v);
+    *out = x;
+    return DSA_SUCCESS;
+}
+
+/* A list of space-separated words into calls of take(word); returns the count or -1. */
+static dsa_result_t parse_field(parser_t *p, dsa_cfg_t *c, const field_t *f, char *v)
+{
+    char *base = (char *)c + f->off;
+    long long x = 0;
+    double d = 0;
+    dsa_result_t rc = DSA_SUCCESS;
+    switch (f->type) {
+    case F_INT:
+    case F_U32:
+    case F_I64:
+        if ((rc = parse_int(p, f->key, v, f->lo, f->hi, &x)) != DSA_SUCCESS)
+            return rc;
+        if (f->type == F_INT)
+            *(int *)base = (int)x;
+        else if (f->type == F_U32)
+            *(unsigned *)base = (unsigned)x;
+        else
+            *(int64_t *)base = x;
+        return DSA_SUCCESS;
+    case F_FLOAT:
+    case F_DOUBLE:
+        if ((rc = parse_real(p, f->key, v, &d)) != DSA_SUCCESS)
+            return rc;
+        if (f->type == F_FLOAT)
+            *(float *)base = (float)d;
+        else
+            *(double *)base = d;
+        return DSA_SUCCESS;
+    case F_ENTRY:
+        if (!strcmp(v, "-")) {
+            base[0] = '\0';
+            return DSA_SUCCESS;
+        }
+        /* fall through */
+    case F_NAME:
+        if (strlen(v) >= f->size || !is_name(v, ".-"))
+            return perr(p, "%s: '%s' is not a name (letters, digits, '_', '.', '-'; under %zu characters)", f->key,
+                        v, f->size);
+        memcpy(base, v, strlen(v) + 1);
+        return DSA_SUCCESS;
+    case F_DTYPE:
+        for (int i = 0; i < 3; i++)
+            if (!strcmp(v, (const char *[]){"bf16", "fp8_ds_mla", "nvfp4_ds_mla"}[i])) {
+                c->info.cache_dtype = (dsa_cache_dtype_t)i;
+                memcpy(c->cache_dtype_name, v, strlen(v) + 1);
+                return DSA_SUCCESS;
+            }
+        return perr(p, "cache_dtype: '%s' is none of bf16, fp8_ds_mla, nvfp4_ds_mla", v);
+    case F_TARGETS:
+        for (char *save = NULL, *w = strtok_r(v, " ", &save); w; w = strtok_r(NULL, " ", &save)) {
+            if (c->ntargets == DSA_MAX_TARGETS || strncmp(w, "sm_", 3) || strlen(w) >= sizeof c->targets[0] ||
+                !is_name(w + 3, ""))
+                return perr(p, "targets: '%s' is not an architecture like sm_90a (at most %d)", w, DSA_MAX_TARGETS);
+            memcpy(c->targets[c->ntargets++], w, strlen(w) + 1);
+        }
+        return c->ntargets ? DSA_SUCCESS : perr(p, "targets: none given");
+    case F_FREQ:
+        for (char *save = NULL, *w = strtok_r(v, " ", &save); w; w = strtok_r(NULL, " ", &save)) {
+            if (c->nrope_freq == DSA_MAX_ROPE_PAIRS)
+                return perr(p, "rope_freq: more than %d values", DSA_MAX_ROPE_PAIRS);
+            if ((rc = parse_real(p, "rope_freq", w, &c->rope_freq[c->nrope_freq++])) != DSA_SUCCESS)
+                return rc;
+        }
+        return DSA_SUCCESS;
+    }
+    return perr(p, "%s: unhandled field type", f->key);
+}
+
+static dsa_result_t parse_module(parser_t *p, dsa_cfg_t *c, char *v, int *seen)
+{
+    char *sp = strchr(v, ' ');
+    if (!sp)
+        return perr(p, "module: expected 'module NAME FILE'");
+    *sp = '\0';
+    const char *file = sp + 1;
+    static const char *const names[DSA_NMODULES] = {"prologue", "attend"};
+    for (int i = 0; i < DSA_NMODULES; i++)
+        if (!strcmp(v, names[i])) {
+            if (seen[i])
+                return perr(p, "module %s given twice", v);
+            if (strlen(file) >= sizeof c->modules[i].file || !is_name(file, ".-") || file[0] == '.')
+                return perr(p, "module %s: '%s' is not a file name in the configuration's folder", v, file);
+            seen[i] = 1;
+            memcpy(c->modules[i].name, v, strlen(v) + 1);
+            memcpy(c->modules[i].file, file, strlen(file) + 1);
+            return DSA_SUCCESS;
+        }
+    return perr(p, "module: unknown module '%s' (prologue, attend)", v);
+}
+
+/* Parses text (a NUL-terminated copy is made line by line) into c. */
+static dsa_result_t parse(parser_t *p, const char *text, size_t len, dsa_cfg_t *c)
+{
+    int seen[NFIELDS] = {0}, mod_seen[DSA_NMODULES] = {0}, header = 0, abi = 0;
+    char line[8192];
+    const char *s = text, *end = text + len;
+    p->line = 0;
+    while (s < end) {
+        const char *nl = memchr(s, '\n', (size_t)(end - s));
+        size_t n = nl ? (size_t)(nl - s) : (size_t)(end - s);
+        p->line++;
+        if (n >= sizeof line)
+            return perr(p, "line longer than %zu characters", sizeof line - 1);
+        memcpy(line, s, n);
+        line[n] = '\0';
+        s += n + (nl != NULL);
+        if (memchr(line, '\0', n))
+            return perr(p, "a NUL byte");
+        if (line[0] == '#' || line[0] == '\0')
+            continue;
+        char *v = strchr(line, ' ');
+        if (!v || !v[1])
+            return perr(p, "expected 'key value', got '%.64s'", line);
+        *v++ = '\0';
+        if (!header) {
+            if (strcmp(line, "dsa-plan"))
+                return perr(p, "not a dsagen plan (no 'dsa-plan' line first)");
+            if (atoi(v) != DSA_PLAN_ABI || strspn(v, "0123456789") != strlen(v))
+                return perr(p, "plan format %s; this libdsa reads format %d: regenerate with its dsagen", v,
+                            DSA_PLAN_ABI);
+            header = 1;
+            continue;
+        }
+        if (!strcmp(line, "kernel-abi")) {
+            if (strcmp(v, DSA_STR(DSA_ABI_VERSION)))
+                return perr(p, "generated for kernel ABI %s; this libdsa has kernel ABI %d: regenerate", v,
+                            DSA_ABI_VERSION);
+            abi = 1;
+            continue;
+        }
+        if (!strcmp(line, "module")) {
+            dsa_result_t rc = parse_module(p, c, v, mod_seen);
+            if (rc != DSA_SUCCESS)
+                return rc;
+            continue;
+        }
+        size_t i = 0;
+        while (i < NFIELDS && strcmp(fields[i].key, line))
+            i++;
+        if (i == NFIELDS)
+            return perr(p, "unknown key '%.64s'", line);
+        if (seen[i]++)
+            return perr(p, "%s given twice", line);
+        dsa_result_t rc = parse_field(p, c, &fields[i], v);
+        if (rc != DSA_SUCCESS)
+            return rc;
+    }
+    p->line = 0;
+    if (!header)
+        return perr(p, "empty plan");
+    if (!abi)
+        return perr(p, "no kernel-abi line");
+    for (size_t i = 0; i < NFIELDS; i++)
+        if (!seen[i])
+            return perr(p, "no '%s' line", fields[i].key);
+    for (int i = 0; i < DSA_NMODULES; i++)
+        if (!mod_seen[i])
+            return perr(p, "no 'module %s' line", i == DSA_MODULE_PROLOGUE ? "prologue" : "attend");
+    if (c->nrope_freq * 2 != c->info.qk_rope_dim)
+        return perr(p, "rope_freq has %d values, qk_rope_dim %d needs %d", c->nrope_freq, c->info.qk_rope_dim,
+                    c->info.qk_rope_dim / 2);
+    if (c->info.dcp > 1 && !c->entry_merge[0])
+        return perr(p, "entry_merge: dcp %d needs a merge kernel", c->info.dcp);
+    c->info.size = sizeof c->info;
+    c->info.name = c->name;
+    c->info.target = c->targets[0];
+    c->info.cache_dtype_name = c->cache_dtype_name;
+    c->modules[DSA_MODULE_PROLOGUE].entry = c->entry_prologue;
+    c->modules[DSA_MODULE_ATTEND].entry = c->entry_attend;
+    return DSA_SUCCESS;
+}
+
+void dsa_cfg_free(dsa_cfg_t *cfg)
+{
+    if (!cfg)
+        return;
+    for (size_t i = 0; i < sizeof cfg->owned / sizeof cfg->owned[0]; i++)
+        free(cfg->owned[i]);
+    free(cfg);
+}
+
+/* ---- linked configurations: embedded files ---- */
+
+static const dsa_source_t *embedded(const dsa_plan_t *plan, const char *name)
+{
+    for (int i = 0; i < plan->nfiles; i++)
+        if (!strcmp(plan->files[i].name, name))
+            return &plan->files[i];
+    return NULL;
+}
+
+static dsa_result_t cfg_from_plan(const dsa_plan_t *plan, dsa_cfg_t **out, char *err, size_t errlen)
+{
+    char where[DSA_NAME_MAX + 32];
+    snprintf(where, sizeof where, "plan.txt of %s", plan->name);
+    parser_t p = {where, 0, err, errlen};
+    if (plan->abi != DSA_PLAN_ABI)
+        return perr(&p, "linked with plan ABI %d, this libdsa has %d", plan->abi, DSA_PLAN_ABI);
+    const dsa_source_t *txt = embedded(plan, PLAN_FILE), *h = embedded(plan, "config.h");
+    if (!txt || !h)
+        return perr(&p, "the linked configuration lacks %s", txt ? "config.h" : PLAN_FILE);
+    dsa_cfg_t *c = dsa_calloc(1, sizeof *c);
+    if (!c) {
+        snprintf(err, errlen, "out of host memory");
+        return DSA_ERROR_OUT_OF_MEMORY;
+    }
+    dsa_result_t rc = parse(&p, txt->text, *txt->len, c);
+    for (int i = 0; rc == DSA_SUCCESS && i < DSA_NMODULES; i++) {
+        const dsa_source_t *s = embedded(plan, c->modules[i].file);
+        if (!s)
+            rc = perr(&p, "the linked configuration lacks %s", c->modules[i].file);
+        else
+            c->modules[i].source = *s;
+    }
+    if (rc == DSA_SUCCESS && strcmp(c->name, plan->name))
+        rc = perr(&p, "names configuration '%s'", c->name);
+    if (rc != DSA_SUCCESS) {
+        dsa_cfg_free(c);
+        return rc;
+    }
+    c->config_h = *h;
+    *out = c;
+    return DSA_SUCCESS;
+}
+
+static pthread_mutex_t linked_lock = PTHREAD_MUTEX_INITIALIZER;
+#define MAX_LINKED 1024
+static dsa_cfg_t *linked[MAX_LINKED];
+
+const dsa_cfg_t *dsa_cfg_of_plan(const dsa_plan_t *plan, char *err, size_t errlen)
+{
+    int i = 0;
+    while (i < MAX_LINKED && dsa_registry[i] && dsa_registry[i] != plan)
+        i++;
+    dsa_cfg_t *c = NULL;
+    if (i == MAX_LINKED || !dsa_registry[i]) { /* linked by symbol but not in the registry: parse each time */
+        snprintf(err, errlen, "configuration %s is not in this library's registry", plan->name);
+        return NULL;
+    }
+    pthread_mutex_lock(&linked_lock);
+    if (!linked[i] && cfg_from_plan(plan, &c, err, errlen) == DSA_SUCCESS)
+        linked[i] = c;
+    c = linked[i];
+    pthread_mutex_unlock(&linked_lock);
+    return c;
+}
+
+const dsa_cfg_t *dsa_cfg_linked(const char *config, char *err, size_t errlen)
+{
+    for (const dsa_plan_t *const *p = dsa_registry; *p; p++)
+        if (!strcmp((*p)->name, config))
+            return dsa_cfg_of_plan(*p, err, errlen);
+    snprintf(err, errlen, "no configuration named '%s' in this library (dsa_configs() lists them)", config);
+    return NULL;
+}
+
+/* ---- a generated folder read at run time ---- */
+
+/* Reads dir/name: a regular file (not a FIFO or device; opened without blocking) of at most
+ * MAX_FILE_BYTES, NUL-terminated. */
+static dsa_result_t read_file(const char *dir, const char *name, char **text, size_t *len, char *err, size_t errlen)
+{
+    char path[PATH_MAX];
+    if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, name) >= sizeof path) {
+        snprintf(err, errlen, "%s/%s: path too long", dir, name);
+        return DSA_ERROR_INVALID_ARGUMENT;
+    }
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > MAX_FILE_BYTES) {
+        snprintf(err, errlen, "%s: %s", path,
+                 fd < 0 ? strerror(errno) : !S_ISREG(st.st_mode) ? "not a regular file" : "larger than 4 MiB");
+        if (fd >= 0)
+            close(fd);
+        return DSA_ERROR_INVALID_ARGUMENT;
+    }
+    char *buf = dsa_malloc((size_t)st.st_size + 1);
+    size_t got = 0;
+    while (buf && got < (size_t)st.st_size) {
+        ssize_t r = read(fd, buf + got, (size_t)st.st_size - got);
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+    }
+    close(fd);
+    if (!buf || got != (size_t)st.st_size || memchr(buf, '\0', got)) {
+        snprintf(err, errlen, "%s: %s", path, !buf ? "out of host memory" : got != (size_t)st.st_size
+                                                                              ? "short read"
+                                                                              : "contains a NUL byte");
+        free(buf);
+        return buf ? DSA_ERROR_INVALID_ARGUMENT : DSA_ERROR_OUT_OF_MEMORY;
+    }
+    buf[got] = '\0';
+    *text = buf;
+    *len = got;
+    return DSA_SUCCESS;
+}
+
+dsa_result_t dsa_cfg_load_dir(const char *dir, dsa_cfg_t **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    dsa_cfg_t *c = dsa_calloc(1, sizeof *c);
+    if (!c) {
+        snprintf(err, errlen, "out of host memory");
+        return DSA_ERROR_OUT_OF_MEMORY;
+    }
+    char where[PATH_MAX + 16];
+    snprintf(where, sizeof where, "%s/" PLAN_FILE, dir);
+    parser_t p = {where, 0, err, errlen};
+    dsa_result_t rc = read_file(dir, PLAN_FILE, &c->owned[0], &c->owned_len[0], err, errlen);
+    if (rc == DSA_SUCCESS)
+        rc = parse(&p, c->owned[0], c->owned_len[0], c);
+    if (rc == DSA_SUCCESS)
+        rc = read_file(dir, "config.h", &c->owned[1], &c->owned_len[1], err, errlen);
+    for (int i = 0; rc == DSA_SUCCESS && i < DSA_NMODULES; i++)
+        rc = read_file(dir, c->modules[i].file, &c->owned[2 + i], &c->owned_len[2 + i], err, errlen);
+    if (rc != DSA_SUCCESS) {
+        dsa_cfg_free(c);
+        return rc;
+    }
+    c->config_h = (dsa_source_t){"config.h", c->owned[1], &c->owned_len[1]};
+    for (int i = 0; i < DSA_NMODULES; i++)
+        c->modules[i].source = (dsa_source_t){c->modules[i].file, c->owned[2 + i], &c->owned_len[2 + i]};
+    *out = c;
+    return DSA_SUCCESS;
+}

@@ -1,0 +1,60 @@
+/* A configuration as the runtime reads it from plan.txt: every number the runtime uses, derived
+ * once by dsagen. The runtime recomputes none of them; it checks they are in range so that a bad
+ * folder is an error, never an overflow. */
+#ifndef DSA_RT_PLAN_H
+#define DSA_RT_PLAN_H
+
+#include <stdint.h>
+
+#include "dsa_plan.h"
+#include "error.h"
+
+#define DSA_MAX_TARGETS 8
+#define DSA_MAX_ROPE_PAIRS 128
+#define DSA_NAME_MAX 128
+
+/* The kernel modules of a configuration, one source file each. */
+enum { DSA_MODULE_PROLOGUE, DSA_MODULE_ATTEND, DSA_NMODULES };
+
+typedef struct dsa_module_desc {
+    char name[16];          /* "prologue" */
+    char file[64];          /* "prologue.cu" */
+    dsa_source_t source;
+    const char *entry;      /* the module's first entry, for the JIT's report */
+} dsa_module_desc_t;
+
+typedef struct dsa_cfg {
+    dsa_config_info_t info;
+    char name[DSA_NAME_MAX], symbol[DSA_NAME_MAX], cache_dtype_name[16];
+    int ntargets;
+    char targets[DSA_MAX_TARGETS][16];
+    int attend_heads_per_cta;
+    /* workspaces and collectives, bytes per token */
+    int64_t ws_q_packed, ws_q_gathered, ws_partial_out, ws_partial_lse, exchange_out_block, exchange_lse_block;
+    /* kernels */
+    dsa_source_t config_h;
+    dsa_module_desc_t modules[DSA_NMODULES];
+    char entry_prologue[192], entry_rope_table[192], entry_pack_q[192], entry_attend[192], entry_merge[192],
+        entry_attend_smem[192]; /* entry_merge "" at dcp 1 */
+    unsigned prologue_threads, rope_threads, pack_threads, attend_threads, merge_threads;
+    unsigned pack_ctas_per_token, attend_ctas_per_token;
+    /* rope table */
+    int64_t rope_entries;
+    double rope_mscale, rope_freq[DSA_MAX_ROPE_PAIRS];
+    int nrope_freq;
+    /* the file texts when read from a folder (owned; NULL for linked configurations) */
+    char *owned[8];
+    size_t owned_len[8];
+} dsa_cfg_t;
+
+/* The parsed plan of a linked configuration, parsed once and kept for the library's lifetime;
+ * NULL with the message in err when config is not linked or its plan does not parse. */
+DSA_HIDDEN const dsa_cfg_t *dsa_cfg_linked(const char *config, char *err, size_t errlen);
+DSA_HIDDEN const dsa_cfg_t *dsa_cfg_of_plan(const dsa_plan_t *plan, char *err, size_t errlen);
+
+/* Reads a generated configuration folder (plan.txt and the files it names): a new dsa_cfg_t, or
+ * NULL with "DIR/plan.txt:LINE: error: ..." in err. Free with dsa_cfg_free. */
+DSA_HIDDEN dsa_result_t dsa_cfg_load_dir(const char *dir, dsa_cfg_t **out, char *err, size_t errlen);
+DSA_HIDDEN void dsa_cfg_free(dsa_cfg_t *cfg);
+
+#endif

@@ -1,0 +1,29 @@
+/* The DCP transport behind one small interface: NCCL in production (transport_nccl.c), an
+ * in-process group in tests (transport_inproc.c). Both only enqueue work on the caller's stream. */
+#ifndef DSA_TRANSPORT_H
+#define DSA_TRANSPORT_H
+
+#include "error.h"
+
+typedef struct dsa_transport dsa_transport_t;
+struct dsa_transport {
+    int rank, size;
+    /* recv = the size send buffers of bytes each, in rank order */
+    dsa_result_t (*allgather)(dsa_transport_t *t, dsa_ctx_t ctx, CUdeviceptr send, CUdeviceptr recv, size_t bytes,
+                              CUstream stream);
+    /* send: size blocks of bytes, block p for rank p; recv: size blocks, block p from rank p */
+    dsa_result_t (*alltoall)(dsa_transport_t *t, dsa_ctx_t ctx, CUdeviceptr send, CUdeviceptr recv, size_t bytes,
+                             CUstream stream);
+    void (*destroy)(dsa_transport_t *t);
+};
+
+/* The transport of a dcp-rank group named by opts (exactly one of nccl_comm, nccl_id,
+ * inproc_group); *out NULL at dcp 1. Errors are recorded in ctx (used for nothing else). */
+DSA_HIDDEN dsa_result_t dsa_transport_create(dsa_ctx_t ctx, const char *config, int dcp, const dsa_options_t *opts,
+                                             dsa_transport_t **out);
+DSA_HIDDEN dsa_result_t dsa_transport_nccl(dsa_ctx_t ctx, const char *config, int dcp, const dsa_options_t *opts,
+                                           dsa_transport_t **out);
+DSA_HIDDEN dsa_result_t dsa_transport_inproc(dsa_ctx_t ctx, int dcp, const dsa_options_t *opts,
+                                             dsa_transport_t **out);
+
+#endif

@@ -1,0 +1,151 @@
+/* The in-process transport: W ranks of a DCP group on one GPU, one thread each, so tests run
+ * DCP = W without W GPUs. Never a production path (dsa_testing.h). */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "dsa_testing.h"
+#include "transport.h"
+
+/* A barrier per collective; the last rank to arrive performs it for all ----
+ * Each rank calls from its own thread, and every rank of the group enqueues on the same stream
+ * (one GPU, one stream): the copies are enqueued after every rank's preceding work, and no rank
+ * returns (and enqueues more) before they are. */
+
+#define INPROC_MAX 64
+#define INPROC_TIMEOUT_S 30
+
+struct dsa_inproc_group {
+    int size;
+    pthread_mutex_t lock;
+    pthread_cond_t done;
+    int arrived, op;
+    unsigned long generation;
+    dsa_result_t result;
+    size_t bytes;
+    CUstream stream;
+    CUdeviceptr send[INPROC_MAX], recv[INPROC_MAX];
+};
+
+typedef struct inproc_transport {
+    dsa_transport_t base;
+    dsa_inproc_group_t g;
+} inproc_transport_t;
+
+dsa_result_t dsa_inproc_group_create(int size, dsa_inproc_group_t *group)
+{
+    if (!group)
+        return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT, "dsa_inproc_group_create: group is NULL");
+    *group = NULL;
+    if (size < 1 || size > INPROC_MAX)
+        return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT, "dsa_inproc_group_create: size is %d, must be 1..%d",
+                        size, INPROC_MAX);
+    dsa_inproc_group_t g = dsa_calloc(1, sizeof *g);
+    if (!g)
+        return dsa_fail(NULL, DSA_ERROR_OUT_OF_MEMORY, "dsa_inproc_group_create: out of host memory");
+    g->size = size;
+    pthread_mutex_init(&g->lock, NULL);
+    pthread_cond_init(&g->done, NULL);
+    *group = g;
+    return DSA_SUCCESS;
+}
+
+void dsa_inproc_group_destroy(dsa_inproc_group_t g)
+{
+    if (!g)
+        return;
+    pthread_mutex_destroy(&g->lock);
+    pthread_cond_destroy(&g->done);
+    free(g);
+}
+
+enum { OP_ALLGATHER = 1, OP_ALLTOALL = 2 };
+
+static dsa_result_t inproc_collective(dsa_transport_t *t, dsa_ctx_t ctx, int op, CUdeviceptr send,
+                                      CUdeviceptr recv, size_t bytes, CUstream stream)
+{
+    dsa_inproc_group_t g = ((inproc_transport_t *)t)->g;
+    dsa_result_t rc = DSA_SUCCESS;
+    pthread_mutex_lock(&g->lock);
+    if (g->arrived == 0) {
+        g->op = op;
+        g->bytes = bytes;
+        g->stream = stream;
+    } else if (g->op != op || g->bytes != bytes || g->stream != stream) {
+        rc = dsa_fail(ctx, DSA_ERROR_INVALID_ARGUMENT,
+                      "in-process DCP group: rank %d called a different collective, size or stream than the "
+                      "ranks before it (all ranks must issue the same collectives on one stream)",
+                      t->rank);
+        pthread_mutex_unlock(&g->lock);
+        return rc;
+    }
+    g->send[t->rank] = send;
+    g->recv[t->rank] = recv;
+    unsigned long gen = g->generation;
+    if (++g->arrived == g->size) {
+        g->result = DSA_SUCCESS;
+        for (int d = 0; d < g->size && g->result == DSA_SUCCESS; d++) {
+            for (int s = 0; s < g->size; s++) {
+                /* allgather: block s of recv[d] is send[s]; alltoall: block s of recv[d] is block d of send[s] */
+                CUdeviceptr from = op == OP_ALLGATHER ? g->send[s] : g->send[s] + (size_t)d * bytes;
+                CUresult r = dsa_cu.cuMemcpyDtoDAsync(g->recv[d] + (size_t)s * bytes, from, bytes, stream);
+                if (r != CUDA_SUCCESS) {
+                    g->result = DSA_ERROR_CUDA;
+                    break;
+                }
+            }
+        }
+        g->arrived = 0;
+        g->generation++;
+        pthread_cond_broadcast(&g->done);
+    } else {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += INPROC_TIMEOUT_S;
+        while (g->generation == gen)
+            if (pthread_cond_timedwait(&g->done, &g->lock, &until) != 0) {
+                g->arrived--;
+                pthread_mutex_unlock(&g->lock);
+                return dsa_fail(ctx, DSA_ERROR_INTERNAL,
+                                "in-process DCP group: rank %d waited %d s for the other ranks' collective "
+                                "(each rank must call from its own thread)",
+                                t->rank, INPROC_TIMEOUT_S);
+            }
+    }
+    if (g->result != DSA_SUCCESS)
+        rc = dsa_fail(ctx, g->result, "in-process DCP group: a copy of the collective failed");
+    pthread_mutex_unlock(&g->lock);
+    return rc;
+}
+
+static dsa_result_t inproc_allgather(dsa_transport_t *t, dsa_ctx_t ctx, CUdeviceptr send, CUdeviceptr recv,
+                                     size_t bytes, CUstream stream)
+{
+    return inproc_collective(t, ctx, OP_ALLGATHER, send, recv, bytes, stream);
+}
+
+static dsa_result_t inproc_alltoall(dsa_transport_t *t, dsa_ctx_t ctx, CUdeviceptr send, CUdeviceptr recv,
+                                    size_t bytes, CUstream stream)
+{
+    return inproc_collective(t, ctx, OP_ALLTOALL, send, recv, bytes, stream);
+}
+
+static void inproc_destroy(dsa_transport_t *t)
+{
+    free(t);
+}
+
+dsa_result_t dsa_transport_inproc(dsa_ctx_t ctx, int W, const dsa_options_t *o, dsa_transport_t **out)
+{
+    if (o->inproc_group->size != W || o->dcp_rank < 0 || o->dcp_rank >= W)
+        return dsa_fail(ctx, DSA_ERROR_INVALID_ARGUMENT,
+                        "dsa_ctx_create: in-process group of size %d, dcp_rank %d, for dcp %d", o->inproc_group->size,
+                        o->dcp_rank, W);
+    inproc_transport_t *t = dsa_calloc(1, sizeof *t);
+    if (!t)
+        return dsa_fail(ctx, DSA_ERROR_OUT_OF_MEMORY, "dsa_ctx_create: out of host memory");
+    *t = (inproc_transport_t){{o->dcp_rank, W, inproc_allgather, inproc_alltoall, inproc_destroy}, o->inproc_group};
+    *out = &t->base;
+    return DSA_SUCCESS;
+}

@@ -49,7 +49,7 @@ typedef struct dsg_spec {
     dsg_config configs[DSG_MAX_CONFIGS];
 } dsg_spec;
 
-/* Derived values of one configuration (see DESIGN.md: byte layouts, the step). */
+/* Derived values of one configuration (see docs/layouts.md and docs/design.md, "The step"). */
 typedef struct dsg_derived {
     int heads_local;       /* heads / tp */
     int heads_gathered;    /* heads_local * dcp: the heads each rank attends for */

@@ -2,9 +2,9 @@
 binding a host engine would use) beside a PyTorch eager implementation of the same stage, timed in
 the same run with CUDA events, against the measured device copy bandwidth.
 
-Bytes per token count each input read once and each output written once (METHOD.md): q_c, kv,
-indexer k, position, slot and the rope cos/sin row read; q_c_out, the top-k row (-1), the MLA
-cache entry and the indexer entry written; weights are read once per launch and not counted.
+Bytes per token count each input read once and each output written once (docs/benchmarks.md):
+q_c, kv, indexer k, position, slot and the rope cos/sin row read; q_c_out, the top-k row (-1), the
+MLA cache entry and the indexer entry written; weights are read once per launch and not counted.
 Every slot is owned here (the most bytes).
 
 Usage: python3 tests/bench/bench_prologue.py   (from the repository root, after `ninja gpu`)

@@ -51,7 +51,7 @@ typedef struct dsa_options {
     dsa_inproc_group_t inproc_group; /* or, in tests, an in-process group (dsa_testing.h) */
     int dcp_rank;           /* this rank in the group, with nccl_id or inproc_group */
     int64_t attend_tokens;  /* rows per attend chunk, the size of its workspaces (allocated at creation:
-                               about (3 dcp + 1) * heads_local * 2.3 KiB per row); 0: 2048 */
+                               out/<config>/PLAN.md gives the bytes per row); 0: 2048 */
 } dsa_options_t;
 
 #define DSA_OPTIONS_INIT {sizeof(dsa_options_t), NULL, 16384, 0, DSA_LOG_WARN, NULL, NULL, NULL, NULL, 0, 0}
@@ -130,7 +130,7 @@ typedef struct dsa_kernel_info {
 } dsa_kernel_info_t;
 DSA_API int dsa_ctx_kernels(dsa_ctx_t ctx, const dsa_kernel_info_t **info);
 
-/* Stage A for num_tokens tokens (DESIGN.md): q_c RMSNorm for every token, the top-k row set to -1
+/* Stage A for num_tokens tokens (docs/design.md, "The step"): q_c RMSNorm for every token, the top-k row set to -1
  * (clear_topk), then for slot >= 0 only: KV latent norm + rope into the MLA cache entry, indexer
  * key into its page (idx_k non-NULL). All tensors are device pointers, activations and weights
  * bf16; q_c, q_c_out, kv, the norm weights 16-byte aligned, row strides multiples of 8 elements.
@@ -159,7 +159,7 @@ typedef struct dsa_prologue_args {
 
 DSA_API dsa_result_t dsa_prologue(dsa_ctx_t ctx, const dsa_prologue_args_t *args, void *stream);
 
-/* Stage C (DESIGN.md) for num_tokens rows (decode and prefill mixed): q = [q_lat | rope(q_pe)];
+/* Stage C (docs/design.md, "The step") for num_tokens rows (decode and prefill mixed): q = [q_lat | rope(q_pe)];
  * with dcp > 1 the query all-gather over the DCP group; the top-k positions this rank owns mapped to
  * its slots (others, and invalid entries: negative other than -1, beyond the request, blocks the
  * table lacks, are -1 and never read); sparse MLA over them for every gathered head; with

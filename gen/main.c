@@ -235,6 +235,10 @@ static void push_env(lua_State *L, const loaded *l, const dsg_config *c, const c
     set_int(L, "exchange_out_block", dv.exchange_out_block);
     set_int(L, "exchange_lse_block", dv.exchange_lse_block);
     set_int(L, "ws_attend_row", dv.ws_attend_row);
+    set_int(L, "q_lat_row", dv.q_lat_row);
+    set_int(L, "q_pe_row", dv.q_pe_row);
+    set_int(L, "out_row", dv.out_row);
+    set_int(L, "lse_row", dv.lse_row);
     set_int(L, "prologue_threads", dv.prologue_threads);
     set_int(L, "rope_threads", dv.rope_threads);
     set_int(L, "pack_threads", dv.pack_threads);

@@ -686,6 +686,10 @@ void dsg_derive(const dsg_geometry *g, const dsg_config *c, dsg_derived *o)
     o->exchange_recv = o->exchange_send;
     o->exchange_out_block = o->heads_local * L * 4;
     o->exchange_lse_block = o->heads_local * 4;
+    o->q_lat_row = o->heads_local * L;
+    o->q_pe_row = o->heads_local * R;
+    o->out_row = o->heads_local * L;
+    o->lse_row = o->heads_local;
     o->ws_attend_row = o->ws_q_packed + (w > 1 ? o->ws_q_gathered + 2 * (o->ws_partial_out + o->ws_partial_lse) : 0);
 
     /* The kernel library is written for these CTA sizes (kernels check them with static_assert). */

@@ -123,10 +123,10 @@ dsa_result_t dsa_check_attend(dsa_ctx_t ctx, const dsa_attend_args_t *a, dsa_att
     if (a->num_cache_blocks <= 0 || a->num_cache_blocks > INT32_MAX / g->block_size)
         return FAIL("dsa_attend: args->num_cache_blocks is %lld, must be 1..%d (slots are 32-bit in the attend kernel)",
                     (long long)a->num_cache_blocks, INT32_MAX / g->block_size);
-    const int64_t HL = g->heads_local;
-    if ((rc = stride(ctx, fn, "q_lat_stride", a->q_lat_stride, HL * g->kv_lora_rank, "heads_local x kv_lora_rank", 1,
+    const dsa_cfg_t *cfg = ctx->cfg;
+    if ((rc = stride(ctx, fn, "q_lat_stride", a->q_lat_stride, cfg->q_lat_row, "heads_local x kv_lora_rank", 1,
                      &s->q_lat)) != DSA_SUCCESS ||
-        (rc = stride(ctx, fn, "q_pe_stride", a->q_pe_stride, HL * g->qk_rope_dim, "heads_local x qk_rope_dim", 1,
+        (rc = stride(ctx, fn, "q_pe_stride", a->q_pe_stride, cfg->q_pe_row, "heads_local x qk_rope_dim", 1,
                      &s->q_pe)) != DSA_SUCCESS)
         return rc;
     return stride(ctx, fn, "topk_stride", a->topk_stride, g->idx_topk, "idx_topk", 1, &s->topk);

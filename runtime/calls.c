@@ -133,7 +133,6 @@ static dsa_result_t attend_chunk(dsa_ctx_t ctx, const dsa_attend_args_t *a, cons
                                  int64_t t0, int64_t n, CUstream stream)
 {
     const dsa_cfg_t *cfg = ctx->cfg;
-    const size_t HL = (size_t)cfg->info.heads_local, lat = (size_t)cfg->info.kv_lora_rank;
     const int dcp = cfg->info.dcp > 1;
     dsa_result_t rc;
     dsa_pack_params pk = {0};
@@ -161,8 +160,8 @@ static dsa_result_t attend_chunk(dsa_ctx_t ctx, const dsa_attend_args_t *a, cons
     at.seq_lens = a->seq_lens;
     at.block_table = a->block_table;
     at.kv_cache = a->kv_cache;
-    at.out = (uint16_t *)a->out + (size_t)t0 * HL * lat;
-    at.lse = a->lse ? a->lse + (size_t)t0 * HL : NULL;
+    at.out = (uint16_t *)a->out + t0 * cfg->out_row;
+    at.lse = a->lse ? a->lse + t0 * cfg->lse_row : NULL;
     at.part_out = (float *)(uintptr_t)ctx->ws_po_send;
     at.part_lse = (float *)(uintptr_t)ctx->ws_pl_send;
     at.num_slots = a->num_cache_blocks * cfg->info.block_size;
@@ -189,7 +188,7 @@ static dsa_result_t attend_chunk(dsa_ctx_t ctx, const dsa_attend_args_t *a, cons
     mg.out = at.out;
     mg.lse = at.lse;
     mg.num_tokens = (int32_t)n;
-    return launch(ctx, "dsa_attend", ctx->merge_fn, (unsigned)n, (unsigned)HL, cfg->merge_threads, 0, &mg, stream,
+    return launch(ctx, "dsa_attend", ctx->merge_fn, (unsigned)n, (unsigned)cfg->info.heads_local, cfg->merge_threads, 0, &mg, stream,
                   "merge");
 }
 

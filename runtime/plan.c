@@ -3,21 +3,14 @@
  * no unknown key, every number whole and in range, so that a damaged or hand-edited plan is an
  * error naming its line, never a wrong launch. */
 #include <errno.h>
-#include <fcntl.h>
-#include <limits.h>
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "kernels/dsa_abi.h"
 #include "plan.h"
 
-#define PLAN_FILE "plan.txt"
-#define MAX_FILE_BYTES (4 << 20) /* a plan or kernel source larger than this is not dsagen's */
 
 typedef enum { F_INT, F_U32, F_I64, F_FLOAT, F_DOUBLE, F_NAME, F_DTYPE, F_TARGETS, F_FREQ, F_ENTRY } ftype;
 
@@ -62,6 +55,10 @@ static const field_t fields[] = {
     INT("cache_rope_offset", info.cache_rope_offset, 0, 1 << 20),
     INT("idx_bytes_per_token", info.idx_bytes_per_token, 1, 1 << 20),
     INT("idx_page_bytes", info.idx_page_bytes, 1, 1 << 30),
+    {"q_lat_row", F_I64, M(q_lat_row), 1, 1 << 24},
+    {"q_pe_row", F_I64, M(q_pe_row), 1, 1 << 24},
+    {"out_row", F_I64, M(out_row), 1, 1 << 24},
+    {"lse_row", F_I64, M(lse_row), 1, 1 << 24},
     {"ws_q_packed", F_I64, M(ws_q_packed), 1, 1LL << 31},
     {"ws_q_gathered", F_I64, M(ws_q_gathered), 1, 1LL << 31},
     {"ws_partial_out", F_I64, M(ws_partial_out), 1, 1LL << 31},
@@ -315,157 +312,8 @@ static dsa_result_t parse(parser_t *p, const char *text, size_t len, dsa_cfg_t *
     return DSA_SUCCESS;
 }
 
-void dsa_cfg_free(dsa_cfg_t *cfg)
+dsa_result_t dsa_plan_parse(const char *where, const char *text, size_t len, dsa_cfg_t *c, char *err, size_t errlen)
 {
-    if (!cfg)
-        return;
-    for (size_t i = 0; i < sizeof cfg->owned / sizeof cfg->owned[0]; i++)
-        free(cfg->owned[i]);
-    free(cfg);
-}
-
-/* ---- linked configurations: embedded files ---- */
-
-static const dsa_source_t *embedded(const dsa_plan_t *plan, const char *name)
-{
-    for (int i = 0; i < plan->nfiles; i++)
-        if (!strcmp(plan->files[i].name, name))
-            return &plan->files[i];
-    return NULL;
-}
-
-static dsa_result_t cfg_from_plan(const dsa_plan_t *plan, dsa_cfg_t **out, char *err, size_t errlen)
-{
-    char where[DSA_NAME_MAX + 32];
-    snprintf(where, sizeof where, "plan.txt of %s", plan->name);
     parser_t p = {where, 0, err, errlen};
-    if (plan->abi != DSA_PLAN_ABI)
-        return perr(&p, "linked with plan ABI %d, this libdsa has %d", plan->abi, DSA_PLAN_ABI);
-    const dsa_source_t *txt = embedded(plan, PLAN_FILE), *h = embedded(plan, "config.h");
-    if (!txt || !h)
-        return perr(&p, "the linked configuration lacks %s", txt ? "config.h" : PLAN_FILE);
-    dsa_cfg_t *c = dsa_calloc(1, sizeof *c);
-    if (!c) {
-        snprintf(err, errlen, "out of host memory");
-        return DSA_ERROR_OUT_OF_MEMORY;
-    }
-    dsa_result_t rc = parse(&p, txt->text, *txt->len, c);
-    for (int i = 0; rc == DSA_SUCCESS && i < DSA_NMODULES; i++) {
-        const dsa_source_t *s = embedded(plan, c->modules[i].file);
-        if (!s)
-            rc = perr(&p, "the linked configuration lacks %s", c->modules[i].file);
-        else
-            c->modules[i].source = *s;
-    }
-    if (rc == DSA_SUCCESS && strcmp(c->name, plan->name))
-        rc = perr(&p, "names configuration '%s'", c->name);
-    if (rc != DSA_SUCCESS) {
-        dsa_cfg_free(c);
-        return rc;
-    }
-    c->config_h = *h;
-    *out = c;
-    return DSA_SUCCESS;
-}
-
-static pthread_mutex_t linked_lock = PTHREAD_MUTEX_INITIALIZER;
-#define MAX_LINKED 1024
-static dsa_cfg_t *linked[MAX_LINKED];
-
-const dsa_cfg_t *dsa_cfg_of_plan(const dsa_plan_t *plan, char *err, size_t errlen)
-{
-    int i = 0;
-    while (i < MAX_LINKED && dsa_registry[i] && dsa_registry[i] != plan)
-        i++;
-    dsa_cfg_t *c = NULL;
-    if (i == MAX_LINKED || !dsa_registry[i]) { /* linked by symbol but not in the registry: parse each time */
-        snprintf(err, errlen, "configuration %s is not in this library's registry", plan->name);
-        return NULL;
-    }
-    pthread_mutex_lock(&linked_lock);
-    if (!linked[i] && cfg_from_plan(plan, &c, err, errlen) == DSA_SUCCESS)
-        linked[i] = c;
-    c = linked[i];
-    pthread_mutex_unlock(&linked_lock);
-    return c;
-}
-
-const dsa_cfg_t *dsa_cfg_linked(const char *config, char *err, size_t errlen)
-{
-    for (const dsa_plan_t *const *p = dsa_registry; *p; p++)
-        if (!strcmp((*p)->name, config))
-            return dsa_cfg_of_plan(*p, err, errlen);
-    snprintf(err, errlen, "no configuration named '%s' in this library (dsa_configs() lists them)", config);
-    return NULL;
-}
-
-/* ---- a generated folder read at run time ---- */
-
-/* Reads dir/name: a regular file (not a FIFO or device; opened without blocking) of at most
- * MAX_FILE_BYTES, NUL-terminated. */
-static dsa_result_t read_file(const char *dir, const char *name, char **text, size_t *len, char *err, size_t errlen)
-{
-    char path[PATH_MAX];
-    if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, name) >= sizeof path) {
-        snprintf(err, errlen, "%s/%s: path too long", dir, name);
-        return DSA_ERROR_INVALID_ARGUMENT;
-    }
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    struct stat st;
-    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > MAX_FILE_BYTES) {
-        snprintf(err, errlen, "%s: %s", path,
-                 fd < 0 ? strerror(errno) : !S_ISREG(st.st_mode) ? "not a regular file" : "larger than 4 MiB");
-        if (fd >= 0)
-            close(fd);
-        return DSA_ERROR_INVALID_ARGUMENT;
-    }
-    char *buf = dsa_malloc((size_t)st.st_size + 1);
-    size_t got = 0;
-    while (buf && got < (size_t)st.st_size) {
-        ssize_t r = read(fd, buf + got, (size_t)st.st_size - got);
-        if (r <= 0)
-            break;
-        got += (size_t)r;
-    }
-    close(fd);
-    if (!buf || got != (size_t)st.st_size || memchr(buf, '\0', got)) {
-        snprintf(err, errlen, "%s: %s", path, !buf ? "out of host memory" : got != (size_t)st.st_size
-                                                                              ? "short read"
-                                                                              : "contains a NUL byte");
-        free(buf);
-        return buf ? DSA_ERROR_INVALID_ARGUMENT : DSA_ERROR_OUT_OF_MEMORY;
-    }
-    buf[got] = '\0';
-    *text = buf;
-    *len = got;
-    return DSA_SUCCESS;
-}
-
-dsa_result_t dsa_cfg_load_dir(const char *dir, dsa_cfg_t **out, char *err, size_t errlen)
-{
-    *out = NULL;
-    dsa_cfg_t *c = dsa_calloc(1, sizeof *c);
-    if (!c) {
-        snprintf(err, errlen, "out of host memory");
-        return DSA_ERROR_OUT_OF_MEMORY;
-    }
-    char where[PATH_MAX + 16];
-    snprintf(where, sizeof where, "%s/" PLAN_FILE, dir);
-    parser_t p = {where, 0, err, errlen};
-    dsa_result_t rc = read_file(dir, PLAN_FILE, &c->owned[0], &c->owned_len[0], err, errlen);
-    if (rc == DSA_SUCCESS)
-        rc = parse(&p, c->owned[0], c->owned_len[0], c);
-    if (rc == DSA_SUCCESS)
-        rc = read_file(dir, "config.h", &c->owned[1], &c->owned_len[1], err, errlen);
-    for (int i = 0; rc == DSA_SUCCESS && i < DSA_NMODULES; i++)
-        rc = read_file(dir, c->modules[i].file, &c->owned[2 + i], &c->owned_len[2 + i], err, errlen);
-    if (rc != DSA_SUCCESS) {
-        dsa_cfg_free(c);
-        return rc;
-    }
-    c->config_h = (dsa_source_t){"config.h", c->owned[1], &c->owned_len[1]};
-    for (int i = 0; i < DSA_NMODULES; i++)
-        c->modules[i].source = (dsa_source_t){c->modules[i].file, c->owned[2 + i], &c->owned_len[2 + i]};
-    *out = c;
-    return DSA_SUCCESS;
+    return parse(&p, text, len, c);
 }

@@ -29,6 +29,7 @@ typedef struct dsa_cfg {
     int ntargets;
     char targets[DSA_MAX_TARGETS][16];
     int attend_heads_per_cta;
+    int64_t q_lat_row, q_pe_row, out_row, lse_row; /* the attend call's tensors, elements per token */
     /* workspaces and collectives, bytes per token */
     int64_t ws_q_packed, ws_q_gathered, ws_partial_out, ws_partial_lse, exchange_out_block, exchange_lse_block;
     /* kernels */
@@ -46,6 +47,11 @@ typedef struct dsa_cfg {
     char *owned[8];
     size_t owned_len[8];
 } dsa_cfg_t;
+
+/* Parses plan.txt's text into c (zeroed by the caller); where names the file in messages
+ * ("WHERE:LINE: error: ..."). runtime/plan.c. */
+DSA_HIDDEN dsa_result_t dsa_plan_parse(const char *where, const char *text, size_t len, dsa_cfg_t *c, char *err,
+                                       size_t errlen);
 
 /* The parsed plan of a linked configuration, parsed once and kept for the library's lifetime;
  * NULL with the message in err when config is not linked or its plan does not parse. */

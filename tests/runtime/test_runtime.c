@@ -125,9 +125,11 @@ static void test_plan_folders(void)
 }
 
 /* Writes dir/plan.txt as out/tiny_tp4_dcp1_i1_bf16/plan.txt with line `from` replaced by `to`
- * (to NULL: removed; from NULL: to appended), and the other files copied. */
-static void damaged_folder(const char *dir, const char *from, const char *to)
+ * (to NULL: removed; from NULL: to appended), and the other files copied. Returns the line number
+ * of the change. */
+static int damaged_folder(const char *dir, const char *from, const char *to)
 {
+    int n = 0, at = 0;
     char cmd[1024];
     snprintf(cmd, sizeof cmd, "rm -rf %s && mkdir -p %s && cp out/tiny_tp4_dcp1_i1_bf16/*.cu out/tiny_tp4_dcp1_i1_bf16/config.h %s",
              dir, dir, dir);
@@ -137,19 +139,24 @@ static void damaged_folder(const char *dir, const char *from, const char *to)
     snprintf(path, sizeof path, "%s/plan.txt", dir);
     FILE *o = fopen(path, "w");
     while (in && o && fgets(line, sizeof line, in)) {
+        n++;
         if (from && !strncmp(line, from, strlen(from))) {
+            at = n;
             if (to)
                 fprintf(o, "%s\n", to);
         } else {
             fputs(line, o);
         }
     }
-    if (!from && o)
+    if (!from && o) {
         fprintf(o, "%s\n", to);
+        at = n + 1;
+    }
     if (in)
         fclose(in);
     if (o)
         fclose(o);
+    return at;
 }
 
 /* A damaged plan is an error naming its file and line, never a context; dsa_ctx_create_dir's own
@@ -161,25 +168,27 @@ static void test_plan_errors(void)
     const struct {
         const char *from, *to, *msg;
     } cases[] = {
-        {"heads 16", "heads 0", "plan.txt:12: error: heads: 0 is outside [1, 4096]"},
-        {"heads 16", "heads 3x", "plan.txt:12: error: heads: '3x' is not a whole number"},
+        {"heads 16", "heads 0", "plan.txt:%d: error: heads: 0 is outside [1, 4096]"},
+        {"heads 16", "heads 3x", "plan.txt:%d: error: heads: '3x' is not a whole number"},
         {"heads 16", NULL, "plan.txt: error: no 'heads' line"},
-        {NULL, "heads 16", "plan.txt:69: error: heads given twice"},
-        {NULL, "colour blue", "plan.txt:69: error: unknown key 'colour'"},
-        {"dsa-plan 3", "dsa-plan 2", "plan.txt:6: error: plan format 2; this libdsa reads format 3: regenerate with its dsagen"},
-        {"kernel-abi 1", "kernel-abi 7", "plan.txt:7: error: generated for kernel ABI 7; this libdsa has kernel ABI 1: regenerate"},
-        {"cache_dtype bf16", "cache_dtype fp4", "plan.txt:35: error: cache_dtype: 'fp4' is none of bf16, fp8_ds_mla, nvfp4_ds_mla"},
-        {"module attend attend.cu", "module attend ../attend.cu", "plan.txt:51: error: module attend: '../attend.cu' is not a file name in the configuration's folder"},
+        {NULL, "heads 16", "plan.txt:%d: error: heads given twice"},
+        {NULL, "colour blue", "plan.txt:%d: error: unknown key 'colour'"},
+        {"dsa-plan 3", "dsa-plan 2", "plan.txt:%d: error: plan format 2; this libdsa reads format 3: regenerate with its dsagen"},
+        {"kernel-abi 1", "kernel-abi 7", "plan.txt:%d: error: generated for kernel ABI 7; this libdsa has kernel ABI 1: regenerate"},
+        {"cache_dtype bf16", "cache_dtype fp4", "plan.txt:%d: error: cache_dtype: 'fp4' is none of bf16, fp8_ds_mla, nvfp4_ds_mla"},
+        {"module attend attend.cu", "module attend ../attend.cu", "plan.txt:%d: error: module attend: '../attend.cu' is not a file name in the configuration's folder"},
         {"module attend attend.cu", "module attend gone.cu", "/gone.cu: No such file or directory"},
-        {"targets sm_90a", "targets sm_90a;rm", "plan.txt:10: error: targets: 'sm_90a;rm' is not an architecture like sm_90a (at most 8)"},
-        {"rope_mscale", "rope_mscale nan", "plan.txt:67: error: rope_mscale: 'nan' is not a positive finite number"},
+        {"targets sm_90a", "targets sm_90a;rm", "plan.txt:%d: error: targets: 'sm_90a;rm' is not an architecture like sm_90a (at most 8)"},
+        {"rope_mscale", "rope_mscale nan", "plan.txt:%d: error: rope_mscale: 'nan' is not a positive finite number"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        damaged_folder(dir, cases[i].from, cases[i].to);
+        int line = damaged_folder(dir, cases[i].from, cases[i].to);
+        CHECK(line > 0);
+        snprintf(want, sizeof want, cases[i].msg, line);
         dsa_cfg_t *c = NULL;
         CHECK(dsa_cfg_load_dir(dir, &c, err, sizeof err) == DSA_ERROR_INVALID_ARGUMENT && c == NULL);
-        if (!strstr(err, cases[i].msg)) {
-            printf("FAIL: case %zu: want '%s' in '%s'\n", i, cases[i].msg, err);
+        if (!strstr(err, want)) {
+            printf("FAIL: case %zu: want '%s' in '%s'\n", i, want, err);
             check_failed++;
         }
     }

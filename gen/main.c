@@ -247,6 +247,18 @@ static void push_env(lua_State *L, const loaded *l, const dsg_config *c, const c
     set_int(L, "pack_ctas_per_token", dv.pack_ctas_per_token);
     set_int(L, "attend_ctas_per_token", dv.attend_ctas_per_token);
     set_int(L, "rope_entries", dv.rope_entries);
+    set_int(L, "idx_max_local", dv.idx_max_local);
+    set_int(L, "ws_idx_q8", dv.ws_idx_q8);
+    set_int(L, "ws_idx_wq", dv.ws_idx_wq);
+    set_int(L, "ws_idx_keys", dv.ws_idx_keys);
+    set_int(L, "ws_idx_cand", dv.ws_idx_cand);
+    set_int(L, "ws_idx_merged", dv.ws_idx_merged);
+    set_int(L, "ws_index_row", dv.ws_index_row);
+    set_int(L, "index_q_threads", dv.index_q_threads);
+    set_int(L, "index_q_ctas_per_token", dv.index_q_ctas_per_token);
+    set_int(L, "index_score_threads", dv.index_score_threads);
+    set_int(L, "index_score_keys_per_cta", dv.index_score_keys_per_cta);
+    set_int(L, "index_topk_threads", dv.index_topk_threads);
     lua_newtable(L);
     for (int i = 0; i < g->qk_rope_dim / 2; i++) {
         lua_pushnumber(L, dv.rope_freq[i]);
@@ -255,7 +267,8 @@ static void push_env(lua_State *L, const loaded *l, const dsg_config *c, const c
     lua_setfield(L, -2, "rope_freq");
     /* kernel entry names: the instantiations define them, the plan names them */
     lua_newtable(L);
-    static const char *const entries[] = {"prologue", "rope_table", "pack_q", "attend", "merge", "attend_smem"};
+    static const char *const entries[] = {"prologue",    "rope_table",  "pack_q",     "attend",     "merge",
+                                          "attend_smem", "index_q",     "index_score", "index_topk", "index_merge"};
     for (size_t i = 0; i < sizeof entries / sizeof entries[0]; i++) {
         char e[192];
         snprintf(e, sizeof e, "dsa_%s_%s", entries[i], c->symbol);

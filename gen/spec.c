@@ -456,6 +456,10 @@ static void check_geometry_relations(vctx *v, const dsg_geometry *g, const where
     if (g->qk_rope_dim > g->idx_head_dim) {
         c = child(&iw, "head_dim", 0);
         err(v, &c, "(%d) must hold the %d rope dims", g->idx_head_dim, g->qk_rope_dim);
+    } else if (g->idx_head_dim < 64 || g->idx_head_dim > 256) {
+        c = child(&iw, "head_dim", 0);
+        err(v, &c, "must be 64, 128 or 256 (the indexer kernels split a key row in 16-byte quarters), got %d",
+            g->idx_head_dim);
     }
 }
 
@@ -701,5 +705,19 @@ void dsg_derive(const dsg_geometry *g, const dsg_config *c, dsg_derived *o)
     o->pack_ctas_per_token = (o->heads_local * (o->kv_dim / 8) + o->pack_threads - 1) / o->pack_threads;
     o->attend_ctas_per_token = (o->heads_gathered + o->attend_heads_per_cta - 1) / o->attend_heads_per_cta;
     o->rope_entries = (long long)g->max_positions * (R / 2);
+
+    /* stage B: the most keys one rank holds for a row (positions dealt in runs of I over W ranks) */
+    o->idx_max_local = (g->max_positions + w * c->interleave - 1) / (w * c->interleave) * c->interleave;
+    o->ws_idx_q8 = g->idx_heads * g->idx_head_dim;
+    o->ws_idx_wq = g->idx_heads * 4;
+    o->ws_idx_keys = o->idx_max_local * 4;
+    o->ws_idx_cand = g->idx_topk * 8;
+    o->ws_idx_merged = w * g->idx_topk * 8;
+    o->ws_index_row = o->ws_idx_q8 + o->ws_idx_wq + o->ws_idx_keys + (w > 1 ? o->ws_idx_cand * (1 + w) + o->ws_idx_merged : 0);
+    o->index_q_threads = 256;
+    o->index_q_ctas_per_token = (g->idx_heads + 7) / 8; /* a warp per head */
+    o->index_score_threads = 128;
+    o->index_score_keys_per_cta = o->index_score_threads / 32 * 8; /* a warp scores 8 keys a step */
+    o->index_topk_threads = 1024;
     rope_freqs(g, o->rope_freq);
 }

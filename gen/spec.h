@@ -76,6 +76,10 @@ typedef struct dsg_derived {
     int prologue_threads, rope_threads, pack_threads, attend_threads, merge_threads;
     int pack_ctas_per_token, attend_ctas_per_token;
     long long rope_entries; /* cos/sin table entries: max_positions * qk_rope_dim / 2 */
+    /* stage B: keys per row on one rank at most; workspaces per row (bytes); launch shapes */
+    int idx_max_local;
+    int ws_idx_q8, ws_idx_wq, ws_idx_keys, ws_idx_cand, ws_idx_merged, ws_index_row;
+    int index_q_threads, index_q_ctas_per_token, index_score_threads, index_score_keys_per_cta, index_topk_threads;
     /* rope: per-pair frequencies (theta^(-2i/d), YaRN-corrected) and the cos/sin scale */
     double rope_freq[DSG_MAX_ROPE_PAIRS];
 } dsg_derived;

@@ -131,3 +131,44 @@ dsa_result_t dsa_check_attend(dsa_ctx_t ctx, const dsa_attend_args_t *a, dsa_att
         return rc;
     return stride(ctx, fn, "topk_stride", a->topk_stride, g->idx_topk, "idx_topk", 1, &s->topk);
 }
+
+dsa_result_t dsa_check_index(dsa_ctx_t ctx, const dsa_index_args_t *a, dsa_index_strides_t *s)
+{
+    const char *fn = "dsa_index";
+    if (!ctx)
+        return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT, "dsa_index: ctx is NULL");
+    if (!a)
+        return FAIL("dsa_index: args is NULL");
+    if (a->size < sizeof *a)
+        return FAIL("dsa_index: args->size is %zu, expected %zu", a->size, sizeof *a);
+    const dsa_config_info_t *g = &ctx->cfg->info;
+    dsa_result_t rc = check_tokens(ctx, fn, a->num_tokens);
+    if (rc != DSA_SUCCESS || a->num_tokens == 0)
+        return rc;
+    const need_t need[] = {{a->q, "q", 1},
+                           {a->weights, "weights", 0},
+                           {a->positions, "positions", 0},
+                           {a->req_of_token, "req_of_token", 0},
+                           {a->seq_lens, "seq_lens", 0},
+                           {a->block_table, "block_table", 0},
+                           {a->idx_cache, "idx_cache", 1},
+                           {a->topk, "topk", 0}};
+    rc = check_pointers(ctx, fn, need, sizeof need / sizeof need[0]);
+    if (rc != DSA_SUCCESS)
+        return rc;
+    if (a->num_requests <= 0 || a->num_requests > INT32_MAX)
+        return FAIL("dsa_index: args->num_requests is %lld, must be 1..2^31-1", (long long)a->num_requests);
+    if (a->max_blocks <= 0 || a->max_blocks > INT32_MAX / a->num_requests)
+        return FAIL("dsa_index: args->max_blocks is %lld, must be 1..%lld (num_requests x max_blocks < 2^31)",
+                    (long long)a->max_blocks, (long long)(INT32_MAX / a->num_requests));
+    const int64_t max_blocks = INT64_MAX / g->idx_page_bytes;
+    if (a->num_cache_blocks <= 0 || a->num_cache_blocks > max_blocks)
+        return FAIL("dsa_index: args->num_cache_blocks is %lld, must be 1..%lld", (long long)a->num_cache_blocks,
+                    (long long)max_blocks);
+    if ((rc = stride(ctx, fn, "q_stride", a->q_stride, (int64_t)g->idx_heads * g->idx_head_dim,
+                     "idx_heads x idx_head_dim", 8, &s->q)) != DSA_SUCCESS ||
+        (rc = stride(ctx, fn, "weights_stride", a->weights_stride, g->idx_heads, "idx_heads", 1, &s->weights)) !=
+            DSA_SUCCESS)
+        return rc;
+    return stride(ctx, fn, "topk_stride", a->topk_stride, g->idx_topk, "idx_topk", 1, &s->topk);
+}

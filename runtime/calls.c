@@ -209,3 +209,89 @@ dsa_result_t dsa_attend(dsa_ctx_t ctx, const dsa_attend_args_t *a, void *stream)
     pop();
     return rc;
 }
+
+/* One chunk of n rows from t0: query, scores, local top-k, (exchange, merge). */
+static dsa_result_t index_chunk(dsa_ctx_t ctx, const dsa_index_args_t *a, const dsa_index_strides_t *st, int64_t t0,
+                                int64_t n, CUstream stream)
+{
+    const dsa_cfg_t *cfg = ctx->cfg;
+    const int dcp = cfg->info.dcp > 1;
+    dsa_result_t rc;
+    dsa_index_q_params q = {0};
+    q.q = (const uint16_t *)a->q + t0 * st->q;
+    q.weights = a->weights + t0 * st->weights;
+    q.positions = a->positions + t0;
+    q.rope_cos = (const float *)(uintptr_t)ctx->rope_cos;
+    q.rope_sin = (const float *)(uintptr_t)ctx->rope_sin;
+    q.q8 = (uint8_t *)(uintptr_t)ctx->ws_iq8;
+    q.wq = (float *)(uintptr_t)ctx->ws_iwq;
+    q.q_stride = st->q;
+    q.w_stride = st->weights;
+    q.num_tokens = (int32_t)n;
+    if ((rc = launch(ctx, "dsa_index", ctx->index_q_fn, (unsigned)n, cfg->index_q_ctas_per_token, cfg->index_q_threads,
+                     0, &q, stream, "index query")) != DSA_SUCCESS)
+        return rc;
+    dsa_index_score_params sc = {0};
+    sc.q8 = q.q8;
+    sc.wq = q.wq;
+    sc.positions = q.positions;
+    sc.req_of_token = a->req_of_token + t0;
+    sc.seq_lens = a->seq_lens;
+    sc.block_table = a->block_table;
+    sc.idx_cache = a->idx_cache;
+    sc.keys = (uint32_t *)(uintptr_t)ctx->ws_ikeys;
+    sc.num_slots = a->num_cache_blocks * cfg->info.block_size;
+    sc.max_blocks = a->max_blocks;
+    sc.num_requests = a->num_requests;
+    sc.key_stride = cfg->idx_max_local;
+    sc.num_tokens = (int32_t)n;
+    sc.rank = ctx->dcp ? ctx->dcp->rank : 0;
+    /* enough CTAs to fill the machine a few times over, never more than a row's keys need */
+    int64_t splits = (4 * (int64_t)ctx->sm_count + n - 1) / n;
+    const int64_t most = (cfg->idx_max_local + cfg->index_score_keys_per_cta - 1) / cfg->index_score_keys_per_cta;
+    splits = splits < 1 ? 1 : splits > most ? most : splits > 65535 ? 65535 : splits;
+    if ((rc = launch(ctx, "dsa_index", ctx->index_score_fn, (unsigned)n, (unsigned)splits, cfg->index_score_threads, 0,
+                     &sc, stream, "index score")) != DSA_SUCCESS)
+        return rc;
+    dsa_index_topk_params tk = {0};
+    tk.keys = sc.keys;
+    tk.positions = q.positions;
+    tk.req_of_token = sc.req_of_token;
+    tk.seq_lens = a->seq_lens;
+    tk.cand_out = (uint32_t *)(uintptr_t)ctx->ws_icand;
+    tk.cand_in = (const uint32_t *)(uintptr_t)ctx->ws_icand_recv;
+    tk.merged = (uint32_t *)(uintptr_t)ctx->ws_imerged;
+    tk.topk = a->topk + t0 * st->topk;
+    tk.num_requests = a->num_requests;
+    tk.key_stride = cfg->idx_max_local;
+    tk.topk_stride = st->topk;
+    tk.num_tokens = (int32_t)n;
+    tk.rank = sc.rank;
+    if ((rc = launch(ctx, "dsa_index", ctx->index_topk_fn, (unsigned)n, 1, cfg->index_topk_threads, 0, &tk, stream,
+                     "index top-k")) != DSA_SUCCESS ||
+        !dcp)
+        return rc;
+    /* the candidates of every rank to every rank, then the same merge everywhere */
+    if ((rc = ctx->dcp->allgather(ctx->dcp, ctx, ctx->ws_icand, ctx->ws_icand_recv,
+                                  (size_t)n * (size_t)cfg->ws_idx_cand, stream)) != DSA_SUCCESS)
+        return rc;
+    return launch(ctx, "dsa_index", ctx->index_merge_fn, (unsigned)n, 1, cfg->index_topk_threads, 0, &tk, stream,
+                  "index merge");
+}
+
+dsa_result_t dsa_index(dsa_ctx_t ctx, const dsa_index_args_t *a, void *stream)
+{
+    dsa_index_strides_t st;
+    dsa_result_t rc = dsa_check_index(ctx, a, &st);
+    if (rc != DSA_SUCCESS || a->num_tokens == 0)
+        return rc;
+    if ((rc = push(ctx, "dsa_index")) != DSA_SUCCESS)
+        return rc;
+    /* chunks beyond the workspaces, never truncated; every rank makes the same chunks */
+    for (int64_t t0 = 0; t0 < a->num_tokens && rc == DSA_SUCCESS; t0 += ctx->idx_tokens) {
+        const int64_t n = a->num_tokens - t0 < ctx->idx_tokens ? a->num_tokens - t0 : ctx->idx_tokens;
+        rc = index_chunk(ctx, a, &st, t0, n, (CUstream)stream);
+    }
+    pop();
+    return rc;
+}

@@ -72,8 +72,9 @@ void dsa_ctx_destroy(dsa_ctx_t ctx)
         for (int i = 0; i < DSA_NMODULES; i++)
             if (ctx->kernels[i].module)
                 dsa_cu.cuModuleUnload(ctx->kernels[i].module);
-        CUdeviceptr mem[] = {ctx->rope_cos,   ctx->rope_sin,   ctx->rejected,   ctx->ws_q,      ctx->ws_qg,
-                             ctx->ws_po_send, ctx->ws_po_recv, ctx->ws_pl_send, ctx->ws_pl_recv};
+        CUdeviceptr mem[] = {ctx->rope_cos,   ctx->rope_sin,    ctx->rejected,      ctx->ws_q,     ctx->ws_qg,
+                             ctx->ws_po_send, ctx->ws_po_recv,  ctx->ws_pl_send,    ctx->ws_pl_recv, ctx->ws_iq8,
+                             ctx->ws_iwq,     ctx->ws_ikeys,    ctx->ws_icand,      ctx->ws_icand_recv, ctx->ws_imerged};
         for (size_t i = 0; i < sizeof mem / sizeof mem[0]; i++)
             if (mem[i])
                 dsa_cu.cuMemFree(mem[i]);
@@ -205,6 +206,32 @@ fail:
     return rc;
 }
 
+/* Stage B's entries and the workspaces of one index chunk. */
+static dsa_result_t prepare_index(dsa_ctx_t ctx)
+{
+    const dsa_cfg_t *cfg = ctx->cfg;
+    dsa_result_t rc = DSA_SUCCESS;
+    CUmodule m = ctx->kernels[DSA_MODULE_INDEX].module;
+    CU_CHECK(ctx, dsa_cu.cuModuleGetFunction(&ctx->index_q_fn, m, cfg->entry_index_q));
+    CU_CHECK(ctx, dsa_cu.cuModuleGetFunction(&ctx->index_score_fn, m, cfg->entry_index_score));
+    CU_CHECK(ctx, dsa_cu.cuModuleGetFunction(&ctx->index_topk_fn, m, cfg->entry_index_topk));
+    if (cfg->entry_index_merge[0])
+        CU_CHECK(ctx, dsa_cu.cuModuleGetFunction(&ctx->index_merge_fn, m, cfg->entry_index_merge));
+    CU_CHECK(ctx, dsa_cu.cuDeviceGetAttribute(&ctx->sm_count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, ctx->dev));
+    const size_t T = (size_t)ctx->idx_tokens;
+    CU_CHECK(ctx, dsa_cu.cuMemAlloc(&ctx->ws_iq8, T * (size_t)cfg->ws_idx_q8));
+    CU_CHECK(ctx, dsa_cu.cuMemAlloc(&ctx->ws_iwq, T * (size_t)cfg->ws_idx_wq));
+    CU_CHECK(ctx, dsa_cu.cuMemAlloc(&ctx->ws_ikeys, T * (size_t)cfg->ws_idx_keys));
+    if (cfg->info.dcp > 1) {
+        const size_t W = (size_t)cfg->info.dcp;
+        CU_CHECK(ctx, dsa_cu.cuMemAlloc(&ctx->ws_icand, T * (size_t)cfg->ws_idx_cand));
+        CU_CHECK(ctx, dsa_cu.cuMemAlloc(&ctx->ws_icand_recv, W * T * (size_t)cfg->ws_idx_cand));
+        CU_CHECK(ctx, dsa_cu.cuMemAlloc(&ctx->ws_imerged, T * (size_t)cfg->ws_idx_merged));
+    }
+fail:
+    return rc;
+}
+
 static dsa_result_t check_options(const dsa_options_t *opts, dsa_options_t *o)
 {
     if (opts && opts->size < sizeof(dsa_options_t))
@@ -225,6 +252,10 @@ static dsa_result_t check_options(const dsa_options_t *opts, dsa_options_t *o)
         return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT,
                         "dsa_ctx_create: opts->attend_tokens is %lld, must be 0 (default) to 2^31-1",
                         (long long)o->attend_tokens);
+    if (o->index_tokens < 0 || o->index_tokens > 0x7fffffff)
+        return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT,
+                        "dsa_ctx_create: opts->index_tokens is %lld, must be 0 (default) to 2^31-1",
+                        (long long)o->index_tokens);
     return DSA_SUCCESS;
 }
 
@@ -272,6 +303,7 @@ static dsa_result_t create(const dsa_cfg_t *cfg, dsa_cfg_t *owned, const dsa_opt
     ctx->owned_cfg = owned;
     ctx->opts = o;
     ctx->ws_tokens = o.attend_tokens ? o.attend_tokens : 2048;
+    ctx->idx_tokens = o.index_tokens ? o.index_tokens : 64;
     snprintf(ctx->target, sizeof ctx->target, "%s", o.target ? o.target : cfg->targets[0]);
     int pushed = 0;
     CHECK_RC(open_device(ctx));
@@ -281,6 +313,7 @@ static dsa_result_t create(const dsa_cfg_t *cfg, dsa_cfg_t *owned, const dsa_opt
     CHECK_RC(load_modules(ctx));
     CHECK_RC(make_rope_table(ctx));
     CHECK_RC(prepare_calls(ctx));
+    CHECK_RC(prepare_index(ctx));
     CUcontext popped;
     dsa_cu.cuCtxPopCurrent(&popped);
     *out = ctx;

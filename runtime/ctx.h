@@ -23,6 +23,8 @@ struct dsa_ctx {
     dsa_kernel_t kernels[DSA_NMODULES];
     dsa_kernel_info_t info[DSA_NMODULES];
     CUfunction prologue_fn, pack_fn, attend_fn, merge_fn;
+    CUfunction index_q_fn, index_score_fn, index_topk_fn, index_merge_fn;
+    int sm_count;                   /* of the device: the index scores' split */
     unsigned attend_smem;           /* dynamic shared memory of attend_fn, exported by its module */
     CUdeviceptr rope_cos, rope_sin; /* [max_positions, qk_rope_dim / 2] fp32 */
     CUdeviceptr rejected;           /* 2 x u64 */
@@ -30,6 +32,9 @@ struct dsa_ctx {
     int64_t ws_tokens;              /* rows per attend chunk: the workspaces below hold this many */
     CUdeviceptr ws_q, ws_qg;        /* packed query; gathered query (dcp > 1) */
     CUdeviceptr ws_po_send, ws_po_recv, ws_pl_send, ws_pl_recv; /* partials (dcp > 1) */
+    int64_t idx_tokens;             /* rows per index chunk */
+    CUdeviceptr ws_iq8, ws_iwq, ws_ikeys;           /* index query, weights, score keys */
+    CUdeviceptr ws_icand, ws_icand_recv, ws_imerged; /* candidates (dcp > 1) */
 };
 
 #endif

@@ -52,9 +52,11 @@ typedef struct dsa_options {
     int dcp_rank;           /* this rank in the group, with nccl_id or inproc_group */
     int64_t attend_tokens;  /* rows per attend chunk, the size of its workspaces (allocated at creation:
                                out/<config>/PLAN.md gives the bytes per row); 0: 2048 */
+    int64_t index_tokens;   /* rows per index chunk, likewise (a row's scores take 4 bytes per key the
+                               rank can hold: PLAN.md); 0: 64 */
 } dsa_options_t;
 
-#define DSA_OPTIONS_INIT {sizeof(dsa_options_t), NULL, 16384, 0, DSA_LOG_WARN, NULL, NULL, NULL, NULL, 0, 0}
+#define DSA_OPTIONS_INIT {sizeof(dsa_options_t), NULL, 16384, 0, DSA_LOG_WARN, NULL, NULL, NULL, NULL, 0, 0, 0}
 
 /* Names of the configurations linked into this library, NULL-terminated. */
 DSA_API const char *const *dsa_configs(void);
@@ -158,6 +160,34 @@ typedef struct dsa_prologue_args {
 } dsa_prologue_args_t;
 
 DSA_API dsa_result_t dsa_prologue(dsa_ctx_t ctx, const dsa_prologue_args_t *args, void *stream);
+
+/* Stage B (docs/design.md, "The step") on indexer layers, for num_tokens rows (decode and prefill
+ * mixed): each row's top-k keys of its request by the indexer's score, written to topk as request
+ * positions in ascending order, -1 padded: the rows dsa_attend reads. A row sees the keys of its
+ * request at positions <= its own (and < seq_len). With dcp > 1 each rank scores the keys it owns
+ * and the candidates are exchanged: every rank writes the same rows, equal to dcp 1's. Ties go to
+ * the smaller position; a NaN score (the host's NaN in q or weights) ranks below every number.
+ * Every rank of the group must make the same calls with the same num_tokens. Enqueued on stream;
+ * no allocation, synchronisation or compilation. Layers that share the previous layer's top-k
+ * skip this call (and pass clear_topk = 0 to the prologue). */
+typedef struct dsa_index_args {
+    size_t size;                 /* sizeof(dsa_index_args_t) */
+    int64_t num_tokens;
+    const void *q;               /* [T, idx_heads, idx_head_dim] bf16 (the host's wq_b output, before rope),
+                                    16-byte aligned, token stride q_stride (0: dense, else a multiple of 8) */
+    const float *weights;        /* [T, idx_heads] fp32 (the host's weights_proj output), token stride weights_stride */
+    const int64_t *positions;    /* [T] */
+    const int32_t *req_of_token; /* [T] */
+    const int32_t *seq_lens;     /* [num_requests] */
+    const int32_t *block_table;  /* [num_requests, max_blocks] this rank's cache blocks, -1 unused */
+    int64_t num_requests, max_blocks;
+    const void *idx_cache;       /* this rank's indexer pages, [num_cache_blocks, idx_page_bytes], 16-byte aligned */
+    int64_t num_cache_blocks;
+    int32_t *topk;               /* [T, idx_topk] out, row stride topk_stride (0: idx_topk) */
+    int64_t q_stride, weights_stride, topk_stride; /* elements; 0: dense */
+} dsa_index_args_t;
+
+DSA_API dsa_result_t dsa_index(dsa_ctx_t ctx, const dsa_index_args_t *args, void *stream);
 
 /* Stage C (docs/design.md, "The step") for num_tokens rows (decode and prefill mixed): q = [q_lat | rope(q_pe)];
  * with dcp > 1 the query all-gather over the DCP group; the top-k positions this rank owns mapped to

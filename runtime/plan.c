@@ -71,6 +71,10 @@ static const field_t fields[] = {
     {"entry_attend", F_NAME, M(entry_attend), 0, 0},
     {"entry_merge", F_ENTRY, M(entry_merge), 0, 0},
     {"entry_attend_smem", F_NAME, M(entry_attend_smem), 0, 0},
+    {"entry_index_q", F_NAME, M(entry_index_q), 0, 0},
+    {"entry_index_score", F_NAME, M(entry_index_score), 0, 0},
+    {"entry_index_topk", F_NAME, M(entry_index_topk), 0, 0},
+    {"entry_index_merge", F_ENTRY, M(entry_index_merge), 0, 0},
     {"prologue_threads", F_U32, M(prologue_threads), 32, 1024},
     {"rope_threads", F_U32, M(rope_threads), 32, 1024},
     {"pack_threads", F_U32, M(pack_threads), 32, 1024},
@@ -78,6 +82,17 @@ static const field_t fields[] = {
     {"merge_threads", F_U32, M(merge_threads), 32, 1024},
     {"pack_ctas_per_token", F_U32, M(pack_ctas_per_token), 1, 65535},
     {"attend_ctas_per_token", F_U32, M(attend_ctas_per_token), 1, 65535},
+    {"index_q_threads", F_U32, M(index_q_threads), 32, 1024},
+    {"index_q_ctas_per_token", F_U32, M(index_q_ctas_per_token), 1, 65535},
+    {"index_score_threads", F_U32, M(index_score_threads), 32, 1024},
+    {"index_score_keys_per_cta", F_U32, M(index_score_keys_per_cta), 1, 65535},
+    {"index_topk_threads", F_U32, M(index_topk_threads), 32, 1024},
+    {"idx_max_local", F_I64, M(idx_max_local), 1, 1LL << 30},
+    {"ws_idx_q8", F_I64, M(ws_idx_q8), 1, 1LL << 31},
+    {"ws_idx_wq", F_I64, M(ws_idx_wq), 1, 1LL << 31},
+    {"ws_idx_keys", F_I64, M(ws_idx_keys), 1, 1LL << 32},
+    {"ws_idx_cand", F_I64, M(ws_idx_cand), 1, 1LL << 31},
+    {"ws_idx_merged", F_I64, M(ws_idx_merged), 1, 1LL << 31},
     {"rope_entries", F_I64, M(rope_entries), 1, 1LL << 36},
     {"rope_mscale", F_DOUBLE, M(rope_mscale), 0, 0},
     {"rope_freq", F_FREQ, 0, 0, 0, 0},
@@ -215,7 +230,7 @@ static dsa_result_t parse_module(parser_t *p, dsa_cfg_t *c, char *v, int *seen)
         return perr(p, "module: expected 'module NAME FILE'");
     *sp = '\0';
     const char *file = sp + 1;
-    static const char *const names[DSA_NMODULES] = {"prologue", "attend"};
+    static const char *const names[DSA_NMODULES] = {"prologue", "attend", "index"};
     for (int i = 0; i < DSA_NMODULES; i++)
         if (!strcmp(v, names[i])) {
             if (seen[i])
@@ -227,7 +242,7 @@ static dsa_result_t parse_module(parser_t *p, dsa_cfg_t *c, char *v, int *seen)
             memcpy(c->modules[i].file, file, strlen(file) + 1);
             return DSA_SUCCESS;
         }
-    return perr(p, "module: unknown module '%s' (prologue, attend)", v);
+    return perr(p, "module: unknown module '%s' (prologue, attend, index)", v);
 }
 
 /* Parses text (a NUL-terminated copy is made line by line) into c. */
@@ -297,18 +312,20 @@ static dsa_result_t parse(parser_t *p, const char *text, size_t len, dsa_cfg_t *
             return perr(p, "no '%s' line", fields[i].key);
     for (int i = 0; i < DSA_NMODULES; i++)
         if (!mod_seen[i])
-            return perr(p, "no 'module %s' line", i == DSA_MODULE_PROLOGUE ? "prologue" : "attend");
+            return perr(p, "no 'module %s' line", (const char *[]){"prologue", "attend", "index"}[i]);
     if (c->nrope_freq * 2 != c->info.qk_rope_dim)
         return perr(p, "rope_freq has %d values, qk_rope_dim %d needs %d", c->nrope_freq, c->info.qk_rope_dim,
                     c->info.qk_rope_dim / 2);
-    if (c->info.dcp > 1 && !c->entry_merge[0])
-        return perr(p, "entry_merge: dcp %d needs a merge kernel", c->info.dcp);
+    if (c->info.dcp > 1 && (!c->entry_merge[0] || !c->entry_index_merge[0]))
+        return perr(p, "%s: dcp %d needs a merge kernel", !c->entry_merge[0] ? "entry_merge" : "entry_index_merge",
+                    c->info.dcp);
     c->info.size = sizeof c->info;
     c->info.name = c->name;
     c->info.target = c->targets[0];
     c->info.cache_dtype_name = c->cache_dtype_name;
     c->modules[DSA_MODULE_PROLOGUE].entry = c->entry_prologue;
     c->modules[DSA_MODULE_ATTEND].entry = c->entry_attend;
+    c->modules[DSA_MODULE_INDEX].entry = c->entry_index_score;
     return DSA_SUCCESS;
 }
 

@@ -12,12 +12,15 @@ extern const char dsa_src_tiny_tp4_dcp1_i1_fp8_ds_mla_prologue_cu[];
 extern const size_t dsa_src_tiny_tp4_dcp1_i1_fp8_ds_mla_prologue_cu_len;
 extern const char dsa_src_tiny_tp4_dcp1_i1_fp8_ds_mla_attend_cu[];
 extern const size_t dsa_src_tiny_tp4_dcp1_i1_fp8_ds_mla_attend_cu_len;
+extern const char dsa_src_tiny_tp4_dcp1_i1_fp8_ds_mla_index_cu[];
+extern const size_t dsa_src_tiny_tp4_dcp1_i1_fp8_ds_mla_index_cu_len;
 
 static const dsa_source_t files[] = {
     {"plan.txt", dsa_src_tiny_tp4_dcp1_i1_fp8_ds_mla_plan_txt, &dsa_src_tiny_tp4_dcp1_i1_fp8_ds_mla_plan_txt_len},
     {"config.h", dsa_src_tiny_tp4_dcp1_i1_fp8_ds_mla_config_h, &dsa_src_tiny_tp4_dcp1_i1_fp8_ds_mla_config_h_len},
     {"prologue.cu", dsa_src_tiny_tp4_dcp1_i1_fp8_ds_mla_prologue_cu, &dsa_src_tiny_tp4_dcp1_i1_fp8_ds_mla_prologue_cu_len},
     {"attend.cu", dsa_src_tiny_tp4_dcp1_i1_fp8_ds_mla_attend_cu, &dsa_src_tiny_tp4_dcp1_i1_fp8_ds_mla_attend_cu_len},
+    {"index.cu", dsa_src_tiny_tp4_dcp1_i1_fp8_ds_mla_index_cu, &dsa_src_tiny_tp4_dcp1_i1_fp8_ds_mla_index_cu_len},
 };
 
 /* Exported from libdsa: a host engine may link it and call dsa_ctx_create_plan (see dsa.h). */

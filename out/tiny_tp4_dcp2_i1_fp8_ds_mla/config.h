@@ -68,6 +68,11 @@
 #define DSA_CACHE_ROPE_BYTES 128
 #define DSA_CACHE_FP8_SCALE_POW2 0
 
+/* ---- launch shapes the kernels are built for (the plan carries the same numbers) ---- */
+#define DSA_IDX_Q_THREADS 256
+#define DSA_IDX_SCORE_THREADS 128
+#define DSA_IDX_TOPK_THREADS 1024
+
 /* ---- indexer K cache page: [bs x 128 e4m3][bs x fp32 scale] ---- */
 #define DSA_IDX_BYTES_PER_TOKEN 132
 #define DSA_IDX_PAGE_BYTES 2112

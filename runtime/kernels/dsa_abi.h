@@ -15,7 +15,7 @@ typedef unsigned long long uint64_t;
 #endif
 
 /* Bumped whenever a parameter block changes; generated glue and the runtime check it. */
-#define DSA_ABI_VERSION 1
+#define DSA_ABI_VERSION 2
 
 /* Stage A, one launch: one CTA per token. Activations and weights are bf16 (as uint16_t bits). */
 typedef struct dsa_prologue_params {
@@ -40,6 +40,50 @@ typedef struct dsa_prologue_params {
     int32_t num_tokens;
     int32_t clear_topk;
 } dsa_prologue_params;
+
+/* Stage B.1: the indexer query, per (token, head): rope, Hadamard, e4m3 with a power-of-two scale;
+ * the weight folded with that scale. One warp per (token, head): grid (T, ceil(idx_heads / 8)). */
+typedef struct dsa_index_q_params {
+    const uint16_t *q;            /* [T, idx_heads, idx_head_dim] bf16, token stride q_stride */
+    const float *weights;         /* [T, idx_heads], token stride w_stride */
+    const int64_t *positions;     /* [T] */
+    const float *rope_cos, *rope_sin;
+    uint8_t *q8;                  /* [T, idx_heads, idx_head_dim] e4m3 */
+    float *wq;                    /* [T, idx_heads]: w * q_scale * idx_head_dim^-0.5 * idx_heads^-0.5 */
+    int64_t q_stride, w_stride;
+    int32_t num_tokens;
+} dsa_index_q_params;
+
+/* Stage B.2: scores of each row's keys on this rank, as orderable keys (0: no key). Grid
+ * (T, splits): the CTAs of a row stride over its keys. */
+typedef struct dsa_index_score_params {
+    const uint8_t *q8;
+    const float *wq;
+    const int64_t *positions;     /* [T] */
+    const int32_t *req_of_token;  /* [T] */
+    const int32_t *seq_lens;      /* [num_requests] */
+    const int32_t *block_table;   /* [num_requests, max_blocks] this rank's blocks */
+    const uint8_t *idx_cache;     /* this rank's indexer pages */
+    uint32_t *keys;               /* [T, key_stride]: by local index */
+    int64_t num_slots, max_blocks, num_requests, key_stride;
+    int32_t num_tokens, rank;
+} dsa_index_score_params;
+
+/* Stage B.3: the top-k of each row over this rank's keys. DCP = 1: the positions, ascending, -1
+ * padded; DCP > 1: the candidates (key, position) for the exchange. Grid T. Stage B.4 (DCP > 1):
+ * the merge of the W candidate lists of each row into its positions. Grid T. */
+typedef struct dsa_index_topk_params {
+    const uint32_t *keys;         /* B.3: [T, key_stride] */
+    const uint32_t *cand_in;      /* B.4: [W][T][idx_topk] (key, position) pairs, each list ascending */
+    uint32_t *merged;             /* B.4: [T][W * idx_topk] (key, position) pairs, ascending */
+    const int64_t *positions;
+    const int32_t *req_of_token;
+    const int32_t *seq_lens;
+    uint32_t *cand_out;           /* B.3, DCP > 1: [T][idx_topk] (key, position) pairs */
+    int32_t *topk;                /* [T, topk_stride] */
+    int64_t num_requests, key_stride, topk_stride;
+    int32_t num_tokens, rank;
+} dsa_index_topk_params;
 
 /* Stage C.1: q = [q_lat | rope(q_pe)], one thread per 8 elements: grid (T, ceil(heads_local * kv_dim / 8 / 256)). */
 typedef struct dsa_pack_params {

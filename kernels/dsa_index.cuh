@@ -1,0 +1,416 @@
+// Stage B, the indexer: query preparation, scores of a row's keys on fp8 tensor cores, the exact
+// top-k of a row, and under DCP the merge of the ranks' candidate lists. Every order used is one
+// total order (score_key, then position), so every rank and every run picks the same set.
+#pragma once
+#include "dsa_numerics.cuh"
+
+namespace dsa {
+
+// A score as an orderable key: a larger score gives a larger key, -0 and +0 the same key, a NaN
+// the key 1 (below every number), and 0 means "no key here" (absent or padding).
+__device__ __forceinline__ uint32_t score_key(float s)
+{
+    if (s != s)
+        return 1u;
+    const uint32_t b = __float_as_uint(__fadd_rn(s, 0.0f)); // -0 + 0 = +0
+    return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+}
+
+// ReLU that keeps a NaN a NaN (fmaxf would turn it into 0 and hide the host's fault).
+__device__ __forceinline__ float relu_nan(float x) { return x > 0.0f ? x : (x != x ? x : 0.0f); }
+
+// How many of the positions 0..last a DCP rank owns, positions dealt in runs of I over W ranks.
+template <int W, int I> __device__ __forceinline__ int64_t owned_count(int64_t last, int rank)
+{
+    const int64_t n = last + 1, full = n / (W * I), rem = n % (W * I);
+    const int64_t tail = rem - (int64_t)rank * I;
+    return full * I + (tail < 0 ? 0 : tail > I ? I : tail);
+}
+
+// The global position of a rank's local index l.
+template <int W, int I> __device__ __forceinline__ int32_t global_position(int64_t l, int rank)
+{
+    return (int32_t)((l / I) * (W * I) + (int64_t)rank * I + l % I);
+}
+
+// The last position row t may see (causal, inside its request), or -1 for a row with no keys.
+__device__ __forceinline__ int64_t row_last(const int64_t *positions, const int32_t *req_of_token,
+                                            const int32_t *seq_lens, int64_t num_requests, int t)
+{
+    const int32_t req = req_of_token[t];
+    if (req < 0 || req >= num_requests)
+        return -1;
+    const int64_t pos = positions[t], len = seq_lens[req];
+    return pos < len - 1 ? pos : len - 1; // negative pos or empty request: -1 or less
+}
+
+// fp8 tensor-core step: D += A (16 x 32 e4m3, row-major) x B (32 x 8 e4m3, col-major), fp32 accumulate.
+__device__ __forceinline__ void mma_e4m3_16832(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1)
+{
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// ---- block-wide helpers of the selection ----
+
+// Exclusive prefix sum over the block (Threads threads) of v; *total gets the sum. scratch: 33 ints.
+template <int Threads> __device__ __forceinline__ uint32_t block_exclusive_scan(uint32_t v, uint32_t *scratch,
+                                                                                  uint32_t *total)
+{
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    uint32_t x = v;
+#pragma unroll
+    for (int o = 1; o < 32; o *= 2) {
+        const uint32_t y = __shfl_up_sync(0xffffffffu, x, o);
+        if (lane >= o)
+            x += y;
+    }
+    if (lane == 31)
+        scratch[warp] = x;
+    __syncthreads();
+    if (warp == 0) {
+        uint32_t w = lane < Threads / 32 ? scratch[lane] : 0u;
+#pragma unroll
+        for (int o = 1; o < 32; o *= 2) {
+            const uint32_t y = __shfl_up_sync(0xffffffffu, w, o);
+            if (lane >= o)
+                w += y;
+        }
+        if (lane < Threads / 32)
+            scratch[lane] = w; // inclusive over warps
+    }
+    __syncthreads();
+    const uint32_t before = (warp ? scratch[warp - 1] : 0u) + x - v;
+    *total = scratch[Threads / 32 - 1];
+    __syncthreads();
+    return before;
+}
+
+// The K-th largest key among keys[0], keys[Stride], ... (n of them; K <= number of keys > 0), by
+// four 8-bit radix passes; *above gets how many keys are larger than it. Keys of 0 never count.
+template <int Threads, int Stride>
+__device__ uint32_t radix_kth(const uint32_t *keys, int64_t n, int K, uint32_t *hist, uint32_t *scratch,
+                              uint32_t *above)
+{
+    uint32_t prefix = 0, mask = 0, remaining = (uint32_t)K, larger = 0;
+    for (int shift = 24; shift >= 0; shift -= 8) {
+        for (int i = threadIdx.x; i < 256; i += Threads)
+            hist[i] = 0;
+        __syncthreads();
+        for (int64_t i = threadIdx.x; i < n; i += Threads) {
+            const uint32_t u = keys[i * Stride];
+            if (u != 0 && (u & mask) == prefix)
+                atomicAdd(&hist[(u >> shift) & 255u], 1u);
+        }
+        __syncthreads();
+        if (threadIdx.x < 32) {
+            // bins from the top: lane owns bins 255-8*lane .. 248-8*lane
+            uint32_t c[8], sum = 0;
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                c[j] = hist[255 - 8 * threadIdx.x - j];
+                sum += c[j];
+            }
+            uint32_t incl = sum;
+#pragma unroll
+            for (int o = 1; o < 32; o *= 2) {
+                const uint32_t y = __shfl_up_sync(0xffffffffu, incl, o);
+                if ((int)threadIdx.x >= o)
+                    incl += y;
+            }
+            const uint32_t excl = incl - sum;
+            // the lane whose run reaches `remaining` finds the bin
+            if (excl < remaining && incl >= remaining) {
+                uint32_t run = excl;
+                for (int j = 0; j < 8; j++) {
+                    if (run + c[j] >= remaining) {
+                        scratch[0] = 255u - 8u * threadIdx.x - (uint32_t)j;
+                        scratch[1] = run;
+                        break;
+                    }
+                    run += c[j];
+                }
+            }
+        }
+        __syncthreads();
+        const uint32_t bin = scratch[0], before = scratch[1];
+        __syncthreads();
+        remaining -= before;
+        larger += before;
+        prefix |= bin << shift;
+        mask |= 255u << shift;
+    }
+    *above = larger;
+    return prefix;
+}
+
+// The top K of n candidates keys[i * Stride] given in ascending position order: the keys above
+// the K-th largest, and of the keys equal to it the ones of smallest position, passed in
+// ascending position order to emit(j, i) for j = 0, 1, ...; returns how many (min(K, number of
+// keys > 0)). Keys of 0 are no candidates.
+template <int Threads, int Stride, class Emit>
+__device__ int select_topk(const uint32_t *keys, int64_t n, int K, Emit emit, uint32_t *hist, uint32_t *scratch)
+{
+    auto key = [&](int64_t i) { return keys[i * Stride]; };
+    // how many candidates exist (keys > 0)?
+    uint32_t have = 0;
+    for (int64_t i = threadIdx.x; i < n; i += Threads)
+        have += key(i) != 0;
+    uint32_t total;
+    block_exclusive_scan<Threads>(have, scratch, &total);
+    uint32_t kth = 0, above = 0, ties = 0;
+    if (total > (uint32_t)K) {
+        kth = radix_kth<Threads, Stride>(keys, n, K, hist, scratch, &above);
+        ties = (uint32_t)K - above; // of the keys equal to kth, this many (smallest positions) are in
+    }
+    // ascending pass: selected = key > kth (kth 0: every present key), or key == kth among the
+    // first `ties` of them; packed counts: low 16 bits selected, high 16 bits ties seen
+    uint32_t written = 0, ties_seen = 0;
+    for (int64_t base = 0; base < n; base += Threads) {
+        const int64_t i = base + threadIdx.x;
+        const uint32_t u = i < n ? key(i) : 0u;
+        const uint32_t is_tie = kth != 0 && u == kth;
+        uint32_t tot;
+        const uint32_t tie_before = block_exclusive_scan<Threads>(is_tie, scratch, &tot);
+        const uint32_t sel = u != 0 && (u > kth || (is_tie && ties_seen + tie_before < ties));
+        ties_seen += tot;
+        uint32_t nsel;
+        const uint32_t at = block_exclusive_scan<Threads>(sel, scratch, &nsel);
+        if (sel)
+            emit((int)(written + at), i);
+        written += nsel;
+    }
+    return (int)written;
+}
+
+} // namespace dsa
+
+namespace dsa {
+
+// B.1: one warp per (token, head). The query goes through the key's own preparation (rope on the
+// same dims in the same style, the same Hadamard, the same scale rule), so q . k is the model's.
+template <int H, int D, int R, bool RopeFirst, bool Interleaved, bool Hadamard, int MaxPositions>
+__device__ __forceinline__ void index_query(const dsa_index_q_params &p)
+{
+    constexpr int V = D / 32;
+    const int t = blockIdx.x, h = blockIdx.y * 8 + threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (h >= H)
+        return;
+    const int64_t pos = p.positions[t];
+    const bool pos_ok = pos >= 0 && pos < MaxPositions;
+    float x[V];
+    const uint16_t *q = p.q + t * p.q_stride + h * D + lane * V;
+#pragma unroll
+    for (int j = 0; j < V; j++)
+        x[j] = bf16_to_float(q[j]);
+    // a row whose position is outside the rope table scores every key 0 (it never reads outside)
+    const int64_t row = pos_ok ? pos : 0;
+    indexer_rope_hadamard<D, R, RopeFirst, Interleaved, Hadamard>(x, lane, p.rope_cos + row * (R / 2),
+                                                                  p.rope_sin + row * (R / 2));
+    float amax = 0.0f;
+#pragma unroll
+    for (int j = 0; j < V; j++)
+        amax = fmaxf(amax, fabsf(x[j]));
+    amax = group_max(amax);
+    const float scale = pow2_ceil(__fdiv_rn(fmaxf(amax, 1e-4f), 448.0f));
+    uint8_t *out = p.q8 + ((int64_t)t * H + h) * D + lane * V;
+#pragma unroll
+    for (int j = 0; j < V; j += 2)
+        *reinterpret_cast<uint16_t *>(out + j) =
+            pos_ok ? (uint16_t)e4m3x2(__fdiv_rn(x[j], scale), __fdiv_rn(x[j + 1], scale)) : (uint16_t)0;
+    if (lane == 0) {
+        const float w = p.weights[t * p.w_stride + h];
+        p.wq[(int64_t)t * H + h] = __fmul_rn(__fmul_rn(__fmul_rn(w, scale), 1.0f / sqrtf((float)D)),
+                                             1.0f / sqrtf((float)H));
+    }
+}
+
+// B.2: each warp scores 8 keys at a time on fp8 tensor cores (m16n8k32): A = the row's query
+// heads (16 x 32 per step, kept in registers; heads past H are zero with weight 0), B = 8 keys'
+// values. The 32-dim k-steps walk each thread's own D / 4 contiguous bytes of the query and key
+// rows, a permutation of the dims that both operands share, so q . k is unchanged and every load
+// is 16 bytes.
+template <int H, int D, int W, int I, int BS, int Threads>
+__device__ __forceinline__ void index_score(const dsa_index_score_params &p)
+{
+    static_assert(D % 64 == 0, "each thread takes D / 4 bytes of a row in 16-byte loads");
+    constexpr int MT = (H + 15) / 16, KS = D / 32, LOADS = D / 64, WARPS = Threads / 32;
+    const int t = blockIdx.x, warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, tig = lane % 4;
+    const int64_t last = row_last(p.positions, p.req_of_token, p.seq_lens, p.num_requests, t);
+    const int64_t n = last < 0 ? 0 : owned_count<W, I>(last, p.rank);
+    if (n == 0)
+        return;
+    const int32_t req = p.req_of_token[t];
+    const int32_t *blocks = p.block_table + (int64_t)req * p.max_blocks;
+    uint32_t a[MT][KS][4];
+    float wh[MT][2];
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++) {
+        uint32_t w[2][2 * KS]; // rows g and g + 8 of the tile: this thread's D / 4 bytes of each
+#pragma unroll
+        for (int half = 0; half < 2; half++) {
+            const int h = mt * 16 + g + 8 * half;
+            const uint8_t *q = p.q8 + ((int64_t)t * H + h) * D + tig * (D / 4);
+#pragma unroll
+            for (int c = 0; c < LOADS; c++) {
+                const uint4 v = h < H ? load16(q + 16 * c) : make_uint4(0u, 0u, 0u, 0u);
+                w[half][4 * c] = v.x, w[half][4 * c + 1] = v.y, w[half][4 * c + 2] = v.z, w[half][4 * c + 3] = v.w;
+            }
+            wh[mt][half] = h < H ? p.wq[(int64_t)t * H + h] : 0.0f;
+        }
+#pragma unroll
+        for (int ks = 0; ks < KS; ks++) {
+            a[mt][ks][0] = w[0][2 * ks];
+            a[mt][ks][1] = w[1][2 * ks];
+            a[mt][ks][2] = w[0][2 * ks + 1];
+            a[mt][ks][3] = w[1][2 * ks + 1];
+        }
+    }
+    uint32_t *keys = p.keys + (int64_t)t * p.key_stride;
+    const int64_t step = (int64_t)gridDim.y * WARPS * 8;
+    for (int64_t l0 = ((int64_t)blockIdx.y * WARPS + warp) * 8; l0 < n; l0 += step) {
+        // this thread loads key l0 + g (the B column it feeds); its slot, or none
+        const int64_t l = l0 + g;
+        const uint8_t *page = nullptr;
+        int off = 0;
+        if (l < n && l / BS < p.max_blocks) {
+            const int32_t blk = blocks[l / BS];
+            if (blk >= 0 && (int64_t)blk * BS + l % BS < p.num_slots) {
+                page = p.idx_cache + (int64_t)blk * (BS * (D + 4));
+                off = (int)(l % BS);
+            }
+        }
+        uint32_t b[2 * KS];
+        float kscale = 0.0f;
+#pragma unroll
+        for (int c = 0; c < LOADS; c++) {
+            const uint4 v = page ? load16(page + off * D + tig * (D / 4) + 16 * c) : make_uint4(0u, 0u, 0u, 0u);
+            b[4 * c] = v.x, b[4 * c + 1] = v.y, b[4 * c + 2] = v.z, b[4 * c + 3] = v.w;
+        }
+        if (page)
+            kscale = *reinterpret_cast<const float *>(page + BS * D + 4 * off);
+        float s0 = 0.0f, s1 = 0.0f; // keys l0 + 2 tig, l0 + 2 tig + 1, summed over this thread's heads
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++) {
+            float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+            for (int ks = 0; ks < KS; ks++)
+                mma_e4m3_16832(d, a[mt][ks], b[2 * ks], b[2 * ks + 1]);
+            s0 = __fadd_rn(s0, __fadd_rn(__fmul_rn(wh[mt][0], relu_nan(d[0])), __fmul_rn(wh[mt][1], relu_nan(d[2]))));
+            s1 = __fadd_rn(s1, __fadd_rn(__fmul_rn(wh[mt][0], relu_nan(d[1])), __fmul_rn(wh[mt][1], relu_nan(d[3]))));
+        }
+        // sum over the 8 head groups (lanes with the same tig), in a fixed order
+#pragma unroll
+        for (int o = 4; o < 32; o *= 2) {
+            s0 = __fadd_rn(s0, __shfl_xor_sync(0xffffffffu, s0, o));
+            s1 = __fadd_rn(s1, __shfl_xor_sync(0xffffffffu, s1, o));
+        }
+        // key scales and presence travel from the thread that loaded key j (lane 4 j)
+        const float sc0 = __shfl_sync(0xffffffffu, kscale, 4 * (2 * tig)), sc1 = __shfl_sync(0xffffffffu, kscale, 4 * (2 * tig + 1));
+        const int have0 = __shfl_sync(0xffffffffu, page != nullptr, 4 * (2 * tig));
+        const int have1 = __shfl_sync(0xffffffffu, page != nullptr, 4 * (2 * tig + 1));
+        if (g == 0) {
+            const int64_t j0 = l0 + 2 * tig;
+            if (j0 < n)
+                keys[j0] = have0 ? score_key(__fmul_rn(sc0, s0)) : 0u;
+            if (j0 + 1 < n)
+                keys[j0 + 1] = have1 ? score_key(__fmul_rn(sc1, s1)) : 0u;
+        }
+    }
+}
+
+// B.3: one CTA per row over its keys (ascending local index = ascending position). DCP = 1 writes
+// the row's positions; DCP > 1 writes the row's candidate list for the exchange.
+template <int W, int I, int K, int Threads> __device__ __forceinline__ void index_topk(const dsa_index_topk_params &p)
+{
+    __shared__ uint32_t hist[256], scratch[40];
+    const int t = blockIdx.x;
+    const int64_t last = row_last(p.positions, p.req_of_token, p.seq_lens, p.num_requests, t);
+    const int64_t n = last < 0 ? 0 : owned_count<W, I>(last, p.rank);
+    const uint32_t *keys = p.keys + (int64_t)t * p.key_stride;
+    const int rank = p.rank;
+    int written;
+    if constexpr (W == 1) {
+        int32_t *out = p.topk + (int64_t)t * p.topk_stride;
+        written = select_topk<Threads, 1>(keys, n, K, [&](int j, int64_t i) { out[j] = (int32_t)i; }, hist, scratch);
+        for (int j = written + threadIdx.x; j < K; j += Threads)
+            out[j] = -1;
+    } else {
+        uint32_t *out = p.cand_out + (int64_t)t * K * 2;
+        written = select_topk<Threads, 1>(keys, n, K, [&](int j, int64_t i) {
+            out[2 * j] = keys[i];
+            out[2 * j + 1] = (uint32_t)global_position<W, I>(i, rank);
+        }, hist, scratch);
+        for (int j = written + threadIdx.x; j < K; j += Threads) {
+            out[2 * j] = 0u;
+            out[2 * j + 1] = 0xffffffffu;
+        }
+    }
+}
+
+// B.4 (DCP > 1): the W lists of a row, each ascending in position with its candidates first,
+// merged into one ascending list (a candidate's place: its index in its own list plus how many
+// candidates of each other list have a smaller position), then the same selection as B.3. Every
+// rank runs this on the same gathered lists, so every rank writes the same row.
+template <int W, int K, int Threads> __device__ __forceinline__ void index_merge(const dsa_index_topk_params &p)
+{
+    __shared__ uint32_t hist[256], scratch[40];
+    __shared__ int count[W];
+    const int t = blockIdx.x;
+    const uint32_t *list[W];
+#pragma unroll
+    for (int r = 0; r < W; r++)
+        list[r] = p.cand_in + ((int64_t)r * p.num_tokens + t) * K * 2;
+    if (threadIdx.x < W) { // candidates first, then padding (key 0): count them by binary search
+        const uint32_t *c = list[threadIdx.x];
+        int lo = 0, hi = K;
+        while (lo < hi) {
+            const int mid = (lo + hi) / 2;
+            if (c[2 * mid] != 0u)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        count[threadIdx.x] = lo;
+    }
+    __syncthreads();
+    int total = 0;
+#pragma unroll
+    for (int r = 0; r < W; r++)
+        total += count[r];
+    uint32_t *merged = p.merged + (int64_t)t * W * K * 2;
+    for (int e = threadIdx.x; e < W * K; e += Threads) {
+        const int r = e / K, i = e % K;
+        if (i >= count[r])
+            continue;
+        const uint32_t key = list[r][2 * i], pos = list[r][2 * i + 1];
+        int at = i;
+#pragma unroll
+        for (int o = 0; o < W; o++) {
+            if (o == r)
+                continue;
+            int lo = 0, hi = count[o]; // candidates of list o with a smaller position
+            while (lo < hi) {
+                const int mid = (lo + hi) / 2;
+                if (list[o][2 * mid + 1] < pos)
+                    lo = mid + 1;
+                else
+                    hi = mid;
+            }
+            at += lo;
+        }
+        merged[2 * at] = key;
+        merged[2 * at + 1] = pos;
+    }
+    __syncthreads();
+    int32_t *out = p.topk + (int64_t)t * p.topk_stride;
+    const int written = select_topk<Threads, 2>(merged, total, K,
+                                                        [&](int j, int64_t i) { out[j] = (int32_t)merged[2 * i + 1]; },
+                                                        hist, scratch);
+    for (int j = written + threadIdx.x; j < K; j += Threads)
+        out[j] = -1;
+}
+
+} // namespace dsa

@@ -105,7 +105,8 @@ ms=$(( ($(date +%s%N) - start) / 1000000 ))
 echo "generator: all shipped specs in $ms ms"
 
 # ---- CPU unit tests (each binary prints its own pass/fail count as 'N passed, N failed') ----
-for t in build/tests/test_ref build/asan/tests/test_ref build/tests/test_attend_ref build/asan/tests/test_attend_ref; do
+for t in build/tests/test_ref build/asan/tests/test_ref build/tests/test_attend_ref build/asan/tests/test_attend_ref \
+    build/tests/test_index_ref build/asan/tests/test_index_ref; do
   [ -x "$t" ] || continue
   out=$("$t" 2>&1); rc=$?
   line=$(printf '%s\n' "$out" | tail -1)

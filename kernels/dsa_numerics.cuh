@@ -1,7 +1,6 @@
-// Device building blocks of dsagen's kernels: bf16 / e4m3 / e2m1 conversions (round to nearest
-// even, saturating, like the CPU reference in tests/ref), power-of-two scales, warp and block
-// reductions. Hand-written; included by the generated kernels. No toolkit headers: a deploy
-// machine's NVRTC needs nothing but what the runtime embeds.
+// Numerics of the kernel library: bf16 / e4m3 / e2m1 conversions, pow2 scales, warp and block sums.
+// Round to nearest even and saturating, like the CPU reference in tests/ref. No toolkit headers: a
+// deploy machine's NVRTC needs nothing but what the runtime embeds.
 #pragma once
 #include "dsa_abi.h"
 
@@ -40,6 +39,25 @@ __device__ __forceinline__ float e4m3_to_float(uint8_t b)
     return (b & 0x80) ? -v : v;
 }
 
+// Two e4m3 bytes (lo in bits 0-7) to floats, exactly (through f16x2).
+__device__ __forceinline__ void e4m3x2_to_float(uint32_t pair, float &lo, float &hi)
+{
+    const unsigned short in = (unsigned short)pair;
+    asm("{\n\t.reg .b32 h2;\n\t.reg .b16 l, h;\n\t"
+        "cvt.rn.f16x2.e4m3x2 h2, %2;\n\tmov.b32 {l, h}, h2;\n\t"
+        "cvt.f32.f16 %0, l;\n\tcvt.f32.f16 %1, h;\n\t}"
+        : "=f"(lo), "=f"(hi)
+        : "h"(in));
+}
+
+// Two floats to two bf16 (round to nearest even), lo in bits 0-15.
+__device__ __forceinline__ uint32_t bf16x2(float lo, float hi)
+{
+    uint32_t r;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+
 // e2m1 (magnitudes 0 .5 1 1.5 2 3 4 6), round to nearest even, saturating. sm_90 has no
 // conversion instruction: count the rounding thresholds passed (ties go to the even code).
 __device__ __forceinline__ uint32_t e2m1(float x)
@@ -47,6 +65,13 @@ __device__ __forceinline__ uint32_t e2m1(float x)
     float a = fabsf(x);
     uint32_t c = (a > 0.25f) + (a >= 0.75f) + (a > 1.25f) + (a >= 1.75f) + (a > 2.5f) + (a >= 3.5f) + (a > 5.0f);
     return c | (x < 0.0f ? 8u : 0u);
+}
+
+__device__ __forceinline__ float e2m1_to_float(uint32_t code)
+{
+    const int ex = (code >> 1) & 3, mant = code & 1; // 0 .5 1 1.5 2 3 4 6
+    const float mag = ex == 0 ? 0.5f * (float)mant : (float)(2 + mant) * 0.25f * (float)(1 << ex);
+    return code & 8 ? -mag : mag;
 }
 
 // 2^ceil(log2 x) for a positive normal x.

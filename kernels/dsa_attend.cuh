@@ -1,0 +1,77 @@
+// Stage C, the sparse MLA kernel of one CTA: top-k to local slots, then attention on tensor cores.
+// bf16 operands, fp32 accumulators: S = Q K^T over the 576 query/key dims, online softmax in fp32,
+// O += P V over the 512 latent dims. 64 heads per CTA run on warpgroup MMA (wgmma, sm_90a: two
+// warpgroups, operands read from shared memory by the tensor cores; dsa_wgmma.cuh); 16 or 32 heads
+// on mma.sync m16n8k16 with ldmatrix operands (8 warps; dsa_mma_sync.cuh), since a warpgroup MMA
+// takes 64 rows.
+//
+// One CTA = HB heads of one token, 8 warps. Per segment of up to 2048 top-k entries, the CTA first
+// compacts the entries this rank owns into a list of local slots (order kept), so a DCP rank only
+// pays for its own keys. Then, per tile of KT kept keys (dsa_attend_tiles.cuh loads them):
+//   1. the tile's raw cache entries, loaded by cp.async while the previous tile was computed, are
+//      dequantised to bf16 in shared memory (fp8_ds_mla, nvfp4_ds_mla; bf16 entries are copied by
+//      cp.async straight into a double-buffered key tile), as FlashMLA does (dsa_attend_dequant.cuh);
+//   2. S = Q K^T, the partial sums over the dims added in a fixed order (bit-for-bit repeatable),
+//      scaled and masked;
+//   3. online softmax per head in fp32, P to bf16;
+//   4. O = O * corr + P V, each warpgroup (warp) a block of heads x latent dims held in registers.
+// The CPU reference rounds the dequantised keys to bf16 the same way, so both compute one function.
+#pragma once
+#include "dsa_mma_sync.cuh"
+#include "dsa_wgmma.cuh"
+
+namespace dsa {
+
+// The local slot of top-k entry g of a row of request req on this rank, or -1: invalid entries
+// (negative, beyond the request, blocks the table does not have, slots beyond the cache) are
+// treated as -1 and never read.
+template <int W, int I, int BlockSize>
+__device__ __forceinline__ int64_t local_slot(int32_t g, int32_t req, const dsa_attend_params &p)
+{
+    if (g < 0 || req < 0 || req >= p.num_requests || g >= p.seq_lens[req])
+        return -1;
+    if ((g / I) % W != p.rank)
+        return -1;
+    const int64_t local = (int64_t)(g / (W * I)) * I + g % I;
+    const int64_t b = local / BlockSize;
+    if (b >= p.max_blocks)
+        return -1;
+    const int32_t blk = p.block_table[req * p.max_blocks + b];
+    if (blk < 0)
+        return -1;
+    const int64_t slot = (int64_t)blk * BlockSize + local % BlockSize;
+    return slot < p.num_slots ? slot : -1;
+}
+
+// Sparse MLA of HB heads (heads >= the real ones come as zero queries and are never stored) of one
+// token over its kept keys. q_chunk(h, c) gives bf16 q[h][8c .. 8c + 8) as 16 bytes; slot_of(k)
+// the local slot of top-k entry k or -1; store(h, d, x0, x1) takes O / l at (h, d), (h, d + 1),
+// and with d = -1 the LSE of head h (natural log; -inf for a head with no kept key, output 0).
+template <int HB, int KV, int LAT, int TOPK, int Format, int EntryBytes, int ScaleOffset, int RopeOffset,
+          class QChunk, class SlotOf, class Store>
+__device__ __forceinline__ void sparse_mla(uint8_t *smem, const uint8_t *cache, float softmax_scale,
+                                           QChunk q_chunk, SlotOf slot_of, Store store)
+{
+    using Lay = AttendLayout<HB, KV, LAT, Format, EntryBytes>;
+    const AttendSmem<Lay> sm(smem);
+    const CtaThread th;
+    const int tid = th.tid;
+    for (int i = tid; i < HB * (KV / 8); i += kAttendThreads) { // 8 neighbouring threads on 8 heads
+        const int h = 8 * (i / 8 / (KV / 8)) + i % 8, c = i / 8 % (KV / 8);
+        store16(sm.q_s + Lay::qk_at(h, 8 * c), q_chunk(h, c));
+    }
+    if constexpr (Lay::WG)
+        fence_proxy_async(); // the tensor cores read q_s after the segment's first barrier
+    if (tid < HB) {
+        sm.m_s[tid] = neg_inf();
+        sm.l_s[tid] = 0.0f;
+    }
+    if constexpr (Lay::WG)
+        wgmma_main_loop<Lay, TOPK, ScaleOffset, RopeOffset>(th, sm, cache, softmax_scale, slot_of, store);
+    else
+        mma_sync_main_loop<Lay, TOPK, ScaleOffset, RopeOffset>(th, sm, cache, softmax_scale, slot_of, store);
+    if (tid < HB)
+        store(tid, -1, sm.l_s[tid] > 0.0f ? sm.m_s[tid] + logf(sm.l_s[tid]) : neg_inf(), 0.0f); // d = -1: the LSE
+}
+
+} // namespace dsa

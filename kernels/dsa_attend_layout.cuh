@@ -1,0 +1,99 @@
+// The sparse MLA CTA's shape and shared-memory layout, shared by its wgmma and mma.sync main loops.
+#pragma once
+#include "dsa_numerics.cuh"
+
+namespace dsa {
+
+constexpr int kAttendThreads = 256;
+// warpgroup MMA exists on sm_90a only (plain sm_90 and sm_100a targets take the mma.sync path)
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+constexpr bool kAttendWgmma = true;
+#else
+constexpr bool kAttendWgmma = false;
+#endif
+constexpr int kAttendSegment = 2048; // top-k entries compacted at a time
+
+// The shared-memory layout of a sparse MLA CTA (bytes), for HB heads, KV = query/key dims, LAT =
+// latent dims, cache Format (0 bf16, 1 fp8_ds_mla, 2 nvfp4_ds_mla) of EntryBytes per key. The
+// runtime reads `bytes` from the compiled module (dsa_attend_smem_<config>), so this is the one
+// place it is computed.
+template <int HB, int KV, int LAT, int Format, int EntryBytes> struct AttendLayout {
+    static_assert(HB == 16 || HB == 32 || HB == 64, "heads per CTA");
+    static_assert(KV % 16 == 0 && LAT % 64 == 0 && LAT < KV, "dims");
+    static_assert(EntryBytes % 16 == 0, "cache entries in 16-byte chunks (cp.async)");
+    static constexpr int heads = HB, kv = KV, lat = LAT, format = Format, entry_bytes = EntryBytes;
+    static constexpr int KT = Format == 0 ? 32 : 64;  // keys per tile
+    static constexpr int KSTEPS = KV / 16;            // 16-dim k-steps of S = Q K^T
+    // 64 heads: two warpgroups on wgmma, tiles of core matrices; fewer: 8 warps on mma.sync, padded rows
+    static constexpr bool WG = HB == 64 && kAttendWgmma;
+    static constexpr int RS = WG ? KV : KV + 8;       // bf16 per Q/K row: padded, 16-byte chunks odd, so ldmatrix hits distinct banks
+    static constexpr int WM = HB < 32 ? HB : 32;      // mma.sync: heads per warp tile
+    static constexpr int MB = WM / 16;                // mma.sync: 16-row blocks per warp tile
+    static constexpr int S_TILES = (HB / WM) * (KT / 32); // mma.sync: warp tiles of S (WM x 32)
+    static constexpr int SPLITS = WG ? 2 : kAttendThreads / 32 / S_TILES; // warps (groups) sharing S, each over part of KV
+    static constexpr int SS = KT + 8;                 // fp32 per S row
+    static constexpr int PS = WG ? KT : KT + 8;       // bf16 per P row
+    static constexpr int RG = HB / WM;                // mma.sync P V: warp rows
+    static constexpr int DW = WG ? LAT / 2 : LAT / (kAttendThreads / 32 / RG); // P V: latent dims per warp (group)
+    static constexpr int NB = DW / 8;                 // mma.sync P V: 8-dim blocks per warp
+    static constexpr int ACC = WG ? DW / 2 : (WM / 16) * (DW / 8) * 4; // O accumulators per thread
+    static constexpr int KBUF = Format == 0 ? 2 : 1;  // bf16 keys land in the tile directly: two tiles
+    static constexpr int q_off = 0;
+    static constexpr int k_off = q_off + HB * RS * 2;
+    static constexpr int raw_off = k_off + KBUF * KT * RS * 2;
+    static constexpr int s_off = raw_off + (Format == 0 ? 0 : KT * EntryBytes);
+    static constexpr int p_off = s_off + (SPLITS - 1) * HB * SS * 4;
+    static constexpr int stat_off = p_off + HB * PS * 2; // m, l, corr per head
+    // wgmma: bytes between 8-row groups of core matrices in a Q or K tile (KV columns) and in P (KT)
+    static constexpr uint32_t QK_SBO = KV / 8 * 128, P_SBO = KT / 8 * 128;
+    // bf16 offset of element (r, c) of a tile of C columns: core matrices (wgmma) or rows of Pitch
+    template <int C, int Pitch> static __device__ __forceinline__ int at(int r, int c)
+    {
+        return WG ? (r / 8) * (C / 8) * 64 + (c / 8) * 64 + (r % 8) * 8 + c % 8 : r * Pitch + c;
+    }
+    static __device__ __forceinline__ int qk_at(int r, int c) { return at<KV, RS>(r, c); }
+    static __device__ __forceinline__ int p_at(int r, int c) { return at<KT, PS>(r, c); }
+    // bf16 offset from k_off of the key tile of a segment's tile it (bf16 keys alternate between two)
+    static __device__ __forceinline__ int key_tile_off(int it) { return Format == 0 ? (it % 2) * KT * RS : 0; }
+    static constexpr int list_off = stat_off + 3 * HB * 4;
+    static constexpr int scan_off = list_off + kAttendSegment * 4;
+    static constexpr int bytes = scan_off + 16 * 4;
+    static_assert(SPLITS >= 2 && DW % 16 == 0 && bytes <= 232448, "fits an sm_90 CTA (227 KiB)");
+    static_assert(!WG || (DW % 32 == 0 && DW <= 256 && KV % 8 == 0), "wgmma shapes");
+};
+
+// This thread's place in the CTA: thread, warp, lane, and the lane's row (lane / 4) and column pair
+// (lane % 4) in an m16n8 accumulator fragment. Computed once, at the top of the kernel.
+struct CtaThread {
+    int tid, warp, lane, g, t4;
+    __device__ __forceinline__ CtaThread() : tid(threadIdx.x), warp(tid / 32), lane(tid % 32), g(lane / 4), t4(lane % 4) {}
+};
+
+// The CTA's shared memory, cut by the layout: the query tile, the key tile(s), the raw cache entries
+// of the next tile, S (and the split partials), P, per-head m, l and corr, and the segment's list of
+// kept local slots with its scan.
+template <class Lay> struct AttendSmem {
+    uint16_t *q_s, *k_s, *p_s;
+    uint8_t *raw_s;
+    float *s_s, *m_s, *l_s, *corr_s;
+    int32_t *list, *scan;
+    __device__ __forceinline__ explicit AttendSmem(uint8_t *smem)
+        : q_s(reinterpret_cast<uint16_t *>(smem + Lay::q_off)), k_s(reinterpret_cast<uint16_t *>(smem + Lay::k_off)),
+          p_s(reinterpret_cast<uint16_t *>(smem + Lay::p_off)), raw_s(smem + Lay::raw_off),
+          s_s(reinterpret_cast<float *>(smem + Lay::s_off)), m_s(reinterpret_cast<float *>(smem + Lay::stat_off)),
+          l_s(m_s + Lay::heads), corr_s(l_s + Lay::heads), list(reinterpret_cast<int32_t *>(smem + Lay::list_off)),
+          scan(reinterpret_cast<int32_t *>(smem + Lay::scan_off))
+    {
+    }
+};
+
+__device__ __forceinline__ uint32_t smem_addr(const void *p)
+{
+    uint32_t a;
+    asm("{\n\t.reg .u64 t;\n\tcvta.to.shared.u64 t, %1;\n\tcvt.u32.u64 %0, t;\n\t}" : "=r"(a) : "l"(p));
+    return a;
+}
+// this thread's writes to shared memory become visible to the tensor cores' reads (wgmma)
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+
+} // namespace dsa

@@ -1,0 +1,108 @@
+// The indexer key of one token (stage A): LayerNorm, rope, optional Hadamard, e4m3 into its cache page.
+#pragma once
+#include "dsa_numerics.cuh"
+
+namespace dsa {
+
+// One warp, D / 32 values per lane: LayerNorm (weight, bias), rope on R dims (first or last),
+// optional Hadamard, e4m3 with a power-of-two scale into the page layout [bs x D e4m3][bs x fp32 scale].
+template <int D, int R, bool RopeFirst, bool Interleaved, bool Hadamard, int BlockSize>
+__device__ __forceinline__ void write_indexer_key(const uint16_t *k, const uint16_t *w, const uint16_t *b, float eps,
+                                                  const float *cos_row, const float *sin_row, int64_t slot,
+                                                  uint8_t *cache)
+{
+    constexpr int V = D / 32;
+    static_assert(D % 32 == 0 && V <= 8 && (V & (V - 1)) == 0, "indexer head_dim: 32..256, a power of two");
+    static_assert(R % V == 0 && R <= D, "rope dims must cover whole lanes");
+    const int lane = threadIdx.x % 32;
+    float x[V];
+#pragma unroll
+    for (int j = 0; j < V; j++)
+        x[j] = bf16_to_float(k[lane * V + j]);
+    float mean = 0.0f;
+#pragma unroll
+    for (int j = 0; j < V; j++)
+        mean += x[j];
+    mean = group_sum(mean) / (float)D;
+    float var = 0.0f;
+#pragma unroll
+    for (int j = 0; j < V; j++)
+        var += (x[j] - mean) * (x[j] - mean);
+    const float r = rsqrtf(group_sum(var) / (float)D + eps);
+#pragma unroll
+    for (int j = 0; j < V; j++)
+        x[j] = (x[j] - mean) * r * bf16_to_float(w[lane * V + j]) + bf16_to_float(b[lane * V + j]);
+
+    // rope on dims [base, base + R)
+    constexpr int base = RopeFirst ? 0 : D - R;
+    const int first = lane * V - base; // this lane's first rope dim, if inside
+    const bool in_rope = first >= 0 && first < R;
+    if constexpr (Interleaved) {
+        static_assert(V % 2 == 0, "interleaved pairs must sit inside one lane");
+        if (in_rope) {
+#pragma unroll
+            for (int j = 0; j < V; j += 2) {
+                const int i = (first + j) / 2;
+                const float x0 = x[j], x1 = x[j + 1];
+                x[j] = x0 * cos_row[i] - x1 * sin_row[i];
+                x[j + 1] = x0 * sin_row[i] + x1 * cos_row[i];
+            }
+        }
+    } else {
+        // NeoX: dim d pairs with d + R/2, which sits (R/2)/V lanes away
+        constexpr int kLaneOff = (R / 2) / V;
+#pragma unroll
+        for (int j = 0; j < V; j++) {
+            const float other = __shfl_xor_sync(0xffffffffu, x[j], kLaneOff);
+            if (in_rope) {
+                const int d = first + j;
+                const int i = d % (R / 2);
+                x[j] = d < R / 2 ? x[j] * cos_row[i] - other * sin_row[i] : other * sin_row[i] + x[j] * cos_row[i];
+            }
+        }
+    }
+
+    if constexpr (Hadamard) {
+#pragma unroll
+        for (int h = 1; h < V; h *= 2) {
+#pragma unroll
+            for (int j = 0; j < V; j++) {
+                if ((j & h) == 0) {
+                    const float a = x[j], c = x[j + h];
+                    x[j] = a + c;
+                    x[j + h] = a - c;
+                }
+            }
+        }
+#pragma unroll
+        for (int h = 1; h < 32; h *= 2) {
+#pragma unroll
+            for (int j = 0; j < V; j++) {
+                const float other = __shfl_xor_sync(0xffffffffu, x[j], h);
+                x[j] = (lane & h) ? other - x[j] : x[j] + other;
+            }
+        }
+        const float s = rsqrtf((float)D);
+#pragma unroll
+        for (int j = 0; j < V; j++)
+            x[j] *= s;
+    }
+
+    float amax = 0.0f;
+#pragma unroll
+    for (int j = 0; j < V; j++)
+        amax = fmaxf(amax, fabsf(x[j]));
+    amax = group_max(amax);
+    const float scale = pow2_ceil(__fdiv_rn(fmaxf(amax, 1e-4f), 448.0f));
+    uint8_t *page = cache + (slot / BlockSize) * (int64_t)(BlockSize * (D + 4));
+    const int off = (int)(slot % BlockSize);
+#pragma unroll
+    for (int j = 0; j < V; j += 2) {
+        const uint32_t two = e4m3x2(__fdiv_rn(x[j], scale), __fdiv_rn(x[j + 1], scale));
+        *reinterpret_cast<uint16_t *>(page + off * D + lane * V + j) = (uint16_t)two;
+    }
+    if (lane == 0)
+        *reinterpret_cast<float *>(page + BlockSize * D + 4 * off) = scale;
+}
+
+} // namespace dsa

@@ -1,0 +1,221 @@
+/* CPU reference of stage B, the indexer (see index.h for the contract). Clarity over speed. */
+#include "index.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+float ref_index_qscale(float amax)
+{
+    if (isinf(amax))
+        return INFINITY; /* frexp leaves the exponent of an infinity unspecified: decide here */
+    return ref_indexer_scale(amax);
+}
+
+float ref_index_weight(float w, float q_scale, int D, int H)
+{
+    float inv_d = 1.0f / sqrtf((float)D), inv_h = 1.0f / sqrtf((float)H);
+    float x = w * q_scale;
+    x = x * inv_d;
+    x = x * inv_h;
+    return x;
+}
+
+float ref_index_relu(float d)
+{
+    return d > 0.0f ? d : (isnan(d) ? d : 0.0f);
+}
+
+void ref_index_query_prep(const ref_index_cfg *c, const uint16_t *q_row, const float *w_row, int pos, uint8_t *q8,
+                          float *q_scale, float *w_eff)
+{
+    int H = c->H, D = c->D, R = c->rope.dim;
+    float *x = malloc(sizeof(float) * (size_t)D);
+    float *cs = malloc(sizeof(float) * (size_t)(R / 2 + 1)), *sn = malloc(sizeof(float) * (size_t)(R / 2 + 1));
+    if (R > 0)
+        ref_rope_cos_sin(&c->rope, pos, cs, sn);
+    for (int h = 0; h < H; h++) {
+        for (int i = 0; i < D; i++)
+            x[i] = ref_bf16_decode(q_row[(size_t)h * (size_t)D + (size_t)i]);
+        if (R > 0)
+            ref_rope_apply(c->rope_first ? x : x + (D - R), R, cs, sn, c->rope_interleaved);
+        if (c->hadamard)
+            ref_hadamard(x, D);
+        float amax = 0.0f;
+        for (int i = 0; i < D; i++)
+            amax = fmaxf(amax, fabsf(x[i]));
+        float s = ref_index_qscale(amax);
+        for (int i = 0; i < D; i++)
+            q8[(size_t)h * (size_t)D + (size_t)i] = ref_e4m3_encode(x[i] / s);
+        if (q_scale)
+            q_scale[h] = s;
+        w_eff[h] = ref_index_weight(w_row[h], s, D, H);
+    }
+    free(x);
+    free(cs);
+    free(sn);
+}
+
+float ref_index_score(int H, int D, const float *qd, const float *w_eff, const float *kd, float k_scale)
+{
+    float acc = 0.0f;
+    for (int h = 0; h < H; h++) {
+        const float *qh = qd + (size_t)h * (size_t)D;
+        float dot = 0.0f;
+        for (int i = 0; i < D; i++)
+            dot = dot + qh[i] * kd[i]; /* e4m3 x e4m3 is exact in fp32: only the sums round */
+        float term = w_eff[h] * ref_index_relu(dot);
+        acc = acc + term;
+    }
+    return k_scale * acc;
+}
+
+int ref_index_before(float sa, int32_t pa, float sb, int32_t pb)
+{
+    int na = isnan(sa) != 0, nb = isnan(sb) != 0;
+    if (na != nb)
+        return nb; /* the number comes first */
+    if (!na && sa != sb)
+        return sa > sb;
+    return pa < pb; /* equal scores (-0 == +0, inf == inf) or both NaN */
+}
+
+static int cmp_cand(const void *a, const void *b)
+{
+    const ref_index_cand *x = a, *y = b;
+    if (ref_index_before(x->score, x->pos, y->score, y->pos))
+        return -1;
+    if (ref_index_before(y->score, y->pos, x->score, x->pos))
+        return 1;
+    return 0;
+}
+
+static int cmp_pos(const void *a, const void *b)
+{
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The last candidate position of row t (step 3), or -1 when the row has none. */
+static int64_t row_last(const ref_index_batch *b, int t)
+{
+    int32_t req = b->req_of_token[t];
+    if (req < 0 || req >= b->num_requests)
+        return -1;
+    int64_t p = b->positions[t], len = b->seq_lens[req];
+    if (p < 0 || p > INT32_MAX || len <= 0)
+        return -1;
+    return p < len - 1 ? p : len - 1;
+}
+
+int ref_index_local(const ref_index_cfg *c, int W, int I, int rank, const ref_index_batch *b,
+                    const ref_index_cache *cache, int t, ref_index_cand *out, int64_t *cands_out)
+{
+    int H = c->H, D = c->D, K = c->K, bs = c->bs;
+    for (int k = 0; k < K; k++)
+        out[k] = (ref_index_cand){-INFINITY, -1};
+    if (cands_out)
+        *cands_out = 0;
+    int64_t last = row_last(b, t);
+    if (last < 0)
+        return 0;
+    int32_t req = b->req_of_token[t];
+    const int32_t *table = cache->block_table + (size_t)req * (size_t)cache->max_blocks;
+    /* a rank's candidates have distinct local indices below max_blocks * bs */
+    int64_t cap = cache->max_blocks * bs;
+    if (cap > last + 1)
+        cap = last + 1;
+    ref_index_cand *cand = malloc(sizeof(ref_index_cand) * (size_t)(cap > 0 ? cap : 1));
+    uint8_t *q8 = malloc((size_t)H * (size_t)D);
+    float *qd = malloc(sizeof(float) * (size_t)H * (size_t)D), *w_eff = malloc(sizeof(float) * (size_t)H);
+    float *kd = malloc(sizeof(float) * (size_t)D), dec[256];
+    for (int v = 0; v < 256; v++)
+        dec[v] = ref_e4m3_decode((uint8_t)v);
+    ref_index_query_prep(c, b->q + (size_t)t * (size_t)H * (size_t)D, b->w + (size_t)t * (size_t)H,
+                         (int)b->positions[t], q8, NULL, w_eff);
+    for (size_t i = 0; i < (size_t)H * (size_t)D; i++)
+        qd[i] = dec[q8[i]];
+    size_t page_bytes = (size_t)bs * ((size_t)D + 4);
+    int64_t n = 0;
+    for (int64_t g = 0; g <= last; g++) {
+        if (ref_dcp_owner(g, W, I) != rank)
+            continue;
+        int64_t l = ref_dcp_local_index(g, W, I);
+        if (l / bs >= cache->max_blocks)
+            break; /* local indices only grow with g */
+        int64_t slot = ref_dcp_slot(l, table, cache->max_blocks, bs);
+        if (slot < 0 || slot >= cache->num_blocks * bs)
+            continue; /* absent: not a candidate, never read */
+        const uint8_t *page = cache->pages + (size_t)(slot / bs) * page_bytes;
+        int off = (int)(slot % bs);
+        for (int i = 0; i < D; i++)
+            kd[i] = dec[page[(size_t)off * (size_t)D + (size_t)i]];
+        float k_scale;
+        memcpy(&k_scale, page + (size_t)bs * (size_t)D + 4 * (size_t)off, 4);
+        cand[n].score = ref_index_score(H, D, qd, w_eff, kd, k_scale);
+        cand[n].pos = (int32_t)g;
+        n++;
+    }
+    qsort(cand, (size_t)n, sizeof *cand, cmp_cand);
+    int kept = n < K ? (int)n : K;
+    memcpy(out, cand, sizeof *cand * (size_t)kept);
+    if (cands_out)
+        *cands_out = n;
+    free(cand);
+    free(q8);
+    free(qd);
+    free(w_eff);
+    free(kd);
+    return kept;
+}
+
+int ref_index_merge(const ref_index_cfg *c, const ref_index_cand *gathered, int W, int32_t *out)
+{
+    int K = c->K;
+    ref_index_cand *all = malloc(sizeof(ref_index_cand) * (size_t)W * (size_t)K);
+    int n = 0;
+    for (int i = 0; i < W * K; i++)
+        if (gathered[i].pos >= 0)
+            all[n++] = gathered[i];
+    qsort(all, (size_t)n, sizeof *all, cmp_cand);
+    int kept = n < K ? n : K;
+    for (int k = 0; k < kept; k++)
+        out[k] = all[k].pos;
+    qsort(out, (size_t)kept, sizeof *out, cmp_pos);
+    for (int k = kept; k < K; k++)
+        out[k] = -1;
+    free(all);
+    return kept;
+}
+
+int ref_index_row(const ref_index_cfg *c, const ref_index_batch *b, const ref_index_cache *cache, int t,
+                  int32_t *out)
+{
+    ref_index_cand *list = malloc(sizeof(ref_index_cand) * (size_t)c->K);
+    int n = ref_index_local(c, 1, 1, 0, b, cache, t, list, NULL);
+    for (int k = 0; k < c->K; k++)
+        out[k] = k < n ? list[k].pos : -1;
+    qsort(out, (size_t)n, sizeof *out, cmp_pos);
+    free(list);
+    return n;
+}
+
+void ref_index_dcp1(const ref_index_cfg *c, const ref_index_batch *b, const ref_index_cache *cache, int32_t *out)
+{
+    for (int t = 0; t < b->T; t++)
+        ref_index_row(c, b, cache, t, out + (size_t)t * (size_t)c->K);
+}
+
+void ref_index_simulate(const ref_index_cfg *c, int W, int I, const ref_index_batch *b,
+                        const ref_index_cache *caches, int32_t *out)
+{
+    size_t K = (size_t)c->K, T = (size_t)b->T;
+    ref_index_cand *gathered = malloc(sizeof(ref_index_cand) * (size_t)W * K);
+    for (int t = 0; t < b->T; t++) {
+        for (int r = 0; r < W; r++) /* each rank's local top-k; the all-gather puts them in rank order */
+            ref_index_local(c, W, I, r, b, &caches[r], t, gathered + (size_t)r * K, NULL);
+        for (int r = 0; r < W; r++) /* every rank merges the same gathered lists */
+            ref_index_merge(c, gathered, W, out + ((size_t)r * T + (size_t)t) * K);
+    }
+    free(gathered);
+}

@@ -2,7 +2,7 @@
 // top-k of a row, and under DCP the merge of the ranks' candidate lists. Every order used is one
 // total order (score_key, then position), so every rank and every run picks the same set.
 #pragma once
-#include "dsa_numerics.cuh"
+#include "dsa_indexer_key.cuh"
 
 namespace dsa {
 
@@ -204,22 +204,12 @@ __device__ __forceinline__ void index_query(const dsa_index_q_params &p)
     const uint16_t *q = p.q + t * p.q_stride + h * D + lane * V;
 #pragma unroll
     for (int j = 0; j < V; j++)
-        x[j] = bf16_to_float(q[j]);
-    // a row whose position is outside the rope table scores every key 0 (it never reads outside)
+        x[j] = pos_ok ? bf16_to_float(q[j]) : 0.0f; // a position outside the rope table: every score 0
     const int64_t row = pos_ok ? pos : 0;
     indexer_rope_hadamard<D, R, RopeFirst, Interleaved, Hadamard>(x, lane, p.rope_cos + row * (R / 2),
                                                                   p.rope_sin + row * (R / 2));
-    float amax = 0.0f;
-#pragma unroll
-    for (int j = 0; j < V; j++)
-        amax = fmaxf(amax, fabsf(x[j]));
-    amax = group_max(amax);
-    const float scale = pow2_ceil(__fdiv_rn(fmaxf(amax, 1e-4f), 448.0f));
-    uint8_t *out = p.q8 + ((int64_t)t * H + h) * D + lane * V;
-#pragma unroll
-    for (int j = 0; j < V; j += 2)
-        *reinterpret_cast<uint16_t *>(out + j) =
-            pos_ok ? (uint16_t)e4m3x2(__fdiv_rn(x[j], scale), __fdiv_rn(x[j + 1], scale)) : (uint16_t)0;
+    const float scale = indexer_scale<D>(x);
+    indexer_store_e4m3<D>(x, scale, p.q8 + ((int64_t)t * H + h) * D, lane);
     if (lane == 0) {
         const float w = p.weights[t * p.w_stride + h];
         p.wq[(int64_t)t * H + h] = __fmul_rn(__fmul_rn(__fmul_rn(w, scale), 1.0f / sqrtf((float)D)),

@@ -1,6 +1,7 @@
 // Stage C.1, the pack_q kernel body: q = [q_lat | rope(q_pe)], the query in the key's packed layout.
 #pragma once
 #include "dsa_numerics.cuh"
+#include "dsa_rope.cuh"
 
 namespace dsa {
 
@@ -41,10 +42,7 @@ template <class C> __device__ __forceinline__ void pack_q(const dsa_pack_params 
             const float c = p.rope_cos[pos * (R / 2) + pair];
             const float s = p.rope_sin[pos * (R / 2) + pair];
             const float x0 = bf16_to_float(pe[a]), x1 = bf16_to_float(pe[b]);
-            // each product and the sum rounded on its own (no fused multiply-add), as the CPU reference
-            // does: a last-bit difference here can flip the bf16 rounding of the query element
-            v[k] = float_to_bf16(r == a ? __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s))
-                                        : __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c)));
+            v[k] = float_to_bf16(rope_rotate(x0, x1, c, s, r == a)); // rounded like the CPU reference
         }
 #pragma unroll
         for (int k = 0; k < 4; k++)

@@ -1,6 +1,7 @@
 // The indexer key of one token (stage A): LayerNorm, rope, optional Hadamard, e4m3 into its cache page.
 #pragma once
 #include "dsa_numerics.cuh"
+#include "dsa_rope.cuh"
 
 namespace dsa {
 
@@ -44,8 +45,8 @@ __device__ __forceinline__ void write_indexer_key(const uint16_t *k, const uint1
             for (int j = 0; j < V; j += 2) {
                 const int i = (first + j) / 2;
                 const float x0 = x[j], x1 = x[j + 1];
-                x[j] = x0 * cos_row[i] - x1 * sin_row[i];
-                x[j + 1] = x0 * sin_row[i] + x1 * cos_row[i];
+                x[j] = rope_rotate(x0, x1, cos_row[i], sin_row[i], true);
+                x[j + 1] = rope_rotate(x0, x1, cos_row[i], sin_row[i], false);
             }
         }
     } else {
@@ -57,7 +58,8 @@ __device__ __forceinline__ void write_indexer_key(const uint16_t *k, const uint1
             if (in_rope) {
                 const int d = first + j;
                 const int i = d % (R / 2);
-                x[j] = d < R / 2 ? x[j] * cos_row[i] - other * sin_row[i] : other * sin_row[i] + x[j] * cos_row[i];
+                const bool lo = d < R / 2; // x[j] is the first element of pair i and other the second, or the reverse
+                x[j] = rope_rotate(lo ? x[j] : other, lo ? other : x[j], cos_row[i], sin_row[i], lo);
             }
         }
     }

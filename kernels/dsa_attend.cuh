@@ -22,6 +22,9 @@
 
 namespace dsa {
 
+template <bool B, class T, class F> struct Select { using type = T; };
+template <class T, class F> struct Select<false, T, F> { using type = F; };
+
 // The local slot of top-k entry g of a row of request req on this rank, or -1: invalid entries
 // (negative, beyond the request, blocks the table does not have, slots beyond the cache) are
 // treated as -1 and never read.
@@ -72,6 +75,92 @@ __device__ __forceinline__ void sparse_mla(uint8_t *smem, const uint8_t *cache, 
         mma_sync_main_loop<Lay, TOPK, ScaleOffset, RopeOffset>(th, sm, cache, softmax_scale, slot_of, store);
     if (tid < HB)
         store(tid, -1, sm.l_s[tid] > 0.0f ? sm.m_s[tid] + logf(sm.l_s[tid]) : neg_inf(), 0.0f); // d = -1: the LSE
+}
+
+// ---- the attend kernel body: one CTA = HB gathered heads of one token ----
+
+// The CTA's dynamic shared memory for configuration C; the runtime reads it from the module
+// (dsa_attend_smem_<config>, cuModuleGetGlobal).
+template <class C>
+using AttendLayoutOf = AttendLayout<C::attend_heads_per_cta, C::kv_dim, C::kv_lora_rank, C::cache_format, C::cache_bytes>;
+template <class C> constexpr unsigned int attend_smem_bytes = AttendLayoutOf<C>::bytes;
+
+// q_chunk(h, c): bf16 q[h][8c .. 8c + 8) of gathered head hg0 + h, zeros past the real heads. Gathered
+// head hg is head hg % heads_local of rank hg / heads_local (the all-gather is rank-major).
+template <class C> struct QueryChunks {
+    const dsa_attend_params &p;
+    int t, hg0;
+    __device__ __forceinline__ uint4 operator()(int h, int c) const
+    {
+        const int hg = hg0 + h, r = hg / C::heads_local, hl = hg % C::heads_local;
+        return hg < C::heads_gathered
+                   ? load16(p.q + (((int64_t)r * p.num_tokens + t) * C::heads_local + hl) * C::kv_dim + 8 * c)
+                   : make_uint4(0u, 0u, 0u, 0u);
+    }
+};
+
+// slot_of(k): the local slot of entry k of the token's top-k row on this rank, or -1.
+template <class C> struct SlotOfTopk {
+    const dsa_attend_params &p;
+    const int32_t *row;
+    int32_t req;
+    __device__ __forceinline__ int64_t operator()(int k) const
+    {
+        return local_slot<C::dcp, C::interleave, C::block_size>(row[k], req, p);
+    }
+};
+
+// DCP = 1: store(h, d, x0, x1) writes O in bf16 to out, and (d = -1) the LSE x0 to lse if given.
+template <class C> struct StoreOut {
+    const dsa_attend_params &p;
+    int t, hg0;
+    __device__ __forceinline__ void operator()(int h, int d, float x0, float x1) const
+    {
+        const int hg = hg0 + h;
+        if (hg >= C::heads_gathered)
+            return;
+        if (d < 0) {
+            if (p.lse)
+                p.lse[(int64_t)t * C::heads_local + hg] = x0;
+            return;
+        }
+        *reinterpret_cast<uint32_t *>(p.out + ((int64_t)t * C::heads_local + hg) * C::kv_lora_rank + d) =
+            (uint32_t)float_to_bf16(x0) | (uint32_t)float_to_bf16(x1) << 16;
+    }
+};
+
+// DCP > 1: store(h, d, x0, x1) writes the fp32 partial to the rank that owns head hg, in the layout
+// the exchange sends as blocks ([W dest][T][heads_local]); the merge kernel (dsa_merge.cuh) combines them.
+template <class C> struct StorePartial {
+    const dsa_attend_params &p;
+    int t, hg0;
+    __device__ __forceinline__ void operator()(int h, int d, float x0, float x1) const
+    {
+        const int hg = hg0 + h;
+        if (hg >= C::heads_gathered)
+            return;
+        const int64_t prow = ((int64_t)(hg / C::heads_local) * p.num_tokens + t) * C::heads_local + hg % C::heads_local;
+        if (d < 0)
+            p.part_lse[prow] = x0;
+        else
+            *reinterpret_cast<float2 *>(p.part_out + prow * C::kv_lora_rank + d) = make_float2(x0, x1);
+    }
+};
+
+// Top-k positions to this rank's slots (compacted: only this rank's keys are computed), then
+// attention of HB heads per CTA over the kept keys. Grid (T, heads_gathered / HB). A row with no kept
+// key gives output 0 and LSE -inf (the merge's neutral element).
+template <class C> __device__ __forceinline__ void attend(const dsa_attend_params &p)
+{
+    constexpr int HB = C::attend_heads_per_cta;
+    extern __shared__ __align__(16) uint8_t smem[];
+    const int t = blockIdx.x, hg0 = blockIdx.y * HB;
+    const int32_t req = p.req_of_token[t];
+    const QueryChunks<C> q_chunk{p, t, hg0};
+    const SlotOfTopk<C> slot_of{p, p.topk + t * p.topk_stride, req};
+    using Store = typename Select<C::dcp == 1, StoreOut<C>, StorePartial<C>>::type;
+    sparse_mla<HB, C::kv_dim, C::kv_lora_rank, C::idx_topk, C::cache_format, C::cache_bytes, C::cache_scale_offset,
+               C::cache_rope_offset>(smem, p.kv_cache, C::softmax_scale(), q_chunk, slot_of, Store{p, t, hg0});
 }
 
 } // namespace dsa

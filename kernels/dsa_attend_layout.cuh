@@ -21,21 +21,23 @@ template <int HB, int KV, int LAT, int Format, int EntryBytes> struct AttendLayo
     static_assert(HB == 16 || HB == 32 || HB == 64, "heads per CTA");
     static_assert(KV % 16 == 0 && LAT % 64 == 0 && LAT < KV, "dims");
     static_assert(EntryBytes % 16 == 0, "cache entries in 16-byte chunks (cp.async)");
-    static constexpr int heads = HB, kv = KV, lat = LAT, format = Format, entry_bytes = EntryBytes;
+    // the arguments again, and the counts below that the main loops add, as enumerators: NVRTC emits
+    // every constant data member as a global of the module
+    enum : int { heads = HB, kv = KV, lat = LAT, format = Format, entry_bytes = EntryBytes };
     static constexpr int KT = Format == 0 ? 32 : 64;  // keys per tile
-    static constexpr int KSTEPS = KV / 16;            // 16-dim k-steps of S = Q K^T
+    enum : int { KSTEPS = KV / 16 };                  // 16-dim k-steps of S = Q K^T
     // 64 heads: two warpgroups on wgmma, tiles of core matrices; fewer: 8 warps on mma.sync, padded rows
     static constexpr bool WG = HB == 64 && kAttendWgmma;
     static constexpr int RS = WG ? KV : KV + 8;       // bf16 per Q/K row: padded, 16-byte chunks odd, so ldmatrix hits distinct banks
     static constexpr int WM = HB < 32 ? HB : 32;      // mma.sync: heads per warp tile
-    static constexpr int MB = WM / 16;                // mma.sync: 16-row blocks per warp tile
+    enum : int { MB = WM / 16 };                      // mma.sync: 16-row blocks per warp tile
     static constexpr int S_TILES = (HB / WM) * (KT / 32); // mma.sync: warp tiles of S (WM x 32)
     static constexpr int SPLITS = WG ? 2 : kAttendThreads / 32 / S_TILES; // warps (groups) sharing S, each over part of KV
     static constexpr int SS = KT + 8;                 // fp32 per S row
     static constexpr int PS = WG ? KT : KT + 8;       // bf16 per P row
     static constexpr int RG = HB / WM;                // mma.sync P V: warp rows
     static constexpr int DW = WG ? LAT / 2 : LAT / (kAttendThreads / 32 / RG); // P V: latent dims per warp (group)
-    static constexpr int NB = DW / 8;                 // mma.sync P V: 8-dim blocks per warp
+    enum : int { NB = DW / 8 };                       // mma.sync P V: 8-dim blocks per warp
     static constexpr int ACC = WG ? DW / 2 : (WM / 16) * (DW / 8) * 4; // O accumulators per thread
     static constexpr int KBUF = Format == 0 ? 2 : 1;  // bf16 keys land in the tile directly: two tiles
     static constexpr int q_off = 0;

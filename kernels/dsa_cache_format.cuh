@@ -2,6 +2,7 @@
 // Byte layouts: docs/design.md, "Byte layouts"; the attend kernel decodes them (dsa_attend_dequant.cuh).
 #pragma once
 #include "dsa_numerics.cuh"
+#include "dsa_rope.cuh"
 
 namespace dsa {
 
@@ -60,7 +61,7 @@ __device__ __forceinline__ void write_rope_pair(const float *kpe, int i, float c
 {
     const int a = Interleaved ? 2 * i : i, b = Interleaved ? 2 * i + 1 : i + R / 2;
     const float x0 = kpe[a], x1 = kpe[b];
-    const float y0 = x0 * c - x1 * s, y1 = x0 * s + x1 * c;
+    const float y0 = rope_rotate(x0, x1, c, s, true), y1 = rope_rotate(x0, x1, c, s, false); // as the CPU reference
     if constexpr (Format == kNvfp4DsMla) {
         entry[RopeOffset + a] = e4m3(y0);
         entry[RopeOffset + b] = e4m3(y1);

@@ -191,23 +191,23 @@ namespace dsa {
 
 // B.1: one warp per (token, head). The query goes through the key's own preparation (rope on the
 // same dims in the same style, the same Hadamard, the same scale rule), so q . k is the model's.
-template <int H, int D, int R, bool RopeFirst, bool Interleaved, bool Hadamard, int MaxPositions>
-__device__ __forceinline__ void index_query(const dsa_index_q_params &p)
+template <class C> __device__ __forceinline__ void index_query(const dsa_index_q_params &p)
 {
-    constexpr int V = D / 32;
+    constexpr int H = C::idx_heads, D = C::idx_head_dim, R = C::qk_rope_dim, V = D / 32;
+    static_assert(C::idx_q_threads == 256, "a warp per head, 8 heads per CTA");
     const int t = blockIdx.x, h = blockIdx.y * 8 + threadIdx.x / 32, lane = threadIdx.x % 32;
     if (h >= H)
         return;
     const int64_t pos = p.positions[t];
-    const bool pos_ok = pos >= 0 && pos < MaxPositions;
+    const bool pos_ok = pos >= 0 && pos < C::max_positions;
     float x[V];
     const uint16_t *q = p.q + t * p.q_stride + h * D + lane * V;
 #pragma unroll
     for (int j = 0; j < V; j++)
         x[j] = pos_ok ? bf16_to_float(q[j]) : 0.0f; // a position outside the rope table: every score 0
     const int64_t row = pos_ok ? pos : 0;
-    indexer_rope_hadamard<D, R, RopeFirst, Interleaved, Hadamard>(x, lane, p.rope_cos + row * (R / 2),
-                                                                  p.rope_sin + row * (R / 2));
+    indexer_rope_hadamard<D, R, C::idx_rope_first, C::idx_rope_interleaved, C::idx_hadamard>(
+        x, lane, p.rope_cos + row * (R / 2), p.rope_sin + row * (R / 2));
     const float scale = indexer_scale<D>(x);
     indexer_store_e4m3<D>(x, scale, p.q8 + ((int64_t)t * H + h) * D, lane);
     if (lane == 0) {
@@ -222,9 +222,10 @@ __device__ __forceinline__ void index_query(const dsa_index_q_params &p)
 // values. The 32-dim k-steps walk each thread's own D / 4 contiguous bytes of the query and key
 // rows, a permutation of the dims that both operands share, so q . k is unchanged and every load
 // is 16 bytes.
-template <int H, int D, int W, int I, int BS, int Threads>
-__device__ __forceinline__ void index_score(const dsa_index_score_params &p)
+template <class C> __device__ __forceinline__ void index_score(const dsa_index_score_params &p)
 {
+    constexpr int H = C::idx_heads, D = C::idx_head_dim, W = C::dcp, I = C::interleave, BS = C::block_size;
+    constexpr int Threads = C::idx_score_threads;
     static_assert(D % 64 == 0, "each thread takes D / 4 bytes of a row in 16-byte loads");
     constexpr int MT = (H + 15) / 16, KS = D / 32, LOADS = D / 64, WARPS = Threads / 32;
     const int t = blockIdx.x, warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, tig = lane % 4;
@@ -313,8 +314,9 @@ __device__ __forceinline__ void index_score(const dsa_index_score_params &p)
 
 // B.3: one CTA per row over its keys (ascending local index = ascending position). DCP = 1 writes
 // the row's positions; DCP > 1 writes the row's candidate list for the exchange.
-template <int W, int I, int K, int Threads> __device__ __forceinline__ void index_topk(const dsa_index_topk_params &p)
+template <class C> __device__ __forceinline__ void index_topk(const dsa_index_topk_params &p)
 {
+    constexpr int W = C::dcp, I = C::interleave, K = C::idx_topk, Threads = C::idx_topk_threads;
     __shared__ uint32_t hist[256], scratch[40];
     const int t = blockIdx.x;
     const int64_t last = row_last(p.positions, p.req_of_token, p.seq_lens, p.num_requests, t);
@@ -344,8 +346,9 @@ template <int W, int I, int K, int Threads> __device__ __forceinline__ void inde
 // merged into one ascending list (a candidate's place: its index in its own list plus how many
 // candidates of each other list have a smaller position), then the same selection as B.3. Every
 // rank runs this on the same gathered lists, so every rank writes the same row.
-template <int W, int K, int Threads> __device__ __forceinline__ void index_merge(const dsa_index_topk_params &p)
+template <class C> __device__ __forceinline__ void index_merge(const dsa_index_topk_params &p)
 {
+    constexpr int W = C::dcp, K = C::idx_topk, Threads = C::idx_topk_threads;
     __shared__ uint32_t hist[256], scratch[40];
     __shared__ int count[W];
     const int t = blockIdx.x;

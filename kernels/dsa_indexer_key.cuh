@@ -2,6 +2,7 @@
 // rope on the same dims in the same style, the same Hadamard, the same e4m3 scale rule.
 #pragma once
 #include "dsa_numerics.cuh"
+#include "dsa_rope.cuh"
 
 namespace dsa {
 
@@ -25,8 +26,8 @@ __device__ __forceinline__ void indexer_rope_hadamard(float (&x)[D / 32], int la
             for (int j = 0; j < V; j += 2) {
                 const int i = (first + j) / 2;
                 const float x0 = x[j], x1 = x[j + 1];
-                x[j] = x0 * cos_row[i] - x1 * sin_row[i];
-                x[j + 1] = x0 * sin_row[i] + x1 * cos_row[i];
+                x[j] = rope_rotate(x0, x1, cos_row[i], sin_row[i], true);
+                x[j + 1] = rope_rotate(x0, x1, cos_row[i], sin_row[i], false);
             }
         }
     } else {
@@ -38,7 +39,8 @@ __device__ __forceinline__ void indexer_rope_hadamard(float (&x)[D / 32], int la
             if (in_rope) {
                 const int d = first + j;
                 const int i = d % (R / 2);
-                x[j] = d < R / 2 ? x[j] * cos_row[i] - other * sin_row[i] : other * sin_row[i] + x[j] * cos_row[i];
+                const bool lo = d < R / 2; // x[j] is the first element of pair i and other the second, or the reverse
+                x[j] = rope_rotate(lo ? x[j] : other, lo ? other : x[j], cos_row[i], sin_row[i], lo);
             }
         }
     }

@@ -2,25 +2,14 @@
 // Configuration deepseek_v32_tp1_dcp1_i1_fp8_ds_mla. Do not edit: change the spec or the template, then run ninja.
 // Stage B of deepseek_v32_tp1_dcp1_i1_fp8_ds_mla: the indexer's query, scores of this rank's keys on fp8 tensor cores, the
 // exact top-2048.
-// The library is kernels/dsa_index.cuh; the exchange between B.3 and B.4 is the runtime's.
+// An instantiation: the kernel bodies are the library's (kernels/dsa_index.cuh); the all-gather of
+// the candidates between top-k and merge is the runtime's.
 #include "config.h"
+#include "dsa_config.cuh"
 #include "dsa_index.cuh"
 
-static_assert(DSA_IDX_Q_THREADS == 256 && DSA_IDX_SCORE_THREADS == 128 && DSA_IDX_TOPK_THREADS == 1024,
-              "the plan's launch shapes are the ones these entries are built for");
+using C = dsa::Config; // this configuration, as the library reads it
 
-extern "C" __global__ void __launch_bounds__(DSA_IDX_Q_THREADS) dsa_index_q_deepseek_v32_tp1_dcp1_i1_fp8_ds_mla(const dsa_index_q_params p)
-{
-    dsa::index_query<DSA_IDX_HEADS, DSA_IDX_HEAD_DIM, DSA_QK_ROPE_DIM, DSA_IDX_ROPE_FIRST, DSA_IDX_ROPE_INTERLEAVED,
-                     DSA_IDX_HADAMARD, DSA_MAX_POSITIONS>(p);
-}
-
-extern "C" __global__ void __launch_bounds__(DSA_IDX_SCORE_THREADS) dsa_index_score_deepseek_v32_tp1_dcp1_i1_fp8_ds_mla(const dsa_index_score_params p)
-{
-    dsa::index_score<DSA_IDX_HEADS, DSA_IDX_HEAD_DIM, DSA_DCP, DSA_INTERLEAVE, DSA_BLOCK_SIZE, DSA_IDX_SCORE_THREADS>(p);
-}
-
-extern "C" __global__ void __launch_bounds__(DSA_IDX_TOPK_THREADS) dsa_index_topk_deepseek_v32_tp1_dcp1_i1_fp8_ds_mla(const dsa_index_topk_params p)
-{
-    dsa::index_topk<DSA_DCP, DSA_INTERLEAVE, DSA_IDX_TOPK, DSA_IDX_TOPK_THREADS>(p);
-}
+extern "C" __global__ void __launch_bounds__(C::idx_q_threads) dsa_index_q_deepseek_v32_tp1_dcp1_i1_fp8_ds_mla(const dsa_index_q_params p) { dsa::index_query<C>(p); }
+extern "C" __global__ void __launch_bounds__(C::idx_score_threads) dsa_index_score_deepseek_v32_tp1_dcp1_i1_fp8_ds_mla(const dsa_index_score_params p) { dsa::index_score<C>(p); }
+extern "C" __global__ void __launch_bounds__(C::idx_topk_threads) dsa_index_topk_deepseek_v32_tp1_dcp1_i1_fp8_ds_mla(const dsa_index_topk_params p) { dsa::index_topk<C>(p); }

@@ -1,0 +1,54 @@
+// Stage C.1, the pack_q kernel body: q = [q_lat | rope(q_pe)], the query in the key's packed layout.
+#pragma once
+#include "dsa_numerics.cuh"
+#include "dsa_rope.cuh"
+
+namespace dsa {
+
+// One thread per 8 elements (16 bytes written), grid (token, chunk blocks): every element is
+// independent, so the whole batch's queries are in flight at once. A position outside the rope
+// table is counted in rejected[1] and its rope part written as zeros, never read out of bounds.
+template <class C> __device__ __forceinline__ void pack_q(const dsa_pack_params &p)
+{
+    constexpr int L = C::kv_lora_rank, R = C::qk_rope_dim, KV = C::kv_dim, H = C::heads_local;
+    static_assert(L % 8 == 0 && KV % 8 == 0, "8-element chunks");
+    const int t = blockIdx.x, i = blockIdx.y * blockDim.x + threadIdx.x;
+    const int64_t pos = p.positions[t];
+    const bool pos_ok = pos >= 0 && pos < C::max_positions;
+    if (!pos_ok && blockIdx.y == 0 && threadIdx.x == 0)
+        atomicAdd(&p.rejected[1], 1ull); // the rope part is written as zeros, never read out of bounds
+    if (i >= H * (KV / 8))
+        return;
+    const int h = i / (KV / 8), d0 = 8 * (i % (KV / 8));
+    uint32_t w[4];
+    if (d0 < L) {
+        const uint16_t *src = p.q_lat + t * p.q_lat_stride + h * L + d0;
+#pragma unroll
+        for (int k = 0; k < 4; k++)
+            w[k] = (uint32_t)src[2 * k] | (uint32_t)src[2 * k + 1] << 16;
+    } else {
+        const uint16_t *pe = p.q_pe + t * p.q_pe_stride + h * R;
+        uint16_t v[8];
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            const int r = d0 + k - L;
+            // rope pair of dim r: (2i, 2i + 1) interleaved, (i, i + R/2) NeoX
+            const int pair = C::rope_interleaved ? r / 2 : r % (R / 2);
+            const int a = C::rope_interleaved ? 2 * pair : pair, b = C::rope_interleaved ? a + 1 : pair + R / 2;
+            if (!pos_ok) {
+                v[k] = 0;
+                continue;
+            }
+            const float c = p.rope_cos[pos * (R / 2) + pair];
+            const float s = p.rope_sin[pos * (R / 2) + pair];
+            const float x0 = bf16_to_float(pe[a]), x1 = bf16_to_float(pe[b]);
+            v[k] = float_to_bf16(rope_rotate(x0, x1, c, s, r == a)); // rounded like the CPU reference
+        }
+#pragma unroll
+        for (int k = 0; k < 4; k++)
+            w[k] = (uint32_t)v[2 * k] | (uint32_t)v[2 * k + 1] << 16;
+    }
+    store16(p.q_packed + ((int64_t)t * H + h) * KV + d0, make_uint4(w[0], w[1], w[2], w[3]));
+}
+
+} // namespace dsa

@@ -1,5 +1,5 @@
 -- DeepSeek-V3.2: one DSA layer and the topologies dsagen ships for it.
--- Values from the model's config.json (see ../shared/DESIGN.md, "The spec").
+-- Values from the model's config.json (see docs/design.md).
 return {
   model = "deepseek_v32",
   geometry = {

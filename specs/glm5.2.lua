@@ -1,5 +1,5 @@
 -- GLM-5.2: one DSA layer and the topologies dsagen ships for it.
--- Values from the model's config.json (see ../shared/DESIGN.md, "The spec").
+-- Values from the model's config.json (see docs/design.md).
 return {
   model = "glm5.2",
   geometry = {

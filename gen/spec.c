@@ -416,7 +416,7 @@ static void check_relations(vctx *v, const dsg_geometry *g, dsg_config *cfg, con
     if (cfg->cache_dtype == DSG_CACHE_NVFP4_DS_MLA && g->kv_lora_rank % 64 != 0)
         err(v, &c, "nvfp4_ds_mla needs kv_lora_rank to be a multiple of 64 (16 values per block scale, "
                    "scales stored in 4 interleaved rows), but it is %d", g->kv_lora_rank);
-    if (v->d->errors == before_dtype) { /* what the sparse MLA kernel (runtime/kernels/dsa_attend.cuh) takes */
+    if (v->d->errors == before_dtype) { /* what the sparse MLA kernel (kernels/dsa_attend.cuh and its main loops) takes */
         const int L = g->kv_lora_rank, R = g->qk_rope_dim;
         const int entry = cfg->cache_dtype == DSG_CACHE_BF16        ? 2 * (L + R)
                           : cfg->cache_dtype == DSG_CACHE_FP8_DS_MLA ? L + L / 32 + 2 * R

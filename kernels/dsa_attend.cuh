@@ -22,10 +22,12 @@
 
 namespace dsa {
 
+// Select<B, T, F>::type is T when B, else F (std::conditional; the library uses no toolkit headers).
 template <bool B, class T, class F> struct Select { using type = T; };
 template <class T, class F> struct Select<false, T, F> { using type = F; };
 
-// The local slot of top-k entry g of a row of request req on this rank, or -1: invalid entries
+// The local slot of top-k entry g of a row of request req on this rank, or -1: position g belongs to
+// rank (g / I) % W, at local position (g / (W I)) I + g % I (docs/design.md, "DCP"). Invalid entries
 // (negative, beyond the request, blocks the table does not have, slots beyond the cache) are
 // treated as -1 and never read.
 template <int W, int I, int BlockSize>

@@ -6,7 +6,7 @@ namespace dsa {
 
 // For each (token, head of this rank): over the DCP ranks' partials IN RANK ORDER and in fp32, so
 // the result is bit-for-bit repeatable. NaN or +inf LSEs count as -inf, -inf partials weigh 0, an
-// all-empty row is output 0 and LSE -inf. Grid (T, heads_local).
+// all-empty row is output 0 and LSE -inf (docs/design.md, "DCP"). Grid (T, heads_local).
 template <class C> __device__ __forceinline__ void merge(const dsa_merge_params &p)
 {
     constexpr int W = C::dcp, H = C::heads_local, L = C::kv_lora_rank;

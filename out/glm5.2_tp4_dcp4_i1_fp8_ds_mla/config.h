@@ -78,7 +78,7 @@
 #define DSA_IDX_PAGE_BYTES 8448
 #define DSA_IDX_SCALE_OFFSET_IN_PAGE 8192
 
-/* The layout is an interchange format (DESIGN.md, Byte layouts): these must hold. */
+/* The layout is an interchange format (docs/layouts.md): these must hold. */
 DSA_STATIC_ASSERT(DSA_HEADS_LOCAL * DSA_TP == DSA_HEADS, "tp must divide heads");
 DSA_STATIC_ASSERT(DSA_TP % DSA_DCP == 0, "dcp must divide tp");
 DSA_STATIC_ASSERT(DSA_BLOCK_SIZE % DSA_INTERLEAVE == 0, "interleave must divide the block size");

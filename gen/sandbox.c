@@ -12,7 +12,6 @@ struct dsg_sandbox {
     lua_State *L;
     size_t used, limit;
     long instructions;
-    const char *last_file; /* the spec file last executing, for errors raised outside Lua code */
     int last_line;
     int import_depth;
     dsg_source *sources;
@@ -118,16 +117,21 @@ static void run_file(lua_State *L, dsg_sandbox *sb, const char *path)
     lua_call(L, 0, 1);
 }
 
-/* Copies the table at idx, nested tables too (specs are small, and depth is bounded). */
-static void deep_copy(lua_State *L, int idx, int depth)
+/* Copies the table at idx, nested tables too, down to DSG_SPEC_TABLE_DEPTH levels; deeper is an
+ * error (a table that contains itself is one). The copy is a tree no deeper than that, so the
+ * comparison with it (deep_equal) recurses no deeper either. Pushes the copy. */
+static void deep_copy(lua_State *L, int idx, int depth, const char *name)
 {
+    if (depth >= DSG_SPEC_TABLE_DEPTH)
+        luaL_error(L, "import: the table of '%s' is nested more than %d levels deep (or contains itself)", name,
+                   DSG_SPEC_TABLE_DEPTH);
     luaL_checkstack(L, 4, "import: table too deep");
     lua_newtable(L);
     lua_pushnil(L);
     while (lua_next(L, idx)) {
         lua_pushvalue(L, -2);
-        if (lua_istable(L, -2) && depth < 32)
-            deep_copy(L, lua_absindex(L, -2), depth + 1);
+        if (lua_istable(L, -2))
+            deep_copy(L, lua_absindex(L, -2), depth + 1, name);
         else
             lua_pushvalue(L, -2);
         lua_rawset(L, -5);
@@ -135,12 +139,23 @@ static void deep_copy(lua_State *L, int idx, int depth)
     }
 }
 
+/* Whether the values at a and b are the same data: tables by content, numbers by value and
+ * subtype (NaN equals NaN: it is the value the file wrote), anything else by identity. Runs in
+ * protected mode: it grows the stack through luaL_checkstack. */
 static int deep_equal(lua_State *L, int a, int b, int depth)
 {
-    if (lua_type(L, a) != lua_type(L, b))
+    int type = lua_type(L, a);
+    if (type != lua_type(L, b))
         return 0;
-    if (!lua_istable(L, a) || depth >= 32)
+    if (type == LUA_TNUMBER) {
+        if (lua_isinteger(L, a) != lua_isinteger(L, b))
+            return 0;
+        lua_Number x = lua_tonumber(L, a), y = lua_tonumber(L, b);
+        return lua_isinteger(L, a) ? lua_tointeger(L, a) == lua_tointeger(L, b) : x == y || (x != x && y != y);
+    }
+    if (type != LUA_TTABLE || depth >= DSG_SPEC_TABLE_DEPTH)
         return lua_rawequal(L, a, b);
+    luaL_checkstack(L, 4, "comparing imported tables");
     if (lua_rawlen(L, a) != lua_rawlen(L, b))
         return 0;
     for (int pass = 0; pass < 2; pass++) { /* every key of a in b, then every key of b in a */
@@ -200,7 +215,7 @@ static int l_import(lua_State *L)
     lua_createtable(L, 4, 0);
     lua_pushvalue(L, -3);
     lua_rawseti(L, -2, 1);
-    deep_copy(L, lua_absindex(L, -3), 0);
+    deep_copy(L, lua_absindex(L, -3), 0, name);
     lua_rawseti(L, -2, 2);
     lua_pushstring(L, path);
     lua_rawseti(L, -2, 3);
@@ -352,6 +367,27 @@ static int run_protected(lua_State *L)
     return 1;
 }
 
+/* Compares every imported table with its snapshot; returns nothing when all are unchanged, else
+ * the file and the line of the first changed one's import. */
+static int check_snapshots(lua_State *L)
+{
+    lua_getfield(L, LUA_REGISTRYINDEX, SNAPSHOT_KEY);
+    for (lua_Integer i = 1; i <= (lua_Integer)lua_rawlen(L, -1); i++) {
+        lua_rawgeti(L, -1, i);
+        lua_rawgeti(L, -1, 1);
+        lua_rawgeti(L, -2, 2);
+        int same = deep_equal(L, lua_absindex(L, -2), lua_absindex(L, -1), 0);
+        lua_pop(L, 2);
+        if (!same) {
+            lua_rawgeti(L, -1, 3);
+            lua_rawgeti(L, -2, 4);
+            return 2;
+        }
+        lua_pop(L, 1);
+    }
+    return 0;
+}
+
 int dsg_sandbox_run(dsg_sandbox *sb, const char *path, dsg_diag *d)
 {
     lua_State *L = sb->L;
@@ -379,28 +415,35 @@ int dsg_sandbox_run(dsg_sandbox *sb, const char *path, dsg_diag *d)
         lua_pop(L, 1);
         return -1;
     }
-    lua_getfield(L, LUA_REGISTRYINDEX, SNAPSHOT_KEY);
-    for (lua_Integer i = 1; i <= (lua_Integer)lua_rawlen(L, -1); i++) {
-        lua_rawgeti(L, -1, i);
-        lua_rawgeti(L, -1, 1);
-        lua_rawgeti(L, -2, 2);
-        int same = deep_equal(L, lua_absindex(L, -2), lua_absindex(L, -1), 0);
-        lua_pop(L, 2);
-        if (!same) {
-            lua_rawgeti(L, -1, 3);
-            lua_rawgeti(L, -2, 4);
-            dsg_error(d, path, (int)lua_tointeger(L, -1),
-                      "the table imported from %s is changed after import; imported tables are read-only "
-                      "(build a new table that copies the fields you keep)",
-                      lua_tostring(L, -2));
-            lua_pop(L, 4);
-            lua_pop(L, 1);
-            return -1;
-        }
-        lua_pop(L, 1);
+    int top = lua_gettop(L);
+    lua_pushcfunction(L, check_snapshots);
+    rc = lua_pcall(L, 0, 2, 0);
+    if (rc != LUA_OK) {
+        dsg_error(d, path, 0, "cannot compare the imported tables with what was imported: %s",
+                  rc == LUA_ERRMEM ? "out of memory" : lua_tostring(L, -1));
+        lua_settop(L, top);
+        return -1;
     }
-    lua_pop(L, 1);
+    if (!lua_isnil(L, -2)) {
+        dsg_error(d, path, (int)lua_tointeger(L, -1),
+                  "the table imported from %s is changed after import; imported tables are read-only "
+                  "(build a new table that copies the fields you keep)",
+                  lua_tostring(L, -2));
+        lua_settop(L, top);
+        return -1;
+    }
+    lua_settop(L, top);
     return 0;
+}
+
+int dsg_sandbox_is_env(dsg_sandbox *sb, int idx)
+{
+    lua_State *L = sb->L;
+    idx = lua_absindex(L, idx);
+    lua_getfield(L, LUA_REGISTRYINDEX, ENV_KEY);
+    int is = lua_rawequal(L, idx, -1);
+    lua_pop(L, 1);
+    return is;
 }
 
 int dsg_sandbox_last_line(const dsg_sandbox *sb)

@@ -15,6 +15,7 @@
 #define DSG_SPEC_FILE_LIMIT ((size_t)1 << 20)
 #define DSG_SPEC_STRING_LIMIT ((size_t)1 << 20)
 #define DSG_SPEC_IMPORT_DEPTH 8
+#define DSG_SPEC_TABLE_DEPTH 32                   /* levels of an imported table, itself included */
 
 typedef struct dsg_sandbox dsg_sandbox;
 
@@ -38,6 +39,9 @@ int dsg_sandbox_last_line(const dsg_sandbox *sb);
 /* The files the last run read (the spec first, then its imports in order). */
 size_t dsg_sandbox_nsources(const dsg_sandbox *sb);
 const dsg_source *dsg_sandbox_source(const dsg_sandbox *sb, size_t i);
+
+/* Whether the value at idx is the sandbox's environment (_ENV): never a spec table. */
+int dsg_sandbox_is_env(dsg_sandbox *sb, int idx);
 
 /* The file an imported table at stack index idx came from, or NULL if it was not imported. */
 const char *dsg_sandbox_origin(dsg_sandbox *sb, int idx);

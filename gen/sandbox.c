@@ -7,11 +7,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 struct dsg_sandbox {
     lua_State *L;
     size_t used, limit;
     long instructions;
+    double start;       /* clock_now() when the spec started */
     int last_line;
     int import_depth;
     dsg_source *sources;
@@ -21,6 +23,18 @@ struct dsg_sandbox {
 static const char ENV_KEY[] = "dsagen.env";
 static const char ORIGIN_KEY[] = "dsagen.origin";
 static const char SNAPSHOT_KEY[] = "dsagen.snapshots";
+
+/* The hook runs every HOOK_COUNT instructions (it counts them) and on every call; both check the
+ * clock (CLOCK_MONOTONIC: read without a system call). */
+#define HOOK_COUNT 1000
+
+static double clock_now(void)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0)
+        return 0;
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
 
 static void *limited_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
 {
@@ -49,12 +63,32 @@ static void hook(lua_State *L, lua_Debug *ar)
         }
         return;
     }
-    sb->instructions += 1000;
-    if (sb->instructions > DSG_SPEC_INSTRUCTION_LIMIT) {
-        lua_getinfo(L, "Sl", ar);
-        lua_pushfstring(L, "%s:%d: spec exceeds the limit of %d million instructions (an endless loop?)",
-                        ar->source[0] == '@' ? ar->source + 1 : "?", ar->currentline,
-                        (int)(DSG_SPEC_INSTRUCTION_LIMIT / 1000000));
+    /* The instruction count does not bound time: one instruction can call a C function that does
+     * much work (table.sort of half a million entries takes a quarter of a second), so the clock is
+     * checked on every call too, before the function runs, and every HOOK_COUNT instructions. */
+    int over_count = 0;
+    if (ar->event == LUA_HOOKCOUNT) {
+        sb->instructions += HOOK_COUNT;
+        over_count = sb->instructions > DSG_SPEC_INSTRUCTION_LIMIT;
+    }
+    if (over_count || clock_now() - sb->start > DSG_SPEC_TIME_LIMIT) {
+        /* the innermost spec code running: a call event is in the function called, maybe C */
+        const char *file = "?";
+        int line = 0;
+        lua_Debug at;
+        for (int level = 0; lua_getstack(L, level, &at); level++) {
+            if (lua_getinfo(L, "Sl", &at) && at.source[0] == '@') {
+                file = at.source + 1;
+                line = at.currentline;
+                break;
+            }
+        }
+        if (over_count)
+            lua_pushfstring(L, "%s:%d: spec exceeds the limit of %d million instructions (an endless loop?)", file,
+                            line, (int)(DSG_SPEC_INSTRUCTION_LIMIT / 1000000));
+        else
+            lua_pushfstring(L, "%s:%d: spec exceeds the time limit of %d seconds (an endless loop?)", file, line,
+                            DSG_SPEC_TIME_LIMIT);
         lua_error(L);
     }
 }
@@ -226,7 +260,8 @@ static int l_import(lua_State *L)
     return 1;
 }
 
-/* string.rep with a bound: the memory limit would stop it too, but this says why. */
+/* string.rep with a bound: the memory limit would stop it too, but this says why. An empty result
+ * is returned here: Lua's rep loops n times even over empty strings (centuries for maxinteger). */
 static int l_rep(lua_State *L)
 {
     size_t len;
@@ -235,12 +270,50 @@ static int l_rep(lua_State *L)
     size_t seplen = 0;
     if (!lua_isnoneornil(L, 3))
         luaL_checklstring(L, 3, &seplen);
-    if (n > 0 && (double)n * (double)(len + seplen) > (double)DSG_SPEC_STRING_LIMIT)
+    if (n <= 0 || len + seplen == 0) {
+        lua_pushliteral(L, "");
+        return 1;
+    }
+    if ((double)n * (double)(len + seplen) > (double)DSG_SPEC_STRING_LIMIT)
         return luaL_error(L, "string.rep: result larger than the spec limit of 1 MiB");
     lua_getfield(L, LUA_REGISTRYINDEX, "dsagen.rep");
     lua_insert(L, 1);
     lua_call(L, lua_gettop(L) - 1, 1);
     return 1;
+}
+
+/* string.find of plain text only: Lua's patterns backtrack without a bound on time (".-.-.-.-b"
+ * over a few hundred characters takes minutes inside one instruction), so pattern matching
+ * (match, gmatch, gsub, find with a pattern) is not offered. */
+static int l_find(lua_State *L)
+{
+    size_t plen;
+    luaL_checkstring(L, 1);
+    const char *p = luaL_checklstring(L, 2, &plen);
+    lua_Integer init = luaL_optinteger(L, 3, 1);
+    int plain = lua_toboolean(L, 4);
+    for (size_t i = 0; i < plen && !plain; i++)
+        if (strchr("^$*+?.([%-", p[i]) && p[i])
+            return luaL_error(L, "string.find: patterns are not available in a spec (their matching time has no "
+                                 "bound); search for plain text: s:find(text, 1, true)");
+    lua_settop(L, 2);
+    lua_pushinteger(L, init);
+    lua_pushboolean(L, 1);
+    lua_getfield(L, LUA_REGISTRYINDEX, "dsagen.find");
+    lua_insert(L, 1);
+    lua_call(L, 4, LUA_MULTRET);
+    return lua_gettop(L);
+}
+
+/* A string function the sandbox does not offer is an error that says why, not a nil. */
+static int l_string_index(lua_State *L)
+{
+    if (lua_type(L, 2) != LUA_TSTRING)
+        return 0;
+    return luaL_error(L, "'string.%s' is not available in a spec: specs are data; string offers byte, char, "
+                         "find (plain text), format, len, lower, rep, reverse, sub and upper (no patterns: their "
+                         "matching time has no bound)",
+                      lua_tostring(L, 2));
 }
 
 /* Reading a name the sandbox does not provide is an error that says why, not a nil. */
@@ -283,15 +356,22 @@ static int setup(lua_State *L)
                                        "mininteger", NULL};
     copy_lib(L, "math", math);
     lua_setfield(L, -2, "math");
-    static const char *const string[] = {"byte", "char", "find", "format", "gmatch", "gsub", "len",
-                                         "lower", "match", "reverse", "sub", "upper", NULL};
+    static const char *const string[] = {"byte", "char", "format", "len", "lower", "reverse", "sub", "upper", NULL};
     copy_lib(L, "string", string);
     lua_getglobal(L, "string");
     lua_getfield(L, -1, "rep");
     lua_setfield(L, LUA_REGISTRYINDEX, "dsagen.rep");
+    lua_getfield(L, -1, "find");
+    lua_setfield(L, LUA_REGISTRYINDEX, "dsagen.find");
     lua_pop(L, 1);
     lua_pushcfunction(L, l_rep);
     lua_setfield(L, -2, "rep");
+    lua_pushcfunction(L, l_find);
+    lua_setfield(L, -2, "find");
+    lua_newtable(L);
+    lua_pushcfunction(L, l_string_index);
+    lua_setfield(L, -2, "__index");
+    lua_setmetatable(L, -2);
     /* ("x"):rep(n) goes through the string metatable: point it at the bounded copy. */
     lua_pushliteral(L, "");
     lua_getmetatable(L, -1);
@@ -395,9 +475,10 @@ int dsg_sandbox_run(dsg_sandbox *sb, const char *path, dsg_diag *d)
     sb->limit = sb->used + DSG_SPEC_MEMORY_LIMIT;
     sb->instructions = 0;
     sb->last_line = 0;
+    sb->start = clock_now();
     lua_pushcfunction(L, run_protected);
     lua_pushstring(L, path);
-    lua_sethook(L, hook, LUA_MASKCOUNT | LUA_MASKLINE, 1000);
+    lua_sethook(L, hook, LUA_MASKCOUNT | LUA_MASKLINE | LUA_MASKCALL, HOOK_COUNT);
     int rc = lua_pcall(L, 1, 1, 0);
     lua_sethook(L, NULL, 0, 0);
     /* Validation reads the result with ordinary headroom; the spec's code no longer runs. */

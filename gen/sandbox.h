@@ -9,9 +9,11 @@
 #include "diag.h"
 
 /* Limits while a spec runs. A spec is a page of data; these are orders of magnitude above any real
- * one, and low enough that a runaway loop or allocation fails in well under a second. */
+ * one, and low enough that a runaway loop or allocation fails in well under a second (the time
+ * limit catches what the instruction count cannot: single instructions that do much work). */
 #define DSG_SPEC_MEMORY_LIMIT ((size_t)16 << 20)
 #define DSG_SPEC_INSTRUCTION_LIMIT 50000000L
+#define DSG_SPEC_TIME_LIMIT 10                    /* seconds (wall clock), spec and imports together */
 #define DSG_SPEC_FILE_LIMIT ((size_t)1 << 20)
 #define DSG_SPEC_STRING_LIMIT ((size_t)1 << 20)
 #define DSG_SPEC_IMPORT_DEPTH 8

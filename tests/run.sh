@@ -33,7 +33,7 @@ gen_tests() {
     local want
     if [ -f "${spec%.lua}.expect" ]; then want=$(cat "${spec%.lua}.expect"); else want=$(sed -n '1s/^-- expect: //p' "$spec"); fi
     local got rc
-    got=$("$gen" "$spec" -o "$o" 2>&1 >/dev/null); rc=$?
+    got=$(timeout 60 "$gen" "$spec" -o "$o" 2>&1 >/dev/null); rc=$?
     if [ "$rc" -ne 1 ] || [ "$got" != "$want" ]; then
       bad "$tag $spec: exit $rc"$'\n'"  want: $want"$'\n'"  got:  $got"
     else ok; fi
@@ -116,6 +116,15 @@ ms=$(( ($(date +%s%N) - start) / 1000000 ))
 [ "$ms" -lt 1000 ] && ok || bad "generating all shipped specs took $ms ms (limit 1000)"
 echo "generator: all shipped specs in $ms ms"
 
+# The spec time limit (10 s): started now and checked at the end, so that it overlaps the unit
+# tests.
+(
+  start=$(date +%s)
+  got=$(timeout 60 build/dsagen tests/gen/time_limit.lua -o "$tmp/time" 2>&1); rc=$?
+  printf '%s %s\n%s\n' "$rc" "$(($(date +%s) - start))" "$got"
+) > "$tmp/time.result" &
+time_pid=$!
+
 # ---- CPU unit tests (each binary prints its own pass/fail count as 'N passed, N failed') ----
 for t in build/tests/test_ref build/asan/tests/test_ref build/tests/test_attend_ref build/asan/tests/test_attend_ref; do
   [ -x "$t" ] || continue
@@ -166,6 +175,12 @@ else
   echo "SKIPPED: GPU tests: no GPU on this machine (they run on an H200 through tests/gpu/run.sh)"
   skip=$((skip + 1))
 fi
+
+wait "$time_pid"
+read -r rc secs < "$tmp/time.result"
+got=$(sed 1d "$tmp/time.result")
+[ "$rc" -eq 1 ] && [ "$secs" -le 20 ] && [ "$got" == "tests/gen/time_limit.lua:4: error: spec exceeds the time limit of 10 seconds (an endless loop?)" ] \
+  && ok || bad "time limit: exit $rc after $secs s: $got"
 
 echo "$pass passed, $fail failed, $skip skipped"
 [ "$fail" -eq 0 ]

@@ -79,7 +79,7 @@ static int load_templates(const char *dir, tmpl *t, int *n, dsg_diag *d)
         snprintf(x->out, sizeof x->out, "%.*s", (int)(len - 3), e->d_name);
         x->text = dsg_read_file(x->path, (size_t)1 << 20, &x->len);
         if (!x->text)
-            dsg_error(d, x->path, 0, "cannot read: %s", strerror(errno));
+            dsg_error(d, x->path, 0, "cannot read: %s", dsg_read_strerror(errno, (size_t)1 << 20));
     }
     closedir(dp);
     qsort(t, (size_t)*n, sizeof *t, cmp_tmpl);

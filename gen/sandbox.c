@@ -2,20 +2,24 @@
 #include "sandbox.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <lauxlib.h>
 #include <lualib.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 struct dsg_sandbox {
     lua_State *L;
-    size_t used, limit;
+    size_t used, limit; /* Lua's allocations, plus the text of the files read (held in C) */
     long instructions;
     double start;       /* clock_now() when the spec started */
     int last_line;
-    int import_depth;
+    int import_depth, nimports;
     dsg_source *sources;
     size_t nsources, capsources;
 };
@@ -93,22 +97,85 @@ static void hook(lua_State *L, lua_Debug *ar)
     }
 }
 
-char *dsg_read_file(const char *path, size_t limit, size_t *len)
+/* Opens only regular files, and never in a way that blocks (a FIFO opened for reading would wait
+ * for a writer): O_NONBLOCK, then fstat. flags adds O_NOFOLLOW for imports. */
+static char *read_file(const char *path, size_t limit, size_t *len, int flags)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY | flags);
+    if (fd < 0)
         return NULL;
-    char *buf = malloc(limit + 1);
-    size_t n = buf ? fread(buf, 1, limit + 1, f) : 0;
-    int err = ferror(f) ? EIO : 0;
-    fclose(f);
-    if (!buf || err || n > limit) {
+    struct stat st;
+    int err = 0;
+    char *buf = NULL;
+    size_t n = 0, cap = 0;
+    if (fstat(fd, &st) != 0)
+        err = errno;
+    else if (!S_ISREG(st.st_mode))
+        err = EINVAL;
+    else if ((uintmax_t)st.st_size > limit)
+        err = EFBIG;
+    else {
+        cap = (size_t)st.st_size + 1; /* one more byte: the file may have grown since fstat */
+        buf = malloc(cap + 1);
+        if (!buf)
+            err = ENOMEM;
+    }
+    while (!err) {
+        if (n == cap) {
+            if (n > limit) {
+                err = EFBIG;
+                break;
+            }
+            size_t nc = cap > limit / 2 ? limit + 1 : 2 * cap;
+            char *nb = realloc(buf, nc + 1);
+            if (!nb) {
+                err = ENOMEM;
+                break;
+            }
+            buf = nb;
+            cap = nc;
+        }
+        ssize_t k = read(fd, buf + n, cap - n);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0)
+            err = errno;
+        else if (k == 0)
+            break;
+        else
+            n += (size_t)k;
+    }
+    close(fd);
+    if (!err && n > limit)
+        err = EFBIG;
+    if (err) {
         free(buf);
-        errno = !buf ? ENOMEM : err ? err : EFBIG;
+        errno = err;
         return NULL;
     }
     buf[n] = '\0';
     *len = n;
+    return buf;
+}
+
+char *dsg_read_file(const char *path, size_t limit, size_t *len)
+{
+    return read_file(path, limit, len, 0);
+}
+
+const char *dsg_read_strerror(int err, size_t limit)
+{
+    static char buf[64];
+    if (err == EINVAL)
+        return "not a regular file";
+    if (err == ELOOP)
+        return "a symbolic link";
+    if (err != EFBIG)
+        return strerror(err);
+    if (limit % ((size_t)1 << 20) == 0)
+        snprintf(buf, sizeof buf, "larger than %zu MiB", limit >> 20);
+    else
+        snprintf(buf, sizeof buf, "larger than %zu bytes", limit);
     return buf;
 }
 
@@ -129,17 +196,27 @@ static int add_source(dsg_sandbox *sb, const char *path, char *text, size_t len)
     return 0;
 }
 
-/* Loads and runs one file in the sandbox environment; pushes its result. Raises Lua errors. */
-static void run_file(lua_State *L, dsg_sandbox *sb, const char *path)
+/* Loads and runs one file in the sandbox environment; pushes its result. Raises Lua errors. path
+ * is the file as messages name it; it is read from open_path with open_flags. */
+static void run_file(lua_State *L, dsg_sandbox *sb, const char *path, const char *open_path, int open_flags)
 {
     size_t len;
-    char *text = dsg_read_file(path, DSG_SPEC_FILE_LIMIT, &len);
+    char *text = read_file(open_path, DSG_SPEC_FILE_LIMIT, &len, open_flags);
     if (!text)
-        luaL_error(L, "cannot read '%s': %s", path, errno == EFBIG ? "larger than 1 MiB" : strerror(errno));
+        luaL_error(L, "cannot read '%s': %s", path, dsg_read_strerror(errno, DSG_SPEC_FILE_LIMIT));
+    /* The text stays in C memory until the generator ends (hashes, line maps, the depfile): it
+     * counts towards the spec's memory limit, or imports would bypass it. */
+    size_t cost = len + 1 + strlen(path) + 1 + sizeof(dsg_source);
+    if (cost > sb->limit - sb->used) {
+        free(text);
+        luaL_error(L, "spec exceeds the memory limit of %d MiB (reading '%s'; the text of imported files counts "
+                      "towards it)", (int)(DSG_SPEC_MEMORY_LIMIT >> 20), path);
+    }
     if (add_source(sb, path, text, len) != 0) {
         free(text);
         luaL_error(L, "out of memory");
     }
+    sb->used += cost;
     lua_pushfstring(L, "@%s", path);
     const char *chunkname = lua_tostring(L, -1);
     int rc = luaL_loadbufferx(L, text, len, chunkname, "t");
@@ -222,18 +299,43 @@ static int l_import(lua_State *L)
         return luaL_error(L, "import: '%s' is not a relative path to a .lua file below the spec's folder", name);
     if (sb->import_depth >= DSG_SPEC_IMPORT_DEPTH)
         return luaL_error(L, "import: more than %d nested imports (a cycle?)", DSG_SPEC_IMPORT_DEPTH);
+    if (sb->nimports >= DSG_SPEC_IMPORT_LIMIT)
+        return luaL_error(L, "import: more than %d imports in one spec", DSG_SPEC_IMPORT_LIMIT);
+    sb->nimports++;
     const char *spec = sb->sources[0].path;
     const char *slash = strrchr(spec, '/');
     if (slash)
         lua_pushlstring(L, spec, (size_t)(slash - spec + 1));
     else
         lua_pushliteral(L, "");
+    int folder = lua_gettop(L);
+    lua_pushvalue(L, folder);
     lua_pushstring(L, name);
     lua_concat(L, 2);
     const char *path = lua_tostring(L, -1);
+    /* Below the spec's folder once symbolic links are resolved, and opened by that resolved path
+     * without following a link in its last component. */
+    char *real = realpath(path, NULL);
+    if (!real)
+        return luaL_error(L, "cannot read '%s': %s", path, strerror(errno));
+    lua_pushstring(L, real);
+    free(real);
+    const char *dir = lua_tostring(L, folder)[0] ? lua_tostring(L, folder) : ".";
+    char *realdir = realpath(dir, NULL);
+    if (!realdir)
+        return luaL_error(L, "cannot read '%s': %s", dir, strerror(errno));
+    lua_pushstring(L, realdir);
+    free(realdir);
+    const char *rpath = lua_tostring(L, -2), *rdir = lua_tostring(L, -1);
+    size_t dl = strlen(rdir);
+    if (strcmp(rdir, "/") != 0 && (strncmp(rpath, rdir, dl) != 0 || rpath[dl] != '/'))
+        return luaL_error(L, "import: '%s' leads outside the spec's folder (through a symbolic link)", name);
+    lua_pop(L, 1);
+    const char *open_path = lua_tostring(L, -1);
     sb->import_depth++;
-    run_file(L, sb, path);
+    run_file(L, sb, path, open_path, O_NOFOLLOW);
     sb->import_depth--;
+    lua_remove(L, -2); /* the resolved path */
     if (!lua_istable(L, -1))
         return luaL_error(L, "import: '%s' returned %s, expected a table", name, luaL_typename(L, -1));
     lua_getfield(L, LUA_REGISTRYINDEX, ORIGIN_KEY);
@@ -443,7 +545,7 @@ static int run_protected(lua_State *L)
 {
     dsg_sandbox *sb;
     lua_getallocf(L, (void **)&sb);
-    run_file(L, sb, lua_tostring(L, 1));
+    run_file(L, sb, lua_tostring(L, 1), lua_tostring(L, 1), 0);
     return 1;
 }
 

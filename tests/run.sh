@@ -69,6 +69,34 @@ gen_tests() {
   # an unchanged imported table as deep as allowed (32 levels) is not "changed after import"
   check "$tag import of a table 32 levels deep" "$gen" tests/gen/import/deep.lua -o "$tmp/$tag-deep"
 
+  # ---- import() reads only regular files below the spec's folder, within the memory limit ----
+  local d="$tmp/$tag-imp"
+  mkdir -p "$d/sub" "$d/outside"
+  cp tests/gen/import/models/geo.lua "$d/outside/geo.lua"
+  ln -s ../outside/geo.lua "$d/sub/link_out.lua"   # a link out of the spec's folder (sub/)
+  cp tests/gen/import/models/geo.lua "$d/sub/geo.lua"
+  ln -s geo.lua "$d/sub/link_in.lua"                # a link that stays inside
+  mkfifo "$d/sub/fifo.lua"
+  sed 's#models/geo.lua#link_in.lua#' tests/gen/import/main.lua > "$d/sub/in.lua"
+  check "$tag import through a link inside the spec's folder" "$gen" "$d/sub/in.lua" -o "$tmp/$tag-imp-out"
+  echo 'return import("link_out.lua")' > "$d/sub/out.lua"
+  got=$(timeout 60 "$gen" "$d/sub/out.lua" -o "$tmp/$tag-imp-out" 2>&1); rc=$?
+  [ $rc -eq 1 ] && [ "$got" == "$d/sub/out.lua:1: error: import: 'link_out.lua' leads outside the spec's folder (through a symbolic link)" ] \
+    && ok || bad "$tag import of a link out of the spec's folder: exit $rc: $got"
+  echo 'return import("fifo.lua")' > "$d/sub/fifo_spec.lua"
+  got=$(timeout 60 "$gen" "$d/sub/fifo_spec.lua" -o "$tmp/$tag-imp-out" 2>&1); rc=$?
+  [ $rc -eq 1 ] && [ "$got" == "$d/sub/fifo_spec.lua:1: error: cannot read '$d/sub/fifo.lua': not a regular file" ] \
+    && ok || bad "$tag import of a FIFO: exit $rc: $got"
+  got=$(timeout 60 "$gen" "$d/sub/fifo.lua" -o "$tmp/$tag-imp-out" 2>&1); rc=$?
+  [ $rc -eq 1 ] && [ "$got" == "$d/sub/fifo.lua: error: cannot read '$d/sub/fifo.lua': not a regular file" ] \
+    && ok || bad "$tag a FIFO as the spec: exit $rc: $got"
+  # the text of imported files counts towards the memory limit: 40 imports of a 900 KB comment
+  { echo 'return {}'; echo '--[['; head -c 900000 /dev/zero | tr '\0' x; echo; echo ']]'; } > "$d/sub/big.lua"
+  echo 'for i = 1, 40 do import("big.lua") end return {}' > "$d/sub/big_spec.lua"
+  got=$(timeout 60 "$gen" "$d/sub/big_spec.lua" -o "$tmp/$tag-imp-out" 2>&1); rc=$?
+  [ $rc -eq 1 ] && [ "$got" == "$d/sub/big_spec.lua:1: error: spec exceeds the memory limit of 16 MiB (reading '$d/sub/big.lua'; the text of imported files counts towards it)" ] \
+    && ok || bad "$tag imports beyond the memory limit: exit $rc: $got"
+
   # ---- the same configuration from two specs ----
   local got
   got=$("$gen" specs/tiny.lua specs/tiny.lua -o "$tmp/$tag-dup" 2>&1 | head -1)

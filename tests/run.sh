@@ -20,6 +20,12 @@ fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
+# Runs a command with tests/gen/shim.c preloaded (fault injection in the output commit), after
+# VAR=VALUE arguments for the shim.
+shimmed() {
+  env LD_PRELOAD="$PWD/build/tests/libgen_shim.so" ASAN_OPTIONS="$ASAN_OPTIONS:verify_asan_link_order=0" "$@"
+}
+
 # A folder's full state (names, contents, inodes), to prove a failed run changed nothing.
 snapshot() { (cd "$1" && find . -printf '%p %i %s\n' | sort && find . -type f -exec sha256sum {} + | sort); }
 
@@ -116,6 +122,43 @@ gen_tests() {
   [ $rc -eq 1 ] && [ "$got" == "dsagen: error: cannot create folder '$tmp/$tag-ro/out/tiny_tp4_dcp2_i2_nvfp4_ds_mla': a file of that name exists" ] \
     && ok || bad "$tag blocked output folder: exit $rc: $got"
   [ "$(ls -A "$tmp/$tag-ro/out")" == "tiny_tp4_dcp2_i2_nvfp4_ds_mla" ] && ok || bad "$tag failed write left files behind: $(ls -A "$tmp/$tag-ro/out")"
+
+  # ---- output is all or nothing after staging too ----
+  # a folder where a generated file goes: refused before any file is replaced
+  local a="$tmp/$tag-atomic" c1=tiny_tp4_dcp1_i1_bf16 c2=tiny_tp4_dcp2_i2_nvfp4_ds_mla
+  "$gen" specs/tiny.lua -o "$a" || bad "$tag render tiny"
+  echo garbage > "$a/registry.c"; echo garbage > "$a/$c1/config.h"; echo garbage > "$a/$c2/PLAN.md"
+  rm "$a/$c2/glue.c" && mkdir -p "$a/$c2/glue.c/x"
+  before=$(snapshot "$a")
+  got=$("$gen" specs/tiny.lua -o "$a" 2>&1); rc=$?
+  [ $rc -eq 1 ] && [ "$got" == "dsagen: error: cannot replace '$a/$c2/glue.c': a folder of that name exists" ] \
+    && ok || bad "$tag a folder in the way: exit $rc: $got"
+  [ "$(snapshot "$a")" == "$before" ] && ok || bad "$tag a failed commit (a folder in the way) replaced files"
+  # a rename failing midway (the third: two files were replaced): both are put back, same inodes
+  rm -r "$a/$c2/glue.c"
+  before=$(snapshot "$a")
+  got=$(shimmed DSAGEN_FAIL_RENAME=3 "$gen" specs/tiny.lua -o "$a" 2>&1); rc=$?
+  [ $rc -eq 1 ] && [ "$got" == "dsagen: error: cannot replace '$a/$c2/PLAN.md': Input/output error" ] \
+    && ok || bad "$tag a failed rename: exit $rc: $got"
+  [ "$(snapshot "$a")" == "$before" ] && ok || bad "$tag a failed rename left files replaced"
+  # into a new folder: the files renamed before the failure are removed, and the folders made
+  got=$(shimmed DSAGEN_FAIL_RENAME=5 "$gen" specs/tiny.lua -o "$tmp/$tag-atomic-new/out" 2>&1); rc=$?
+  [ $rc -eq 1 ] && [ "$got" == "dsagen: error: cannot replace '$tmp/$tag-atomic-new/out/$c1/config.h': Input/output error" ] \
+    && ok || bad "$tag a failed rename into a new folder: exit $rc: $got"
+  [ ! -e "$tmp/$tag-atomic-new" ] && ok || bad "$tag a failed rename into a new folder left: $(find "$tmp/$tag-atomic-new")"
+  # a depfile that cannot be written: no output either
+  echo x > "$tmp/$tag-depblock"
+  got=$("$gen" specs/tiny.lua -o "$tmp/$tag-dep" --depfile "$tmp/$tag-depblock/gen.d" --stamp "$tmp/$tag-dep.stamp" 2>&1); rc=$?
+  [ $rc -eq 1 ] && [ "$got" == "dsagen: error: cannot create folder '$tmp/$tag-depblock': a file of that name exists" ] \
+    && ok || bad "$tag an unwritable depfile: exit $rc: $got"
+  [ ! -e "$tmp/$tag-dep" ] && [ ! -e "$tmp/$tag-dep.stamp" ] && ok || bad "$tag an unwritable depfile, yet output written"
+  # two generators creating the same new folder (mkdir slowed down, so both find it missing and
+  # both create it): both succeed
+  shimmed DSAGEN_SLOW_MKDIR=200 "$gen" specs/tiny.lua -o "$tmp/$tag-race/out" 2>"$tmp/$tag-race.err1" & local pid=$!
+  shimmed DSAGEN_SLOW_MKDIR=200 "$gen" specs/tiny.lua -o "$tmp/$tag-race/out" 2>"$tmp/$tag-race.err2"; rc=$?
+  wait "$pid" && [ $rc -eq 0 ] && ok || bad "$tag two generators creating one folder: $(cat "$tmp/$tag-race.err"*)"
+  "$gen" specs/tiny.lua -o "$tmp/$tag-atomic-ok"
+  diff -r "$tmp/$tag-race/out" "$tmp/$tag-atomic-ok" >/dev/null && ok || bad "$tag two generators creating one folder: wrong output"
 
   # ---- a template naming a missing value: error with template and line ----
   got=$("$gen" specs/tiny.lua -o "$tmp/$tag-tb" --templates tests/gen/templates_bad 2>&1); rc=$?

@@ -79,7 +79,7 @@ static int load_templates(const char *dir, tmpl *t, int *n, dsg_diag *d)
         snprintf(x->out, sizeof x->out, "%.*s", (int)(len - 3), e->d_name);
         x->text = dsg_read_file(x->path, (size_t)1 << 20, &x->len);
         if (!x->text)
-            dsg_error(d, x->path, 0, "cannot read: %s", strerror(errno));
+            dsg_error(d, x->path, 0, "cannot read: %s", dsg_read_strerror(errno, (size_t)1 << 20));
     }
     closedir(dp);
     qsort(t, (size_t)*n, sizeof *t, cmp_tmpl);
@@ -400,13 +400,16 @@ static void default_templates(char *buf, size_t n)
     snprintf(buf, n, "templates");
 }
 
-static int write_depfile(const char *depfile, const char *stamp, loaded *specs, int ns, const tmpl *t, int nt,
-                         const tmpl *top, int ntop, const char *templates_dir, dsg_diag *d)
+/* Stages the depfile and the stamp with the generated files: all are written, or none. */
+static int stage_depfile(dsg_outset *o, const char *depfile, const char *stamp, loaded *specs, int ns,
+                         const tmpl *t, int nt, const tmpl *top, int ntop, const char *templates_dir, dsg_diag *d)
 {
     size_t cap = 4096, len = 0;
     char *buf = malloc(cap);
-    if (!buf)
+    if (!buf) {
+        dsg_error(d, NULL, 0, "out of memory");
         return -1;
+    }
 #define APPEND(...)                                                                                          \
     do {                                                                                                     \
         int k_ = snprintf(buf + len, cap - len, __VA_ARGS__);                                                \
@@ -414,6 +417,7 @@ static int write_depfile(const char *depfile, const char *stamp, loaded *specs, 
             char *nb_ = realloc(buf, cap *= 2);                                                              \
             if (!nb_) {                                                                                      \
                 free(buf);                                                                                   \
+                dsg_error(d, NULL, 0, "out of memory");                                                      \
                 return -1;                                                                                   \
             }                                                                                                \
             buf = nb_;                                                                                       \
@@ -432,14 +436,18 @@ static int write_depfile(const char *depfile, const char *stamp, loaded *specs, 
     APPEND(" \\\n  %s \\\n  %s/top", templates_dir, templates_dir); /* mtimes change when templates come or go */
     APPEND("\n");
 #undef APPEND
-    dsg_outset o = {0};
+    if (dsg_out_add(o, depfile, buf, len) != 0) {
+        free(buf);
+        dsg_error(d, NULL, 0, "out of memory");
+        return -1;
+    }
     char *stampdata = strdup("dsagen stamp\n");
-    int written;
-    int rc = (!stampdata || dsg_out_add(&o, depfile, buf, len) != 0 || dsg_out_add(&o, stamp, stampdata, 13) != 0)
-                 ? -1
-                 : dsg_out_commit(&o, &written, d);
-    dsg_out_free(&o);
-    return rc;
+    if (!stampdata || dsg_out_add(o, stamp, stampdata, strlen(stampdata)) != 0) {
+        free(stampdata);
+        dsg_error(d, NULL, 0, "out of memory");
+        return -1;
+    }
+    return 0;
 }
 
 int main(int argc, char **argv)
@@ -539,10 +547,10 @@ int main(int argc, char **argv)
             render_config(&ls[i], &ls[i].spec.configs[k], t, nt, outdir, tr, &o, &d);
     if (d.errors)
         goto done;
+    if (depfile && stage_depfile(&o, depfile, stamp, ls, nspecs, t, nt, top, ntop, templates, &d) != 0)
+        goto done;
     int written = 0;
     if (dsg_out_commit(&o, &written, &d) != 0)
-        goto done;
-    if (depfile && write_depfile(depfile, stamp, ls, nspecs, t, nt, top, ntop, templates, &d) != 0)
         goto done;
     rc = 0;
 done:

@@ -21,9 +21,12 @@ typedef struct dsg_outset {
 int dsg_out_add(dsg_outset *o, const char *path, char *data, size_t len);
 
 /* Writes every staged file whose content differs from what is on disk: each to a temporary name
- * beside it, and only when all of them were written are they renamed into place. On failure the
- * temporary files and any folders it created are removed, and nothing on disk has changed.
- * *written counts the files that changed. */
+ * beside it, and only when all of them were written are they renamed into place, in order, each
+ * replaced file kept (a hard link) until the last rename succeeded. On failure the files renamed
+ * so far are put back (the replaced ones by rename, so with their inodes; new ones removed), the
+ * temporary files and any folders it created are removed, and nothing on disk has changed, unless
+ * the process is killed midway (POSIX has no rename of several files at once). *written counts the
+ * files that changed. */
 int dsg_out_commit(dsg_outset *o, int *written, dsg_diag *d);
 
 void dsg_out_free(dsg_outset *o);

@@ -2,19 +2,24 @@
 #include "sandbox.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <lauxlib.h>
 #include <lualib.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
 struct dsg_sandbox {
     lua_State *L;
-    size_t used, limit;
+    size_t used, limit; /* Lua's allocations, plus the text of the files read (held in C) */
     long instructions;
-    const char *last_file; /* the spec file last executing, for errors raised outside Lua code */
+    double start;       /* clock_now() when the spec started */
     int last_line;
-    int import_depth;
+    int import_depth, nimports;
     dsg_source *sources;
     size_t nsources, capsources;
 };
@@ -22,6 +27,18 @@ struct dsg_sandbox {
 static const char ENV_KEY[] = "dsagen.env";
 static const char ORIGIN_KEY[] = "dsagen.origin";
 static const char SNAPSHOT_KEY[] = "dsagen.snapshots";
+
+/* The hook runs every HOOK_COUNT instructions (it counts them) and on every call; both check the
+ * clock (CLOCK_MONOTONIC: read without a system call). */
+#define HOOK_COUNT 1000
+
+static double clock_now(void)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0)
+        return 0;
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
 
 static void *limited_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
 {
@@ -50,32 +67,115 @@ static void hook(lua_State *L, lua_Debug *ar)
         }
         return;
     }
-    sb->instructions += 1000;
-    if (sb->instructions > DSG_SPEC_INSTRUCTION_LIMIT) {
-        lua_getinfo(L, "Sl", ar);
-        lua_pushfstring(L, "%s:%d: spec exceeds the limit of %d million instructions (an endless loop?)",
-                        ar->source[0] == '@' ? ar->source + 1 : "?", ar->currentline,
-                        (int)(DSG_SPEC_INSTRUCTION_LIMIT / 1000000));
+    /* The instruction count does not bound time: one instruction can call a C function that does
+     * much work (table.sort of half a million entries takes a quarter of a second), so the clock is
+     * checked on every call too, before the function runs, and every HOOK_COUNT instructions. */
+    int over_count = 0;
+    if (ar->event == LUA_HOOKCOUNT) {
+        sb->instructions += HOOK_COUNT;
+        over_count = sb->instructions > DSG_SPEC_INSTRUCTION_LIMIT;
+    }
+    if (over_count || clock_now() - sb->start > DSG_SPEC_TIME_LIMIT) {
+        /* the innermost spec code running: a call event is in the function called, maybe C */
+        const char *file = "?";
+        int line = 0;
+        lua_Debug at;
+        for (int level = 0; lua_getstack(L, level, &at); level++) {
+            if (lua_getinfo(L, "Sl", &at) && at.source[0] == '@') {
+                file = at.source + 1;
+                line = at.currentline;
+                break;
+            }
+        }
+        if (over_count)
+            lua_pushfstring(L, "%s:%d: spec exceeds the limit of %d million instructions (an endless loop?)", file,
+                            line, (int)(DSG_SPEC_INSTRUCTION_LIMIT / 1000000));
+        else
+            lua_pushfstring(L, "%s:%d: spec exceeds the time limit of %d seconds (an endless loop?)", file, line,
+                            DSG_SPEC_TIME_LIMIT);
         lua_error(L);
     }
 }
 
-char *dsg_read_file(const char *path, size_t limit, size_t *len)
+/* Opens only regular files, and never in a way that blocks (a FIFO opened for reading would wait
+ * for a writer): O_NONBLOCK, then fstat. flags adds O_NOFOLLOW for imports. */
+static char *read_file(const char *path, size_t limit, size_t *len, int flags)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY | flags);
+    if (fd < 0)
         return NULL;
-    char *buf = malloc(limit + 1);
-    size_t n = buf ? fread(buf, 1, limit + 1, f) : 0;
-    int err = ferror(f) ? EIO : 0;
-    fclose(f);
-    if (!buf || err || n > limit) {
+    struct stat st;
+    int err = 0;
+    char *buf = NULL;
+    size_t n = 0, cap = 0;
+    if (fstat(fd, &st) != 0)
+        err = errno;
+    else if (!S_ISREG(st.st_mode))
+        err = EINVAL;
+    else if ((uintmax_t)st.st_size > limit)
+        err = EFBIG;
+    else {
+        cap = (size_t)st.st_size + 1; /* one more byte: the file may have grown since fstat */
+        buf = malloc(cap + 1);
+        if (!buf)
+            err = ENOMEM;
+    }
+    while (!err) {
+        if (n == cap) {
+            if (n > limit) {
+                err = EFBIG;
+                break;
+            }
+            size_t nc = cap > limit / 2 ? limit + 1 : 2 * cap;
+            char *nb = realloc(buf, nc + 1);
+            if (!nb) {
+                err = ENOMEM;
+                break;
+            }
+            buf = nb;
+            cap = nc;
+        }
+        ssize_t k = read(fd, buf + n, cap - n);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0)
+            err = errno;
+        else if (k == 0)
+            break;
+        else
+            n += (size_t)k;
+    }
+    close(fd);
+    if (!err && n > limit)
+        err = EFBIG;
+    if (err) {
         free(buf);
-        errno = !buf ? ENOMEM : err ? err : EFBIG;
+        errno = err;
         return NULL;
     }
     buf[n] = '\0';
     *len = n;
+    return buf;
+}
+
+char *dsg_read_file(const char *path, size_t limit, size_t *len)
+{
+    return read_file(path, limit, len, 0);
+}
+
+const char *dsg_read_strerror(int err, size_t limit)
+{
+    static char buf[64];
+    if (err == EINVAL)
+        return "not a regular file";
+    if (err == ELOOP)
+        return "a symbolic link";
+    if (err != EFBIG)
+        return strerror(err);
+    if (limit % ((size_t)1 << 20) == 0)
+        snprintf(buf, sizeof buf, "larger than %zu MiB", limit >> 20);
+    else
+        snprintf(buf, sizeof buf, "larger than %zu bytes", limit);
     return buf;
 }
 
@@ -96,17 +196,27 @@ static int add_source(dsg_sandbox *sb, const char *path, char *text, size_t len)
     return 0;
 }
 
-/* Loads and runs one file in the sandbox environment; pushes its result. Raises Lua errors. */
-static void run_file(lua_State *L, dsg_sandbox *sb, const char *path)
+/* Loads and runs one file in the sandbox environment; pushes its result. Raises Lua errors. path
+ * is the file as messages name it; it is read from open_path with open_flags. */
+static void run_file(lua_State *L, dsg_sandbox *sb, const char *path, const char *open_path, int open_flags)
 {
     size_t len;
-    char *text = dsg_read_file(path, DSG_SPEC_FILE_LIMIT, &len);
+    char *text = read_file(open_path, DSG_SPEC_FILE_LIMIT, &len, open_flags);
     if (!text)
-        luaL_error(L, "cannot read '%s': %s", path, errno == EFBIG ? "larger than 1 MiB" : strerror(errno));
+        luaL_error(L, "cannot read '%s': %s", path, dsg_read_strerror(errno, DSG_SPEC_FILE_LIMIT));
+    /* The text stays in C memory until the generator ends (hashes, line maps, the depfile): it
+     * counts towards the spec's memory limit, or imports would bypass it. */
+    size_t cost = len + 1 + strlen(path) + 1 + sizeof(dsg_source);
+    if (cost > sb->limit - sb->used) {
+        free(text);
+        luaL_error(L, "spec exceeds the memory limit of %d MiB (reading '%s'; the text of imported files counts "
+                      "towards it)", (int)(DSG_SPEC_MEMORY_LIMIT >> 20), path);
+    }
     if (add_source(sb, path, text, len) != 0) {
         free(text);
         luaL_error(L, "out of memory");
     }
+    sb->used += cost;
     lua_pushfstring(L, "@%s", path);
     const char *chunkname = lua_tostring(L, -1);
     int rc = luaL_loadbufferx(L, text, len, chunkname, "t");
@@ -118,16 +228,21 @@ static void run_file(lua_State *L, dsg_sandbox *sb, const char *path)
     lua_call(L, 0, 1);
 }
 
-/* Copies the table at idx, nested tables too (specs are small, and depth is bounded). */
-static void deep_copy(lua_State *L, int idx, int depth)
+/* Copies the table at idx, nested tables too, down to DSG_SPEC_TABLE_DEPTH levels; deeper is an
+ * error (a table that contains itself is one). The copy is a tree no deeper than that, so the
+ * comparison with it (deep_equal) recurses no deeper either. Pushes the copy. */
+static void deep_copy(lua_State *L, int idx, int depth, const char *name)
 {
+    if (depth >= DSG_SPEC_TABLE_DEPTH)
+        luaL_error(L, "import: the table of '%s' is nested more than %d levels deep (or contains itself)", name,
+                   DSG_SPEC_TABLE_DEPTH);
     luaL_checkstack(L, 4, "import: table too deep");
     lua_newtable(L);
     lua_pushnil(L);
     while (lua_next(L, idx)) {
         lua_pushvalue(L, -2);
-        if (lua_istable(L, -2) && depth < 32)
-            deep_copy(L, lua_absindex(L, -2), depth + 1);
+        if (lua_istable(L, -2))
+            deep_copy(L, lua_absindex(L, -2), depth + 1, name);
         else
             lua_pushvalue(L, -2);
         lua_rawset(L, -5);
@@ -135,12 +250,23 @@ static void deep_copy(lua_State *L, int idx, int depth)
     }
 }
 
+/* Whether the values at a and b are the same data: tables by content, numbers by value and
+ * subtype (NaN equals NaN: it is the value the file wrote), anything else by identity. Runs in
+ * protected mode: it grows the stack through luaL_checkstack. */
 static int deep_equal(lua_State *L, int a, int b, int depth)
 {
-    if (lua_type(L, a) != lua_type(L, b))
+    int type = lua_type(L, a);
+    if (type != lua_type(L, b))
         return 0;
-    if (!lua_istable(L, a) || depth >= 32)
+    if (type == LUA_TNUMBER) {
+        if (lua_isinteger(L, a) != lua_isinteger(L, b))
+            return 0;
+        lua_Number x = lua_tonumber(L, a), y = lua_tonumber(L, b);
+        return lua_isinteger(L, a) ? lua_tointeger(L, a) == lua_tointeger(L, b) : x == y || (x != x && y != y);
+    }
+    if (type != LUA_TTABLE || depth >= DSG_SPEC_TABLE_DEPTH)
         return lua_rawequal(L, a, b);
+    luaL_checkstack(L, 4, "comparing imported tables");
     if (lua_rawlen(L, a) != lua_rawlen(L, b))
         return 0;
     for (int pass = 0; pass < 2; pass++) { /* every key of a in b, then every key of b in a */
@@ -173,18 +299,43 @@ static int l_import(lua_State *L)
         return luaL_error(L, "import: '%s' is not a relative path to a .lua file below the spec's folder", name);
     if (sb->import_depth >= DSG_SPEC_IMPORT_DEPTH)
         return luaL_error(L, "import: more than %d nested imports (a cycle?)", DSG_SPEC_IMPORT_DEPTH);
+    if (sb->nimports >= DSG_SPEC_IMPORT_LIMIT)
+        return luaL_error(L, "import: more than %d imports in one spec", DSG_SPEC_IMPORT_LIMIT);
+    sb->nimports++;
     const char *spec = sb->sources[0].path;
     const char *slash = strrchr(spec, '/');
     if (slash)
         lua_pushlstring(L, spec, (size_t)(slash - spec + 1));
     else
         lua_pushliteral(L, "");
+    int folder = lua_gettop(L);
+    lua_pushvalue(L, folder);
     lua_pushstring(L, name);
     lua_concat(L, 2);
     const char *path = lua_tostring(L, -1);
+    /* Below the spec's folder once symbolic links are resolved, and opened by that resolved path
+     * without following a link in its last component. */
+    char *real = realpath(path, NULL);
+    if (!real)
+        return luaL_error(L, "cannot read '%s': %s", path, strerror(errno));
+    lua_pushstring(L, real);
+    free(real);
+    const char *dir = lua_tostring(L, folder)[0] ? lua_tostring(L, folder) : ".";
+    char *realdir = realpath(dir, NULL);
+    if (!realdir)
+        return luaL_error(L, "cannot read '%s': %s", dir, strerror(errno));
+    lua_pushstring(L, realdir);
+    free(realdir);
+    const char *rpath = lua_tostring(L, -2), *rdir = lua_tostring(L, -1);
+    size_t dl = strlen(rdir);
+    if (strcmp(rdir, "/") != 0 && (strncmp(rpath, rdir, dl) != 0 || rpath[dl] != '/'))
+        return luaL_error(L, "import: '%s' leads outside the spec's folder (through a symbolic link)", name);
+    lua_pop(L, 1);
+    const char *open_path = lua_tostring(L, -1);
     sb->import_depth++;
-    run_file(L, sb, path);
+    run_file(L, sb, path, open_path, O_NOFOLLOW);
     sb->import_depth--;
+    lua_remove(L, -2); /* the resolved path */
     if (!lua_istable(L, -1))
         return luaL_error(L, "import: '%s' returned %s, expected a table", name, luaL_typename(L, -1));
     lua_getfield(L, LUA_REGISTRYINDEX, ORIGIN_KEY);
@@ -200,7 +351,7 @@ static int l_import(lua_State *L)
     lua_createtable(L, 4, 0);
     lua_pushvalue(L, -3);
     lua_rawseti(L, -2, 1);
-    deep_copy(L, lua_absindex(L, -3), 0);
+    deep_copy(L, lua_absindex(L, -3), 0, name);
     lua_rawseti(L, -2, 2);
     lua_pushstring(L, path);
     lua_rawseti(L, -2, 3);
@@ -211,7 +362,8 @@ static int l_import(lua_State *L)
     return 1;
 }
 
-/* string.rep with a bound: the memory limit would stop it too, but this says why. */
+/* string.rep with a bound: the memory limit would stop it too, but this says why. An empty result
+ * is returned here: Lua's rep loops n times even over empty strings (centuries for maxinteger). */
 static int l_rep(lua_State *L)
 {
     size_t len;
@@ -220,12 +372,50 @@ static int l_rep(lua_State *L)
     size_t seplen = 0;
     if (!lua_isnoneornil(L, 3))
         luaL_checklstring(L, 3, &seplen);
-    if (n > 0 && (double)n * (double)(len + seplen) > (double)DSG_SPEC_STRING_LIMIT)
+    if (n <= 0 || len + seplen == 0) {
+        lua_pushliteral(L, "");
+        return 1;
+    }
+    if ((double)n * (double)(len + seplen) > (double)DSG_SPEC_STRING_LIMIT)
         return luaL_error(L, "string.rep: result larger than the spec limit of 1 MiB");
     lua_getfield(L, LUA_REGISTRYINDEX, "dsagen.rep");
     lua_insert(L, 1);
     lua_call(L, lua_gettop(L) - 1, 1);
     return 1;
+}
+
+/* string.find of plain text only: Lua's patterns backtrack without a bound on time (".-.-.-.-b"
+ * over a few hundred characters takes minutes inside one instruction), so pattern matching
+ * (match, gmatch, gsub, find with a pattern) is not offered. */
+static int l_find(lua_State *L)
+{
+    size_t plen;
+    luaL_checkstring(L, 1);
+    const char *p = luaL_checklstring(L, 2, &plen);
+    lua_Integer init = luaL_optinteger(L, 3, 1);
+    int plain = lua_toboolean(L, 4);
+    for (size_t i = 0; i < plen && !plain; i++)
+        if (strchr("^$*+?.([%-", p[i]) && p[i])
+            return luaL_error(L, "string.find: patterns are not available in a spec (their matching time has no "
+                                 "bound); search for plain text: s:find(text, 1, true)");
+    lua_settop(L, 2);
+    lua_pushinteger(L, init);
+    lua_pushboolean(L, 1);
+    lua_getfield(L, LUA_REGISTRYINDEX, "dsagen.find");
+    lua_insert(L, 1);
+    lua_call(L, 4, LUA_MULTRET);
+    return lua_gettop(L);
+}
+
+/* A string function the sandbox does not offer is an error that says why, not a nil. */
+static int l_string_index(lua_State *L)
+{
+    if (lua_type(L, 2) != LUA_TSTRING)
+        return 0;
+    return luaL_error(L, "'string.%s' is not available in a spec: specs are data; string offers byte, char, "
+                         "find (plain text), format, len, lower, rep, reverse, sub and upper (no patterns: their "
+                         "matching time has no bound)",
+                      lua_tostring(L, 2));
 }
 
 /* Reading a name the sandbox does not provide is an error that says why, not a nil. */
@@ -268,15 +458,22 @@ static int setup(lua_State *L)
                                        "mininteger", NULL};
     copy_lib(L, "math", math);
     lua_setfield(L, -2, "math");
-    static const char *const string[] = {"byte", "char", "find", "format", "gmatch", "gsub", "len",
-                                         "lower", "match", "reverse", "sub", "upper", NULL};
+    static const char *const string[] = {"byte", "char", "format", "len", "lower", "reverse", "sub", "upper", NULL};
     copy_lib(L, "string", string);
     lua_getglobal(L, "string");
     lua_getfield(L, -1, "rep");
     lua_setfield(L, LUA_REGISTRYINDEX, "dsagen.rep");
+    lua_getfield(L, -1, "find");
+    lua_setfield(L, LUA_REGISTRYINDEX, "dsagen.find");
     lua_pop(L, 1);
     lua_pushcfunction(L, l_rep);
     lua_setfield(L, -2, "rep");
+    lua_pushcfunction(L, l_find);
+    lua_setfield(L, -2, "find");
+    lua_newtable(L);
+    lua_pushcfunction(L, l_string_index);
+    lua_setfield(L, -2, "__index");
+    lua_setmetatable(L, -2);
     /* ("x"):rep(n) goes through the string metatable: point it at the bounded copy. */
     lua_pushliteral(L, "");
     lua_getmetatable(L, -1);
@@ -348,8 +545,29 @@ static int run_protected(lua_State *L)
 {
     dsg_sandbox *sb;
     lua_getallocf(L, (void **)&sb);
-    run_file(L, sb, lua_tostring(L, 1));
+    run_file(L, sb, lua_tostring(L, 1), lua_tostring(L, 1), 0);
     return 1;
+}
+
+/* Compares every imported table with its snapshot; returns nothing when all are unchanged, else
+ * the file and the line of the first changed one's import. */
+static int check_snapshots(lua_State *L)
+{
+    lua_getfield(L, LUA_REGISTRYINDEX, SNAPSHOT_KEY);
+    for (lua_Integer i = 1; i <= (lua_Integer)lua_rawlen(L, -1); i++) {
+        lua_rawgeti(L, -1, i);
+        lua_rawgeti(L, -1, 1);
+        lua_rawgeti(L, -2, 2);
+        int same = deep_equal(L, lua_absindex(L, -2), lua_absindex(L, -1), 0);
+        lua_pop(L, 2);
+        if (!same) {
+            lua_rawgeti(L, -1, 3);
+            lua_rawgeti(L, -2, 4);
+            return 2;
+        }
+        lua_pop(L, 1);
+    }
+    return 0;
 }
 
 int dsg_sandbox_run(dsg_sandbox *sb, const char *path, dsg_diag *d)
@@ -359,9 +577,10 @@ int dsg_sandbox_run(dsg_sandbox *sb, const char *path, dsg_diag *d)
     sb->limit = sb->used + DSG_SPEC_MEMORY_LIMIT;
     sb->instructions = 0;
     sb->last_line = 0;
+    sb->start = clock_now();
     lua_pushcfunction(L, run_protected);
     lua_pushstring(L, path);
-    lua_sethook(L, hook, LUA_MASKCOUNT | LUA_MASKLINE, 1000);
+    lua_sethook(L, hook, LUA_MASKCOUNT | LUA_MASKLINE | LUA_MASKCALL, HOOK_COUNT);
     int rc = lua_pcall(L, 1, 1, 0);
     lua_sethook(L, NULL, 0, 0);
     /* Validation reads the result with ordinary headroom; the spec's code no longer runs. */
@@ -379,28 +598,35 @@ int dsg_sandbox_run(dsg_sandbox *sb, const char *path, dsg_diag *d)
         lua_pop(L, 1);
         return -1;
     }
-    lua_getfield(L, LUA_REGISTRYINDEX, SNAPSHOT_KEY);
-    for (lua_Integer i = 1; i <= (lua_Integer)lua_rawlen(L, -1); i++) {
-        lua_rawgeti(L, -1, i);
-        lua_rawgeti(L, -1, 1);
-        lua_rawgeti(L, -2, 2);
-        int same = deep_equal(L, lua_absindex(L, -2), lua_absindex(L, -1), 0);
-        lua_pop(L, 2);
-        if (!same) {
-            lua_rawgeti(L, -1, 3);
-            lua_rawgeti(L, -2, 4);
-            dsg_error(d, path, (int)lua_tointeger(L, -1),
-                      "the table imported from %s is changed after import; imported tables are read-only "
-                      "(build a new table that copies the fields you keep)",
-                      lua_tostring(L, -2));
-            lua_pop(L, 4);
-            lua_pop(L, 1);
-            return -1;
-        }
-        lua_pop(L, 1);
+    int top = lua_gettop(L);
+    lua_pushcfunction(L, check_snapshots);
+    rc = lua_pcall(L, 0, 2, 0);
+    if (rc != LUA_OK) {
+        dsg_error(d, path, 0, "cannot compare the imported tables with what was imported: %s",
+                  rc == LUA_ERRMEM ? "out of memory" : lua_tostring(L, -1));
+        lua_settop(L, top);
+        return -1;
     }
-    lua_pop(L, 1);
+    if (!lua_isnil(L, -2)) {
+        dsg_error(d, path, (int)lua_tointeger(L, -1),
+                  "the table imported from %s is changed after import; imported tables are read-only "
+                  "(build a new table that copies the fields you keep)",
+                  lua_tostring(L, -2));
+        lua_settop(L, top);
+        return -1;
+    }
+    lua_settop(L, top);
     return 0;
+}
+
+int dsg_sandbox_is_env(dsg_sandbox *sb, int idx)
+{
+    lua_State *L = sb->L;
+    idx = lua_absindex(L, idx);
+    lua_getfield(L, LUA_REGISTRYINDEX, ENV_KEY);
+    int is = lua_rawequal(L, idx, -1);
+    lua_pop(L, 1);
+    return is;
 }
 
 int dsg_sandbox_last_line(const dsg_sandbox *sb)

@@ -9,12 +9,16 @@
 #include "diag.h"
 
 /* Limits while a spec runs. A spec is a page of data; these are orders of magnitude above any real
- * one, and low enough that a runaway loop or allocation fails in well under a second. */
-#define DSG_SPEC_MEMORY_LIMIT ((size_t)16 << 20)
+ * one, and low enough that a runaway loop or allocation fails in well under a second (the time
+ * limit catches what the instruction count cannot: single instructions that do much work). */
+#define DSG_SPEC_MEMORY_LIMIT ((size_t)16 << 20) /* Lua's memory plus the text of every file read */
 #define DSG_SPEC_INSTRUCTION_LIMIT 50000000L
+#define DSG_SPEC_TIME_LIMIT 10                    /* seconds (wall clock), spec and imports together */
 #define DSG_SPEC_FILE_LIMIT ((size_t)1 << 20)
 #define DSG_SPEC_STRING_LIMIT ((size_t)1 << 20)
 #define DSG_SPEC_IMPORT_DEPTH 8
+#define DSG_SPEC_IMPORT_LIMIT 256                 /* import() calls per spec */
+#define DSG_SPEC_TABLE_DEPTH 32                   /* levels of an imported table, itself included */
 
 typedef struct dsg_sandbox dsg_sandbox;
 
@@ -39,11 +43,18 @@ int dsg_sandbox_last_line(const dsg_sandbox *sb);
 size_t dsg_sandbox_nsources(const dsg_sandbox *sb);
 const dsg_source *dsg_sandbox_source(const dsg_sandbox *sb, size_t i);
 
+/* Whether the value at idx is the sandbox's environment (_ENV): never a spec table. */
+int dsg_sandbox_is_env(dsg_sandbox *sb, int idx);
+
 /* The file an imported table at stack index idx came from, or NULL if it was not imported. */
 const char *dsg_sandbox_origin(dsg_sandbox *sb, int idx);
 
-/* Reads a whole file (at most limit bytes) into a NUL-terminated buffer; NULL and errno on failure
- * (EFBIG when larger than limit). */
+/* Reads a whole regular file (at most limit bytes) into a NUL-terminated buffer; NULL and errno on
+ * failure: EFBIG when larger than limit, EINVAL when not a regular file (a FIFO, a device, a folder:
+ * they are never opened in a way that could block). */
 char *dsg_read_file(const char *path, size_t limit, size_t *len);
+
+/* Why dsg_read_file failed, for messages. */
+const char *dsg_read_strerror(int err, size_t limit);
 
 #endif

@@ -232,9 +232,26 @@ static void check_unknown(vctx *v, int idx, const field_t *fields, const where *
     }
 }
 
+/* Validation reads fields raw: no metamethod of a spec value runs (the sandbox's _ENV has one that
+ * raises an error). */
+static void raw_field(lua_State *L, int idx, const char *name)
+{
+    idx = lua_absindex(L, idx);
+    lua_pushstring(L, name);
+    lua_rawget(L, idx);
+}
+
+/* A spec table: a table, but not the sandbox's own environment (a spec may return _ENV). */
+static int is_table(vctx *v, int idx)
+{
+    return lua_type(v->L, idx) == LUA_TTABLE && !dsg_sandbox_is_env(v->sb, idx);
+}
+
 static const char *type_name(vctx *v, int idx)
 {
     lua_State *L = v->L;
+    if (lua_type(L, idx) == LUA_TTABLE && dsg_sandbox_is_env(v->sb, idx))
+        return "the sandbox's environment (_ENV)";
     if (lua_type(L, idx) == LUA_TNUMBER)
         return lua_isinteger(L, idx) ? "an integer" : "a number";
     switch (lua_type(L, idx)) {
@@ -346,7 +363,7 @@ static void check_value(vctx *v, int idx, const field_t *f, char *base, const wh
         return;
     }
     case K_TABLE: {
-        if (lua_type(L, idx) != LUA_TTABLE) {
+        if (!is_table(v, idx)) {
             err(v, c, "expected a table, got %s", type_name(v, idx));
             return;
         }
@@ -357,7 +374,7 @@ static void check_value(vctx *v, int idx, const field_t *f, char *base, const wh
         return;
     }
     case K_TARGETS:
-        if (lua_type(L, idx) != LUA_TTABLE) {
+        if (!is_table(v, idx)) {
             err(v, c, "expected a list of target architectures, got %s", type_name(v, idx));
             return;
         }
@@ -377,7 +394,7 @@ static void check_fields(vctx *v, int idx, const field_t *fields, char *base, co
     check_unknown(v, idx, fields, w, &suggested);
     for (const field_t *f = fields; f->name && !dsg_too_many(v->d); f++) {
         where c = child(w, f->name, 0);
-        lua_getfield(L, idx, f->name);
+        raw_field(L, idx, f->name);
         if (lua_isnil(L, -1)) {
             if (f->required && !(suggested >> (f - fields) & 1))
                 err(v, w, "missing field '%s'", f->name);
@@ -480,7 +497,7 @@ static void check_model(vctx *v, int idx, const where *w)
 {
     lua_State *L = v->L;
     where c = child(w, "model", 0);
-    lua_getfield(L, idx, "model");
+    raw_field(L, idx, "model");
     if (lua_isnil(L, -1)) {
         err(v, w, "missing field 'model'");
     } else if (lua_type(L, -1) != LUA_TSTRING) {
@@ -502,11 +519,11 @@ static void check_configs(vctx *v, int idx, const where *w)
 {
     lua_State *L = v->L;
     where cw = child(w, "configs", 0);
-    lua_getfield(L, idx, "configs");
+    raw_field(L, idx, "configs");
     int list = lua_absindex(L, -1);
     if (lua_isnil(L, list)) {
         err(v, w, "missing field 'configs'");
-    } else if (lua_type(L, list) != LUA_TTABLE) {
+    } else if (!is_table(v, list)) {
         err(v, &cw, "expected a list of configurations, got %s", type_name(v, list));
     } else {
         cw = enter(v, list, &cw);
@@ -530,7 +547,7 @@ static void check_configs(vctx *v, int idx, const where *w)
             memset(cfg, 0, sizeof *cfg);
             cfg->line = line_of(v, &c);
             lua_rawgeti(L, list, i);
-            if (lua_type(L, -1) != LUA_TTABLE) {
+            if (!is_table(v, -1)) {
                 err(v, &c, "expected a configuration table, got %s", type_name(v, -1));
             } else {
                 where e = enter(v, -1, &c);
@@ -545,14 +562,16 @@ static void check_configs(vctx *v, int idx, const where *w)
     lua_pop(L, 1);
 }
 
-int dsg_spec_validate(dsg_spec *spec, dsg_sandbox *sb, dsg_trusted *t, dsg_diag *d)
+static int validate(vctx *pv, int idx)
 {
-    vctx v = {spec, sb, t, d, dsg_sandbox_state(sb)};
+    vctx v = *pv;
+    dsg_spec *spec = v.spec;
+    dsg_sandbox *sb = v.sb;
+    dsg_diag *d = v.d;
     lua_State *L = v.L;
     int before = d->errors;
     where root = {spec->path, "", ""};
-    int idx = lua_absindex(L, -1);
-    if (lua_type(L, idx) != LUA_TTABLE) {
+    if (!is_table(&v, idx)) {
         int line = dsg_sandbox_last_line(sb);
         if (lua_isnil(L, idx))
             dsg_error(d, spec->path, line, "spec returns nothing; it must return a table (see README, "
@@ -567,7 +586,7 @@ int dsg_spec_validate(dsg_spec *spec, dsg_sandbox *sb, dsg_trusted *t, dsg_diag 
     if (!(typo & 1))
         check_model(&v, idx, &root);
     where gw = child(&root, "geometry", 0);
-    lua_getfield(L, idx, "geometry");
+    raw_field(L, idx, "geometry");
     if (lua_isnil(L, -1)) {
         if (!(typo & 2))
             err(&v, &root, "missing field 'geometry'");
@@ -599,6 +618,35 @@ int dsg_spec_validate(dsg_spec *spec, dsg_sandbox *sb, dsg_trusted *t, dsg_diag 
         }
     }
     return d->errors == before ? 0 : -1;
+}
+
+static int validate_protected(lua_State *L)
+{
+    vctx *v = lua_touserdata(L, 1);
+    lua_pushinteger(L, validate(v, 2));
+    return 1;
+}
+
+int dsg_spec_validate(dsg_spec *spec, dsg_sandbox *sb, dsg_trusted *t, dsg_diag *d)
+{
+    vctx v = {spec, sb, t, d, dsg_sandbox_state(sb)};
+    lua_State *L = v.L;
+    /* Every read of spec values runs in protected mode: an error there (out of memory, a
+     * metamethod) is a reported spec error, never a Lua panic that aborts the generator. */
+    int top = lua_gettop(L);
+    lua_pushcfunction(L, validate_protected);
+    lua_pushlightuserdata(L, &v);
+    lua_pushvalue(L, top);
+    int rc = lua_pcall(L, 2, 1, 0);
+    if (rc != LUA_OK) {
+        const char *msg = rc == LUA_ERRMEM ? "out of memory" : lua_tostring(L, -1);
+        dsg_error(d, spec->path, 0, "cannot read the spec's table: %s", msg ? msg : "error");
+        lua_settop(L, top);
+        return -1;
+    }
+    int result = (int)lua_tointeger(L, -1);
+    lua_settop(L, top);
+    return result;
 }
 
 double dsg_yarn_mscale(double scale, double m)

@@ -20,6 +20,12 @@ fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
+# Runs a command with tests/gen/shim.c preloaded (fault injection in the output commit), after
+# VAR=VALUE arguments for the shim.
+shimmed() {
+  env LD_PRELOAD="$PWD/build/tests/libgen_shim.so" ASAN_OPTIONS="$ASAN_OPTIONS:verify_asan_link_order=0" "$@"
+}
+
 # A folder's full state (names, contents, inodes), to prove a failed run changed nothing.
 snapshot() { (cd "$1" && find . -printf '%p %i %s\n' | sort && find . -type f -exec sha256sum {} + | sort); }
 
@@ -33,7 +39,7 @@ gen_tests() {
     local want
     if [ -f "${spec%.lua}.expect" ]; then want=$(cat "${spec%.lua}.expect"); else want=$(sed -n '1s/^-- expect: //p' "$spec"); fi
     local got rc
-    got=$("$gen" "$spec" -o "$o" 2>&1 >/dev/null); rc=$?
+    got=$(timeout 60 "$gen" "$spec" -o "$o" 2>&1 >/dev/null); rc=$?
     if [ "$rc" -ne 1 ] || [ "$got" != "$want" ]; then
       bad "$tag $spec: exit $rc"$'\n'"  want: $want"$'\n'"  got:  $got"
     else ok; fi
@@ -66,6 +72,36 @@ gen_tests() {
   # ---- a shared geometry through import() ----
   check "$tag import renders" "$gen" tests/gen/import/main.lua -o "$tmp/$tag-import"
   grep -q 'sha256' "$tmp/$tag-import/shared_tp4_dcp4_i2_nvfp4_ds_mla/config.h" && ok || bad "$tag import provenance"
+  # an unchanged imported table as deep as allowed (32 levels) is not "changed after import"
+  check "$tag import of a table 32 levels deep" "$gen" tests/gen/import/deep.lua -o "$tmp/$tag-deep"
+
+  # ---- import() reads only regular files below the spec's folder, within the memory limit ----
+  local d="$tmp/$tag-imp"
+  mkdir -p "$d/sub" "$d/outside"
+  cp tests/gen/import/models/geo.lua "$d/outside/geo.lua"
+  ln -s ../outside/geo.lua "$d/sub/link_out.lua"   # a link out of the spec's folder (sub/)
+  cp tests/gen/import/models/geo.lua "$d/sub/geo.lua"
+  ln -s geo.lua "$d/sub/link_in.lua"                # a link that stays inside
+  mkfifo "$d/sub/fifo.lua"
+  sed 's#models/geo.lua#link_in.lua#' tests/gen/import/main.lua > "$d/sub/in.lua"
+  check "$tag import through a link inside the spec's folder" "$gen" "$d/sub/in.lua" -o "$tmp/$tag-imp-out"
+  echo 'return import("link_out.lua")' > "$d/sub/out.lua"
+  got=$(timeout 60 "$gen" "$d/sub/out.lua" -o "$tmp/$tag-imp-out" 2>&1); rc=$?
+  [ $rc -eq 1 ] && [ "$got" == "$d/sub/out.lua:1: error: import: 'link_out.lua' leads outside the spec's folder (through a symbolic link)" ] \
+    && ok || bad "$tag import of a link out of the spec's folder: exit $rc: $got"
+  echo 'return import("fifo.lua")' > "$d/sub/fifo_spec.lua"
+  got=$(timeout 60 "$gen" "$d/sub/fifo_spec.lua" -o "$tmp/$tag-imp-out" 2>&1); rc=$?
+  [ $rc -eq 1 ] && [ "$got" == "$d/sub/fifo_spec.lua:1: error: cannot read '$d/sub/fifo.lua': not a regular file" ] \
+    && ok || bad "$tag import of a FIFO: exit $rc: $got"
+  got=$(timeout 60 "$gen" "$d/sub/fifo.lua" -o "$tmp/$tag-imp-out" 2>&1); rc=$?
+  [ $rc -eq 1 ] && [ "$got" == "$d/sub/fifo.lua: error: cannot read '$d/sub/fifo.lua': not a regular file" ] \
+    && ok || bad "$tag a FIFO as the spec: exit $rc: $got"
+  # the text of imported files counts towards the memory limit: 40 imports of a 900 KB comment
+  { echo 'return {}'; echo '--[['; head -c 900000 /dev/zero | tr '\0' x; echo; echo ']]'; } > "$d/sub/big.lua"
+  echo 'for i = 1, 40 do import("big.lua") end return {}' > "$d/sub/big_spec.lua"
+  got=$(timeout 60 "$gen" "$d/sub/big_spec.lua" -o "$tmp/$tag-imp-out" 2>&1); rc=$?
+  [ $rc -eq 1 ] && [ "$got" == "$d/sub/big_spec.lua:1: error: spec exceeds the memory limit of 16 MiB (reading '$d/sub/big.lua'; the text of imported files counts towards it)" ] \
+    && ok || bad "$tag imports beyond the memory limit: exit $rc: $got"
 
   # ---- the same configuration from two specs ----
   local got
@@ -87,6 +123,43 @@ gen_tests() {
     && ok || bad "$tag blocked output folder: exit $rc: $got"
   [ "$(ls -A "$tmp/$tag-ro/out")" == "tiny_tp4_dcp2_i2_nvfp4_ds_mla" ] && ok || bad "$tag failed write left files behind: $(ls -A "$tmp/$tag-ro/out")"
 
+  # ---- output is all or nothing after staging too ----
+  # a folder where a generated file goes: refused before any file is replaced
+  local a="$tmp/$tag-atomic" c1=tiny_tp4_dcp1_i1_bf16 c2=tiny_tp4_dcp2_i2_nvfp4_ds_mla
+  "$gen" specs/tiny.lua -o "$a" || bad "$tag render tiny"
+  echo garbage > "$a/registry.c"; echo garbage > "$a/$c1/config.h"; echo garbage > "$a/$c2/PLAN.md"
+  rm "$a/$c2/glue.c" && mkdir -p "$a/$c2/glue.c/x"
+  before=$(snapshot "$a")
+  got=$("$gen" specs/tiny.lua -o "$a" 2>&1); rc=$?
+  [ $rc -eq 1 ] && [ "$got" == "dsagen: error: cannot replace '$a/$c2/glue.c': a folder of that name exists" ] \
+    && ok || bad "$tag a folder in the way: exit $rc: $got"
+  [ "$(snapshot "$a")" == "$before" ] && ok || bad "$tag a failed commit (a folder in the way) replaced files"
+  # a rename failing midway (the third: two files were replaced): both are put back, same inodes
+  rm -r "$a/$c2/glue.c"
+  before=$(snapshot "$a")
+  got=$(shimmed DSAGEN_FAIL_RENAME=3 "$gen" specs/tiny.lua -o "$a" 2>&1); rc=$?
+  [ $rc -eq 1 ] && [ "$got" == "dsagen: error: cannot replace '$a/$c2/PLAN.md': Input/output error" ] \
+    && ok || bad "$tag a failed rename: exit $rc: $got"
+  [ "$(snapshot "$a")" == "$before" ] && ok || bad "$tag a failed rename left files replaced"
+  # into a new folder: the files renamed before the failure are removed, and the folders made
+  got=$(shimmed DSAGEN_FAIL_RENAME=5 "$gen" specs/tiny.lua -o "$tmp/$tag-atomic-new/out" 2>&1); rc=$?
+  [ $rc -eq 1 ] && [ "$got" == "dsagen: error: cannot replace '$tmp/$tag-atomic-new/out/$c1/config.h': Input/output error" ] \
+    && ok || bad "$tag a failed rename into a new folder: exit $rc: $got"
+  [ ! -e "$tmp/$tag-atomic-new" ] && ok || bad "$tag a failed rename into a new folder left: $(find "$tmp/$tag-atomic-new")"
+  # a depfile that cannot be written: no output either
+  echo x > "$tmp/$tag-depblock"
+  got=$("$gen" specs/tiny.lua -o "$tmp/$tag-dep" --depfile "$tmp/$tag-depblock/gen.d" --stamp "$tmp/$tag-dep.stamp" 2>&1); rc=$?
+  [ $rc -eq 1 ] && [ "$got" == "dsagen: error: cannot create folder '$tmp/$tag-depblock': a file of that name exists" ] \
+    && ok || bad "$tag an unwritable depfile: exit $rc: $got"
+  [ ! -e "$tmp/$tag-dep" ] && [ ! -e "$tmp/$tag-dep.stamp" ] && ok || bad "$tag an unwritable depfile, yet output written"
+  # two generators creating the same new folder (mkdir slowed down, so both find it missing and
+  # both create it): both succeed
+  shimmed DSAGEN_SLOW_MKDIR=200 "$gen" specs/tiny.lua -o "$tmp/$tag-race/out" 2>"$tmp/$tag-race.err1" & local pid=$!
+  shimmed DSAGEN_SLOW_MKDIR=200 "$gen" specs/tiny.lua -o "$tmp/$tag-race/out" 2>"$tmp/$tag-race.err2"; rc=$?
+  wait "$pid" && [ $rc -eq 0 ] && ok || bad "$tag two generators creating one folder: $(cat "$tmp/$tag-race.err"*)"
+  "$gen" specs/tiny.lua -o "$tmp/$tag-atomic-ok"
+  diff -r "$tmp/$tag-race/out" "$tmp/$tag-atomic-ok" >/dev/null && ok || bad "$tag two generators creating one folder: wrong output"
+
   # ---- a template naming a missing value: error with template and line ----
   got=$("$gen" specs/tiny.lua -o "$tmp/$tag-tb" --templates tests/gen/templates_bad 2>&1); rc=$?
   [ $rc -eq 1 ] && [ "$got" == "templates/bad.h.in:6: error: template refers to undefined value 'g.heads_per_gpu'" ] \
@@ -97,12 +170,31 @@ gen_tests() {
 gen_tests build/dsagen plain
 gen_tests build/asan/dsagen asan
 
+# The system's Lua is not instrumented, so ASan cannot see writes past the Lua stack; valgrind can
+# (comparing an imported table with its snapshot once pushed past the stack without growing it).
+if command -v valgrind >/dev/null 2>&1; then
+  got=$(valgrind -q --error-exitcode=99 build/dsagen tests/gen/import/deep.lua -o "$tmp/valgrind" 2>&1); rc=$?
+  [ $rc -eq 0 ] && ok || bad "valgrind: a table imported 32 levels deep: exit $rc: $(printf '%s' "$got" | head -20)"
+else
+  echo "SKIPPED: valgrind checks: no valgrind (tools/setup.sh installs it)"
+  skip=$((skip + 1))
+fi
+
 # Generating every shipped spec is fast enough to run on every build (target: under 1 s).
 start=$(date +%s%N)
 build/dsagen specs/*.lua -o "$tmp/speed" >/dev/null
 ms=$(( ($(date +%s%N) - start) / 1000000 ))
 [ "$ms" -lt 1000 ] && ok || bad "generating all shipped specs took $ms ms (limit 1000)"
 echo "generator: all shipped specs in $ms ms"
+
+# The spec time limit (10 s): started now and checked at the end, so that it overlaps the unit
+# tests.
+(
+  start=$(date +%s)
+  got=$(timeout 60 build/dsagen tests/gen/time_limit.lua -o "$tmp/time" 2>&1); rc=$?
+  printf '%s %s\n%s\n' "$rc" "$(($(date +%s) - start))" "$got"
+) > "$tmp/time.result" &
+time_pid=$!
 
 # ---- CPU unit tests (each binary prints its own pass/fail count as 'N passed, N failed') ----
 for t in build/tests/test_ref build/asan/tests/test_ref build/tests/test_attend_ref build/asan/tests/test_attend_ref \
@@ -171,6 +263,12 @@ else
   echo "SKIPPED: GPU tests: no GPU on this machine (they run on an H200 through tests/gpu/run.sh)"
   skip=$((skip + 1))
 fi
+
+wait "$time_pid"
+read -r rc secs < "$tmp/time.result"
+got=$(sed 1d "$tmp/time.result")
+[ "$rc" -eq 1 ] && [ "$secs" -le 20 ] && [ "$got" == "tests/gen/time_limit.lua:4: error: spec exceeds the time limit of 10 seconds (an endless loop?)" ] \
+  && ok || bad "time limit: exit $rc after $secs s: $got"
 
 echo "$pass passed, $fail failed, $skip skipped"
 [ "$fail" -eq 0 ]

@@ -1,0 +1,4 @@
+-- A table that contains itself.
+local t = { heads = 16 }
+t.self = t
+return t

@@ -1,7 +1,9 @@
 /* A host engine calling libdsa for one layer of GLM-5.2 on one GPU: create a context once, then per
  * layer enqueue the prologue (query norm for every token, this rank's KV cache entries) and the
- * attend step on the engine's stream. Compiled by `ninja runtime` so this README example cannot
- * rot; run it on a GPU machine: build/examples/host_engine [CONFIG]. */
+ * attend step on the engine's stream. The engine sizes its tensors from what the context reports
+ * (dsa_ctx_config): heads, dimensions, top-k and the cache's bytes per token are the configuration's,
+ * never the engine's. Compiled by `ninja runtime` so this README example cannot rot; run it on a
+ * GPU machine: build/examples/host_engine [CONFIG] (a configuration with dcp 1). */
 #include <cuda.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,7 +31,7 @@ static CUdeviceptr tensor(size_t bytes, unsigned short pattern)
 int main(int argc, char **argv)
 {
     const char *config = argc > 1 ? argv[1] : "glm5.2_tp4_dcp1_i1_fp8_ds_mla";
-    enum { T = 8, Q_LORA = 2048, HEADS = 16, TOPK = 2048, BLOCK = 64, BYTES_PER_TOKEN = 656, BLOCKS = 64 };
+    enum { T = 8, BLOCKS = 64 }; /* the engine's batch (one prefill request) and its cache blocks */
 
     /* the engine owns the CUDA context and the stream; libdsa uses the device's primary context */
     CUdevice dev;
@@ -50,14 +52,26 @@ int main(int argc, char **argv)
         fprintf(stderr, "dsa_ctx_create: %s: %s\n", dsa_strerror(rc), dsa_last_error(NULL));
         return 1;
     }
+    /* the configuration's shapes, from the library */
+    dsa_config_info_t info;
+    memset(&info, 0, sizeof info);
+    info.size = sizeof info;
+    rc = dsa_ctx_config(ctx, &info);
+    if (rc != DSA_SUCCESS) {
+        fprintf(stderr, "dsa_ctx_config: %s\n", dsa_last_error(ctx));
+        return 1;
+    }
+    const size_t q_lora = (size_t)info.q_lora_rank, heads = (size_t)info.heads_local, topk = (size_t)info.idx_topk;
+    const size_t latent = (size_t)info.kv_lora_rank, rope = (size_t)info.qk_rope_dim, kv_dim = (size_t)info.kv_dim;
 
     /* the layer's tensors, as the engine's GEMMs would leave them (bf16 = 0x3c00 is 0.0078) */
-    CUdeviceptr q_c = tensor(T * Q_LORA * 2, 0x3f80), q_c_out = tensor(T * Q_LORA * 2, 0);
-    CUdeviceptr kv = tensor(T * 576 * 2, 0x3f00), q_w = tensor(Q_LORA * 2, 0x3f80), kv_w = tensor(512 * 2, 0x3f80);
-    CUdeviceptr cache = tensor((size_t)BLOCKS * BLOCK * BYTES_PER_TOKEN, 0);
-    CUdeviceptr topk = tensor(T * TOPK * 4, 0xffff); /* -1: no key yet */
-    CUdeviceptr q_lat = tensor(T * HEADS * 512 * 2, 0x3c00), q_pe = tensor(T * HEADS * 64 * 2, 0x3c00);
-    CUdeviceptr out = tensor(T * HEADS * 512 * 2, 0), lse = tensor(T * HEADS * 4, 0);
+    CUdeviceptr q_c = tensor(T * q_lora * 2, 0x3f80), q_c_out = tensor(T * q_lora * 2, 0);
+    CUdeviceptr kv = tensor(T * kv_dim * 2, 0x3f00), q_w = tensor(q_lora * 2, 0x3f80);
+    CUdeviceptr kv_w = tensor(latent * 2, 0x3f80);
+    CUdeviceptr cache = tensor((size_t)BLOCKS * (size_t)info.block_size * (size_t)info.cache_bytes_per_token, 0);
+    CUdeviceptr topk_rows = tensor(T * topk * 4, 0xffff); /* -1: no key yet */
+    CUdeviceptr q_lat = tensor(T * heads * latent * 2, 0x3c00), q_pe = tensor(T * heads * rope * 2, 0x3c00);
+    CUdeviceptr out = tensor(T * heads * latent * 2, 0), lse = tensor(T * heads * 4, 0);
     int64_t positions[T], slots[T];
     int32_t first_keys[T], req[T], lens[1] = {T}, table[1] = {0};
     for (int t = 0; t < T; t++) {
@@ -74,7 +88,7 @@ int main(int argc, char **argv)
     CHECK_CU(cuMemcpyHtoD(d_lens, lens, sizeof lens));
     CHECK_CU(cuMemcpyHtoD(d_table, table, sizeof table));
     for (int t = 0; t < T; t++) /* causal top-k: token t sees positions 0..t */
-        CHECK_CU(cuMemcpyHtoD(topk + (size_t)t * TOPK * 4, first_keys, (size_t)(t + 1) * 4));
+        CHECK_CU(cuMemcpyHtoD(topk_rows + (size_t)t * topk * 4, first_keys, (size_t)(t + 1) * 4));
 
     /* per layer: stage A, then stage C, on the engine's stream (capturable in a CUDA graph) */
     dsa_prologue_args_t pa;
@@ -95,7 +109,7 @@ int main(int argc, char **argv)
     aa.size = sizeof aa;
     aa.num_tokens = T;
     aa.q_lat = (void *)q_lat, aa.q_pe = (void *)q_pe, aa.positions = (const int64_t *)d_pos;
-    aa.topk = (const int32_t *)topk, aa.req_of_token = (const int32_t *)d_req;
+    aa.topk = (const int32_t *)topk_rows, aa.req_of_token = (const int32_t *)d_req;
     aa.seq_lens = (const int32_t *)d_lens, aa.block_table = (const int32_t *)d_table;
     aa.num_requests = 1, aa.max_blocks = 1;
     aa.kv_cache = (void *)cache, aa.num_cache_blocks = BLOCKS;
@@ -106,9 +120,9 @@ int main(int argc, char **argv)
         return 1;
     }
     CHECK_CU(cuStreamSynchronize(stream));
-    float l[HEADS];
-    CHECK_CU(cuMemcpyDtoH(l, lse, sizeof l));
-    printf("host_engine: %s: one layer done; LSE of token 0, head 0: %.6f (one key: the score itself)\n", config, l[0]);
+    float l0;
+    CHECK_CU(cuMemcpyDtoH(&l0, lse, sizeof l0));
+    printf("host_engine: %s: one layer done; LSE of token 0, head 0: %.6f (one key: the score itself)\n", config, l0);
     dsa_ctx_destroy(ctx);
     return 0;
 }

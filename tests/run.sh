@@ -226,6 +226,13 @@ if [ -f .cuda/include/cuda.h ] && [ -f .cuda/include/nvrtc.h ]; then
       out=$(DSA_NVRTC_LIBRARY=$PWD/build/tests/libfake_nvrtc.so "$t" --fake-nvrtc 2>&1); rc=$?
       [ $rc -eq 0 ] && ok || bad "$t --fake-nvrtc: $(printf '%s' "$out" | tail -20)"
     done
+    # the benchmarks' ctypes binding matches dsa.h field by field, and reads every configuration
+    if command -v python3 >/dev/null 2>&1; then
+      if out=$(python3 tests/bench/dsa_ctypes.py --check build/tests/dsa_ctypes_layout 2>&1); then ok; else bad "ctypes binding: $out"; fi
+    else
+      echo "SKIPPED: ctypes binding check (tests/bench/dsa_ctypes.py): no python3"
+      skip=$((skip + 1))
+    fi
     if out=$(build/dsa-jit 2>&1); then
       ok
       echo "NVRTC: every generated kernel compiles without local memory ($(($(printf '%s\n' "$out" | wc -l) - 1)) kernels)"

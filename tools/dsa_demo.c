@@ -11,9 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
+#include "../tests/gpu/ranks.h"
 #include "../tests/ref/geo.h"
 #include "../tests/ref/ref.h"
 #include "../tests/ref/world.h"
@@ -44,10 +44,34 @@ static float frand(void)
     return (float)((rng >> 8) & 0xffffff) / 8388608.0f - 1.0f;
 }
 
-static const dsa_cfg_t *plan_named(const char *name)
+/* The plan of a configuration: the JIT (cpu_mode) and the rope values dsa_config_info lacks (geo.h)
+ * need it; everything else comes from dsa_config_info. */
+static const dsa_plan_t *plan_named(const char *name)
 {
-    char err[1024];
-    return dsa_cfg_linked(name, err, sizeof err);
+    for (const dsa_plan_t *const *p = dsa_registry; *p; p++)
+        if (!strcmp((*p)->name, name))
+            return *p;
+    return NULL;
+}
+
+/* The configuration's geometry, topology, cache format and rope; 0, or -1 when it is not linked. */
+static int demo_geo(const char *config, geo_t *g)
+{
+    dsa_config_info_t info;
+    memset(&info, 0, sizeof info);
+    info.size = sizeof info;
+    if (dsa_config_info(config, &info) != DSA_SUCCESS)
+        return -1;
+    return geo_from(&info, plan_named(config), g);
+}
+
+/* The batch of the demo: the configuration's cache and heads per rank over W DCP ranks. */
+static void demo_world(world_t *w, const geo_t *g, int W, unsigned seed)
+{
+    const world_shape_t shape = {W, g->info.interleave, g->bs, g->fmt, g->L, g->R, g->bpt, g->info.heads_local,
+                                 g->topk};
+    world_build(w, &shape, TOPK_MIXED, seed);
+    w->scale = g->info.softmax_scale;
 }
 
 static CUdeviceptr up(const void *h, size_t n)
@@ -62,13 +86,13 @@ static CUdeviceptr up(const void *h, size_t n)
 static void agreement(const world_t *w, const float *eo, const float *el, const float *go, const float *gl, int r0,
                       int r1, double *rel, double *cosmin, double *lrel)
 {
-    size_t T = (size_t)w->T, H = (size_t)w->H;
+    size_t T = (size_t)w->T, H = (size_t)w->H, L = (size_t)w->latent;
     for (size_t i = (size_t)r0 * T * H; i < (size_t)r1 * T * H; i++) {
         double m = 0, dot = 0, ne = 0, ng = 0;
-        for (int d = 0; d < 512; d++)
-            m = fmax(m, fabs(eo[i * 512 + (size_t)d]));
-        for (int d = 0; d < 512; d++) {
-            double e = eo[i * 512 + (size_t)d], g = go[i * 512 + (size_t)d];
+        for (size_t d = 0; d < L; d++)
+            m = fmax(m, fabs(eo[i * L + d]));
+        for (size_t d = 0; d < L; d++) {
+            double e = eo[i * L + d], g = go[i * L + d];
             *rel = fmax(*rel, m > 0 ? fabs(g - e) / m : fabs(g - e));
             dot += e * g, ne += e * e, ng += g * g;
         }
@@ -82,10 +106,14 @@ static void agreement(const world_t *w, const float *eo, const float *el, const 
 static int cpu_mode(const char *config, const char *why)
 {
     printf("dsa-demo: %s: generating, compiling and simulating on the CPU\n", why);
-    const dsa_cfg_t *plan = plan_named(config);
-    dsa_jit_out_t out[4];
     char err[DSA_ERRLEN];
-    dsa_result_t rc = dsa_jit_compile(plan, plan->targets[0], "", DSA_LOG_WARN, out, err, sizeof err);
+    const dsa_cfg_t *cfg = dsa_cfg_linked(config, err, sizeof err);
+    if (!cfg) {
+        printf("dsa-demo: %s\n", err);
+        return 1;
+    }
+    dsa_jit_out_t out[DSA_NMODULES];
+    dsa_result_t rc = dsa_jit_compile(cfg, cfg->targets[0], "", DSA_LOG_WARN, out, err, sizeof err);
     if (rc != DSA_SUCCESS) {
         printf("dsa-demo: NVRTC: %s\n", err);
         return 1;
@@ -96,13 +124,11 @@ static int cpu_mode(const char *config, const char *why)
         free(out[k].cubin);
     }
     geo_t g;
-    geo_of(config, &g);
+    demo_geo(config, &g); /* main checked it */
     world_t w;
-    world_build(&w, plan->info.dcp, plan->info.interleave, plan->info.block_size, g.fmt, plan->info.heads_local, plan->info.idx_topk,
-                TOPK_MIXED, rng);
-    w.scale = plan->info.softmax_scale;
-    size_t n = (size_t)w.W * (size_t)w.T * (size_t)w.H;
-    float *eo = malloc(n * 512 * 4), *el = malloc(n * 4), *so = malloc(n * 512 * 4), *sl = malloc(n * 4);
+    demo_world(&w, &g, g.info.dcp, rng);
+    size_t n = (size_t)w.W * (size_t)w.T * (size_t)w.H, L = (size_t)g.L;
+    float *eo = malloc(n * L * 4), *el = malloc(n * 4), *so = malloc(n * L * 4), *sl = malloc(n * 4);
     world_expect(&w, eo, el);
     world_simulate(&w, so, sl);
     double rel = 0, cs = 1, lrel = 0;
@@ -119,46 +145,52 @@ static int cpu_mode(const char *config, const char *why)
 
 /* One rank (process) of the GPU run: prologue into its cache and the unsharded one, then attend.
  * Writes its output and the cache bytes the CPU reference needs into a pipe for the parent. */
-static int gpu_rank(const char *config, int rank, const void *nccl_id, int fd)
+typedef struct demo_job {
+    const char *config;
+    const void *nccl_id; /* NULL at dcp 1 */
+} demo_job_t;
+
+static int gpu_rank(int rank, int fd, void *arg)
 {
+    const demo_job_t *job = arg;
+    const char *config = job->config;
     CUdevice dev;
     CUcontext cu;
     CK(dsa_cu.cuInit(0));
     CK(dsa_cu.cuDeviceGet(&dev, rank));
     CK(dsa_cu.cuDevicePrimaryCtxRetain(&cu, dev));
     CK(dsa_cu.cuCtxPushCurrent(cu));
-    const dsa_cfg_t *plan = plan_named(config);
     geo_t g;
-    geo_of(config, &g);
+    demo_geo(config, &g); /* main checked it */
     world_t w;
-    world_build(&w, plan->info.dcp, plan->info.interleave, plan->info.block_size, g.fmt, plan->info.heads_local, plan->info.idx_topk,
-                TOPK_MIXED, 20261130u);
+    demo_world(&w, &g, g.info.dcp, 20261130u);
     dsa_ctx_t ctx = NULL;
     dsa_options_t opts = DSA_OPTIONS_INIT;
     opts.device = rank;
-    opts.nccl_id = nccl_id;
+    opts.nccl_id = job->nccl_id;
     opts.dcp_rank = rank;
     DSA(dsa_ctx_create(config, &opts, &ctx));
 
     /* Stage A: raw KV activations of every position; each rank writes the positions it owns into
      * its shard (slot -1 elsewhere), and rank 0 also the unsharded DCP = 1 cache the reference reads */
+    const size_t Q = (size_t)g.q, L = (size_t)g.L, R = (size_t)g.R, KVD = L + R;
     int64_t npos = 0;
     for (int r = 0; r < w.nreq; r++)
         npos += w.len[r];
-    uint16_t *kv = malloc((size_t)npos * 576 * 2), *qc = malloc((size_t)npos * (size_t)plan->info.q_lora_rank * 2);
+    uint16_t *kv = malloc((size_t)npos * KVD * 2), *qc = malloc((size_t)npos * Q * 2);
     int64_t *pos = malloc((size_t)npos * 8), *mine = malloc((size_t)npos * 8), *full = malloc((size_t)npos * 8);
-    uint16_t qw[4096], kvw[512];
-    for (int i = 0; i < plan->info.q_lora_rank; i++)
+    uint16_t *qw = malloc(Q * 2), *kvw = malloc(L * 2);
+    for (size_t i = 0; i < Q; i++)
         qw[i] = ref_bf16_encode(1.0f + 0.25f * frand());
-    for (int i = 0; i < 512; i++)
+    for (size_t i = 0; i < L; i++)
         kvw[i] = ref_bf16_encode(1.0f + 0.25f * frand());
     int64_t at = 0;
     for (int r = 0; r < w.nreq; r++)
         for (int64_t p = 0; p < w.len[r]; p++, at++) {
-            for (int d = 0; d < 576; d++)
-                kv[at * 576 + d] = ref_bf16_encode(frand());
-            for (int d = 0; d < plan->info.q_lora_rank; d++)
-                qc[at * plan->info.q_lora_rank + d] = ref_bf16_encode(frand());
+            for (size_t d = 0; d < KVD; d++)
+                kv[(size_t)at * KVD + d] = ref_bf16_encode(frand());
+            for (size_t d = 0; d < Q; d++)
+                qc[(size_t)at * Q + d] = ref_bf16_encode(frand());
             pos[at] = p;
             const world_shard_t *sh = &w.shard[rank];
             mine[at] = ref_dcp_owner(p, w.W, w.I) == rank
@@ -168,9 +200,9 @@ static int gpu_rank(const char *config, int rank, const void *nccl_id, int fd)
             full[at] = ref_dcp_slot(p, w.shard[w.W].table + r * w.shard[w.W].max_blocks, w.shard[w.W].max_blocks,
                                     w.bs);
         }
-    CUdeviceptr d_kv = up(kv, (size_t)npos * 1152), d_qc = up(qc, (size_t)npos * (size_t)plan->info.q_lora_rank * 2),
-                d_pos = up(pos, (size_t)npos * 8), d_qw = up(qw, sizeof qw), d_kvw = up(kvw, sizeof kvw), d_qo;
-    CK(dsa_cu.cuMemAlloc(&d_qo, (size_t)npos * (size_t)plan->info.q_lora_rank * 2));
+    CUdeviceptr d_kv = up(kv, (size_t)npos * KVD * 2), d_qc = up(qc, (size_t)npos * Q * 2),
+                d_pos = up(pos, (size_t)npos * 8), d_qw = up(qw, Q * 2), d_kvw = up(kvw, L * 2), d_qo;
+    CK(dsa_cu.cuMemAlloc(&d_qo, (size_t)npos * Q * 2));
     CUdeviceptr d_cache[2], d_slots[2];
     const world_shard_t *shards[2] = {&w.shard[rank], &w.shard[w.W]};
     const int64_t *maps[2] = {mine, full};
@@ -193,23 +225,23 @@ static int gpu_rank(const char *config, int rank, const void *nccl_id, int fd)
     }
     /* Stage C with this rank's queries */
     size_t T = (size_t)w.T, H = (size_t)w.H;
-    uint16_t *q_lat = malloc(T * H * 1024), *q_pe = malloc(T * H * 128);
+    uint16_t *q_lat = malloc(T * H * L * 2), *q_pe = malloc(T * H * R * 2);
     for (int r = 0; r < w.W; r++) /* every rank draws all ranks' queries: the same stream of numbers */
-        for (size_t i = 0; i < T * H * 576; i++) {
+        for (size_t i = 0; i < T * H * KVD; i++) {
             uint16_t b = ref_bf16_encode(frand());
             if (r == rank) {
-                size_t tt = i / (H * 576), h = (i / 576) % H, d = i % 576;
-                if (d < 512)
-                    q_lat[(tt * H + h) * 512 + d] = b;
+                size_t tt = i / (H * KVD), h = (i / KVD) % H, d = i % KVD;
+                if (d < L)
+                    q_lat[(tt * H + h) * L + d] = b;
                 else
-                    q_pe[(tt * H + h) * 64 + d - 512] = b;
+                    q_pe[(tt * H + h) * R + d - L] = b;
             }
         }
     dsa_attend_args_t a;
     memset(&a, 0, sizeof a);
     a.size = sizeof a;
     a.num_tokens = w.T;
-    a.q_lat = (void *)up(q_lat, T * H * 1024), a.q_pe = (void *)up(q_pe, T * H * 128);
+    a.q_lat = (void *)up(q_lat, T * H * L * 2), a.q_pe = (void *)up(q_pe, T * H * R * 2);
     a.positions = (const int64_t *)up(w.pos_of, T * 8);
     a.topk = (const int32_t *)up(w.topk, T * (size_t)w.K * 4);
     a.req_of_token = (const int32_t *)up(w.req_of, T * 4);
@@ -218,20 +250,21 @@ static int gpu_rank(const char *config, int rank, const void *nccl_id, int fd)
     a.num_requests = w.nreq, a.max_blocks = w.shard[rank].max_blocks;
     a.kv_cache = (void *)d_cache[0], a.num_cache_blocks = w.shard[rank].num_blocks;
     CUdeviceptr d_out, d_lse;
-    CK(dsa_cu.cuMemAlloc(&d_out, T * H * 1024));
+    CK(dsa_cu.cuMemAlloc(&d_out, T * H * L * 2));
     CK(dsa_cu.cuMemAlloc(&d_lse, T * H * 4));
     a.out = (void *)d_out, a.lse = (float *)d_lse;
     DSA(dsa_attend(ctx, &a, NULL));
     CK(dsa_cu.cuCtxSynchronize());
-    uint16_t *o = malloc(T * H * 1024);
+    uint16_t *o = malloc(T * H * L * 2);
     float *l = malloc(T * H * 4);
-    CK(dsa_cu.cuMemcpyDtoH(o, d_out, T * H * 1024));
+    CK(dsa_cu.cuMemcpyDtoH(o, d_out, T * H * L * 2));
     CK(dsa_cu.cuMemcpyDtoH(l, d_lse, T * H * 4));
     /* to the parent: output, LSE, queries, and the unsharded cache (rank 0) */
     size_t full_bytes = (size_t)(w.shard[w.W].num_blocks * w.bs * w.bpt);
-    int ok = write(fd, o, T * H * 1024) == (ssize_t)(T * H * 1024) && write(fd, l, T * H * 4) == (ssize_t)(T * H * 4) &&
-             write(fd, q_lat, T * H * 1024) == (ssize_t)(T * H * 1024) &&
-             write(fd, q_pe, T * H * 128) == (ssize_t)(T * H * 128) &&
+    int ok = write(fd, o, T * H * L * 2) == (ssize_t)(T * H * L * 2) &&
+             write(fd, l, T * H * 4) == (ssize_t)(T * H * 4) &&
+             write(fd, q_lat, T * H * L * 2) == (ssize_t)(T * H * L * 2) &&
+             write(fd, q_pe, T * H * R * 2) == (ssize_t)(T * H * R * 2) &&
              (rank != 0 || write(fd, w.shard[w.W].cache, full_bytes) == (ssize_t)full_bytes);
     dsa_ctx_destroy(ctx);
     return ok ? 0 : 1;
@@ -246,6 +279,14 @@ static int read_all(int fd, void *buf, size_t n)
         got += (size_t)k;
     }
     return 0;
+}
+
+static int count_gpus(void) /* in a child process (ranks.h) */
+{
+    int n = 0;
+    if (dsa_cu.cuInit(0) == CUDA_SUCCESS)
+        dsa_cu.cuDeviceGetCount(&n);
+    return n;
 }
 
 int main(int argc, char **argv)
@@ -264,8 +305,8 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    geo_t geo;
-    if (!plan_named(config) || geo_of(config, &geo) != 0) {
+    geo_t g;
+    if (demo_geo(config, &g) != 0) {
         fprintf(stderr, "dsa-demo: no configuration named '%s' (dsa_configs() lists them)\n", config);
         return 2;
     }
@@ -274,23 +315,17 @@ int main(int argc, char **argv)
     if (dsa_load_cuda(err, sizeof err) != 0)
         return cpu_mode(config, "no CUDA driver on this machine");
     /* count GPUs in a child: CUDA does not survive fork, and the ranks are forked */
-    pid_t c = fork();
-    if (c == 0) {
-        int n = 0;
-        if (dsa_cu.cuInit(0) == CUDA_SUCCESS)
-            dsa_cu.cuDeviceGetCount(&n);
-        _exit(n > 250 ? 250 : n);
-    }
-    int st;
-    waitpid(c, &st, 0);
-    int ngpu = WIFEXITED(st) ? WEXITSTATUS(st) : 0;
+    int ngpu = ranks_count_devices(count_gpus);
     if (ngpu == 0)
         return cpu_mode(config, "no GPU on this machine");
     /* DCP = the number of GPUs where the default configuration allows it, else one that fits */
     if (!chosen && ngpu < 4)
         config = ngpu >= 2 ? "glm5.2_tp2_dcp2_i1_nvfp4_ds_mla" : "glm5.2_tp4_dcp1_i1_fp8_ds_mla";
-    const dsa_cfg_t *plan = plan_named(config);
-    int W = plan->info.dcp;
+    if (demo_geo(config, &g) != 0) {
+        fprintf(stderr, "dsa-demo: no configuration named '%s' (dsa_configs() lists them)\n", config);
+        return 2;
+    }
+    int W = g.info.dcp;
     if (W > ngpu) {
         printf("dsa-demo: %s needs %d GPUs, this machine has %d\n", config, W, ngpu);
         return 1;
@@ -309,61 +344,51 @@ int main(int argc, char **argv)
             return 1;
         }
     }
-    int fds[8][2];
-    pid_t pid[8];
-    for (int r = 0; r < W; r++) {
-        if (pipe(fds[r]) != 0)
-            return 1;
-        pid[r] = fork();
-        if (pid[r] == 0) {
-            close(fds[r][0]);
-            _exit(gpu_rank(config, r, W > 1 ? id : NULL, fds[r][1]));
-        }
-        close(fds[r][1]);
+    demo_job_t job = {config, W > 1 ? id : NULL};
+    ranks_t ranks;
+    if (ranks_fork(&ranks, W, 1, 0, gpu_rank, &job) != 0) {
+        ranks_wait(&ranks);
+        printf("dsa-demo: cannot start %d rank processes\n", W);
+        return 1;
     }
-    geo_t g;
-    geo_of(config, &g);
     world_t w;
-    world_build(&w, W, plan->info.interleave, plan->info.block_size, g.fmt, plan->info.heads_local, plan->info.idx_topk, TOPK_MIXED,
-                20261130u);
+    demo_world(&w, &g, W, 20261130u);
+    const size_t L = (size_t)g.L, R = (size_t)g.R, KVD = L + R;
     size_t T = (size_t)w.T, H = (size_t)w.H, n = (size_t)W * T * H;
-    float *go = malloc(n * 512 * 4), *gl = malloc(n * 4), *eo = malloc(n * 512 * 4), *el = malloc(n * 4);
-    uint16_t *o = malloc(T * H * 1024), *q_lat = malloc(T * H * 1024), *q_pe = malloc(T * H * 128);
+    float *go = malloc(n * L * 4), *gl = malloc(n * 4), *eo = malloc(n * L * 4), *el = malloc(n * 4);
+    uint16_t *o = malloc(T * H * L * 2), *q_lat = malloc(T * H * L * 2), *q_pe = malloc(T * H * R * 2);
     int failed = 0;
     for (int r = 0; r < W; r++) {
         size_t full_bytes = (size_t)(w.shard[W].num_blocks * w.bs * w.bpt);
-        if (read_all(fds[r][0], o, T * H * 1024) || read_all(fds[r][0], gl + (size_t)r * T * H, T * H * 4) ||
-            read_all(fds[r][0], q_lat, T * H * 1024) || read_all(fds[r][0], q_pe, T * H * 128) ||
-            (r == 0 && read_all(fds[r][0], w.shard[W].cache, full_bytes))) {
+        int fd = ranks.fd[r];
+        if (read_all(fd, o, T * H * L * 2) || read_all(fd, gl + (size_t)r * T * H, T * H * 4) ||
+            read_all(fd, q_lat, T * H * L * 2) || read_all(fd, q_pe, T * H * R * 2) ||
+            (r == 0 && read_all(fd, w.shard[W].cache, full_bytes))) {
             failed = 1;
             continue;
         }
-        for (size_t i = 0; i < T * H * 512; i++)
-            go[(size_t)r * T * H * 512 + i] = ref_bf16_decode(o[i]);
+        for (size_t i = 0; i < T * H * L; i++)
+            go[(size_t)r * T * H * L + i] = ref_bf16_decode(o[i]);
         for (size_t t = 0; t < T; t++) { /* the packed query, as the reference sees it */
-            float cc[32], ss[32];
+            float cc[R / 2], ss[R / 2];
             ref_rope_cos_sin(&g.rope, (int)w.pos_of[t], cc, ss);
             for (size_t h = 0; h < H; h++) {
-                float *q = w.q + (((size_t)r * T + t) * H + h) * 576;
-                for (int d = 0; d < 512; d++)
-                    q[d] = ref_bf16_decode(q_lat[(t * H + h) * 512 + (size_t)d]);
-                for (int d = 0; d < 64; d++)
-                    q[512 + d] = ref_bf16_decode(q_pe[(t * H + h) * 64 + (size_t)d]);
-                ref_rope_apply(q + 512, 64, cc, ss, g.rope_interleaved);
-                for (int d = 512; d < 576; d++)
+                float *q = w.q + (((size_t)r * T + t) * H + h) * KVD;
+                for (size_t d = 0; d < L; d++)
+                    q[d] = ref_bf16_decode(q_lat[(t * H + h) * L + d]);
+                for (size_t d = 0; d < R; d++)
+                    q[L + d] = ref_bf16_decode(q_pe[(t * H + h) * R + d]);
+                ref_rope_apply(q + L, g.R, cc, ss, g.rope_interleaved);
+                for (size_t d = L; d < KVD; d++)
                     q[d] = ref_bf16_round(q[d]);
             }
         }
     }
-    for (int r = 0; r < W; r++) {
-        waitpid(pid[r], &st, 0);
-        failed |= !WIFEXITED(st) || WEXITSTATUS(st) != 0;
-    }
+    failed |= ranks_wait(&ranks);
     if (failed) {
         printf("dsa-demo: a rank failed\n");
         return 1;
     }
-    w.scale = plan->info.softmax_scale;
     world_expect(&w, eo, el); /* DCP = 1 on the CPU, from the cache bytes the GPU prologue wrote */
     double rel = 0, cs = 1, lrel = 0;
     agreement(&w, eo, el, go, gl, 0, W, &rel, &cs, &lrel);

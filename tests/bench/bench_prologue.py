@@ -2,10 +2,11 @@
 binding a host engine would use) beside a PyTorch eager implementation of the same stage, timed in
 the same run with CUDA events, against the measured device copy bandwidth.
 
-Bytes per token count each input read once and each output written once (docs/benchmarks.md):
-q_c, kv, indexer k, position, slot and the rope cos/sin row read; q_c_out, the top-k row (-1), the
-MLA cache entry and the indexer entry written; weights are read once per launch and not counted.
-Every slot is owned here (the most bytes).
+Bytes per token count each input read once and each output written once (docs/benchmarks.md): q_c, kv,
+indexer k, position, slot and the rope cos/sin row read; q_c_out, the top-k row (-1), the MLA
+cache entry and the indexer entry written; weights are read once per launch and not counted.
+Every slot is owned here (the most bytes). Each configuration's shapes, formats and byte sizes
+come from libdsa (dsa_config_info, through tests/bench/dsa_ctypes.py).
 
 Usage: python3 tests/bench/bench_prologue.py   (from the repository root, after `ninja gpu`)
 """
@@ -17,49 +18,40 @@ import sys
 
 import torch
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-lib = ctypes.CDLL(os.path.join(ROOT, "build", "libdsa.so"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import dsa_ctypes  # noqa: E402  (the binding both benchmarks share)
+from dsa_ctypes import Options, PrologueArgs  # noqa: E402
+
+lib = dsa_ctypes.load()
+
+# the configurations benchmarked
+CONFIGS = ["glm5.2_tp4_dcp4_i1_fp8_ds_mla", "glm5.2_tp2_dcp2_i1_nvfp4_ds_mla", "glm5.2_tp1_dcp1_i1_bf16",
+           "deepseek_v32_tp8_dcp8_i1_fp8_ds_mla"]
 
 
-class Options(ctypes.Structure):
-    _fields_ = [("size", ctypes.c_size_t), ("cache_dir", ctypes.c_char_p), ("max_tokens", ctypes.c_int64),
-                ("device", ctypes.c_int), ("log_level", ctypes.c_int), ("target", ctypes.c_char_p),
-                ("nccl_comm", ctypes.c_void_p), ("nccl_id", ctypes.c_void_p), ("inproc_group", ctypes.c_void_p),
-                ("dcp_rank", ctypes.c_int), ("attend_tokens", ctypes.c_int64)]
-
-
-class PrologueArgs(ctypes.Structure):
-    _fields_ = [("size", ctypes.c_size_t), ("num_tokens", ctypes.c_int64)] + [
-        (n, ctypes.c_void_p) for n in ("q_c", "q_c_out", "kv", "idx_k", "positions", "slot_mapping", "q_norm_w",
-                                       "kv_norm_w", "idx_norm_w", "idx_norm_b", "kv_cache", "idx_cache")
-    ] + [("num_cache_blocks", ctypes.c_int64), ("topk", ctypes.c_void_p), ("clear_topk", ctypes.c_int),
-         ("q_c_stride", ctypes.c_int64), ("kv_stride", ctypes.c_int64), ("idx_k_stride", ctypes.c_int64)]
-
-
-lib.dsa_ctx_create.argtypes = [ctypes.c_char_p, ctypes.POINTER(Options), ctypes.POINTER(ctypes.c_void_p)]
-lib.dsa_prologue.argtypes = [ctypes.c_void_p, ctypes.POINTER(PrologueArgs), ctypes.c_void_p]
-lib.dsa_last_error.argtypes = [ctypes.c_void_p]
-lib.dsa_last_error.restype = ctypes.c_char_p
-lib.dsa_ctx_destroy.argtypes = [ctypes.c_void_p]
-lib.dsa_inproc_group_create.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_void_p)]
-lib.dsa_inproc_group_destroy.argtypes = [ctypes.c_void_p]
-
-# geometry of the configurations benchmarked (values from their config.h)
-GEOS = {
-    "glm5.2_tp4_dcp4_i1_fp8_ds_mla": dict(q=2048, eps=1e-5, bs=64, topk=2048, fmt="fp8", bpt=656, rope_il=True,
-                                          idx_il=True, theta=8e6, maxpos=202752),
-    "glm5.2_tp2_dcp2_i1_nvfp4_ds_mla": dict(q=2048, eps=1e-5, bs=64, topk=2048, fmt="nvfp4", bpt=352,
-                                            rope_il=True, idx_il=True, theta=8e6, maxpos=202752),
-    "glm5.2_tp1_dcp1_i1_bf16": dict(q=2048, eps=1e-5, bs=64, topk=2048, fmt="bf16", bpt=1152, rope_il=True,
-                                    idx_il=True, theta=8e6, maxpos=202752),
-    "deepseek_v32_tp8_dcp8_i1_fp8_ds_mla": dict(q=1536, eps=1e-6, bs=64, topk=2048, fmt="fp8", bpt=656,
-                                                rope_il=True, idx_il=False, theta=1e4, maxpos=163840),
-}
+def geometry(name):
+    """What the benchmark needs of configuration name, all from libdsa: dsa_config_info, and for the
+    rope's theta and the indexer key's rope (which it does not report yet) the configuration's
+    config.h as libdsa embeds it. The eager peer uses plain rope at theta: DeepSeek's YaRN table
+    comes from libdsa's runtime, and the peer's table has the same size either way (cost, not value)."""
+    info = dsa_ctypes.config_info(lib, name)
+    h = dsa_ctypes.config_h(lib, name)
+    fmt = {dsa_ctypes.CACHE_BF16: "bf16", dsa_ctypes.CACHE_FP8_DS_MLA: "fp8",
+           dsa_ctypes.CACHE_NVFP4_DS_MLA: "nvfp4"}[info.cache_dtype]
+    return dict(q=info.q_lora_rank, eps=info.rms_norm_eps, bs=info.block_size, topk=info.idx_topk, fmt=fmt,
+                bpt=info.cache_bytes_per_token, rope_il=bool(info.rope_interleaved), maxpos=info.max_positions,
+                L=info.kv_lora_rank, R=info.qk_rope_dim, kvd=info.kv_dim, D=info.idx_head_dim,
+                idx_bpt=info.idx_bytes_per_token, idx_page=info.idx_page_bytes, dcp=info.dcp,
+                theta=dsa_ctypes.config_define(h, "DSA_ROPE_THETA"),
+                idx_il=bool(dsa_ctypes.config_define(h, "DSA_IDX_ROPE_INTERLEAVED")),
+                idx_rope_first=bool(dsa_ctypes.config_define(h, "DSA_IDX_ROPE_FIRST")),
+                hadamard=bool(dsa_ctypes.config_define(h, "DSA_IDX_HADAMARD")),
+                idx_eps=dsa_ctypes.config_define(h, "DSA_IDX_NORM_EPS"))
 
 
 def bytes_per_token(g):
-    read = 2 * g["q"] + 2 * 576 + 2 * 128 + 8 + 8 + 2 * 32 * 4
-    write = 2 * g["q"] + 4 * g["topk"] + g["bpt"] + 132
+    read = 2 * g["q"] + 2 * g["kvd"] + 2 * g["D"] + 8 + 8 + 2 * (g["R"] // 2) * 4
+    write = 2 * g["q"] + 4 * g["topk"] + g["bpt"] + g["idx_bpt"]
     return read + write
 
 
@@ -89,10 +81,10 @@ def copy_bandwidth():
     return 2 * n / (ms * 1e-3)
 
 
-def rope_plain(theta, maxpos):
+def rope_plain(theta, maxpos, dim):
     # The benchmarked GLM configurations use plain rope; DeepSeek's YaRN table comes from the
     # runtime in libdsa, and the eager peer uses the same-size table either way (cost, not value).
-    inv = theta ** (-torch.arange(0, 64, 2, dtype=torch.float64, device="cuda") / 64)
+    inv = theta ** (-torch.arange(0, dim, 2, dtype=torch.float64, device="cuda") / dim)
     ang = torch.arange(maxpos, dtype=torch.float64, device="cuda")[:, None] * inv[None, :]
     return ang.cos().float(), ang.sin().float()
 
@@ -104,8 +96,18 @@ def hadamard_matrix(n):
     return (h / math.sqrt(n)).cuda()
 
 
+def rotate(x, c, s, interleaved):
+    """Rope of x [n, dim] by cos/sin [n, dim / 2]: interleaved pairs (2i, 2i+1) or NeoX halves."""
+    if interleaved:
+        a, b = x[:, 0::2], x[:, 1::2]
+        return torch.stack([a * c - b * s, a * s + b * c], -1).flatten(1)
+    a, b = x[:, : x.shape[1] // 2], x[:, x.shape[1] // 2:]
+    return torch.cat([a * c - b * s, a * s + b * c], 1)
+
+
 def eager_prologue(g, t, cos, sin, H):
     """The same stage in PyTorch eager ops: what an engine would write without a fused kernel."""
+    L, R, D = g["L"], g["R"], g["D"]
     q = t["q_c"].float()
     t["q_out"].copy_((q * torch.rsqrt(q.pow(2).mean(-1, keepdim=True) + g["eps"]) * t["qw"].float()).bfloat16())
     t["topk"].fill_(-1)
@@ -113,56 +115,53 @@ def eager_prologue(g, t, cos, sin, H):
     slot = t["slot"][mask]
     pos = t["pos"][mask]
     kv = t["kv"][mask].float()
-    lat = kv[:, :512]
+    lat = kv[:, :L]
     lat = lat * torch.rsqrt(lat.pow(2).mean(-1, keepdim=True) + g["eps"]) * t["kvw"].float()
     c, s = cos[pos], sin[pos]
-    kpe = kv[:, 512:]
-    x0, x1 = kpe[:, 0::2], kpe[:, 1::2]
-    kpe = torch.stack([x0 * c - x1 * s, x0 * s + x1 * c], -1).flatten(1)
+    kpe = rotate(kv[:, L:], c, s, g["rope_il"])
     n = lat.shape[0]
     if g["fmt"] == "bf16":
         entry = torch.cat([lat.bfloat16().view(torch.uint8), kpe.bfloat16().view(torch.uint8)], 1)
     elif g["fmt"] == "fp8":
-        tiles = lat.view(n, 4, 128)
+        tiles = lat.view(n, L // 128, 128)  # one fp32 scale per 128 values
         scale = (tiles.abs().amax(-1) / 448).clamp(min=torch.finfo(torch.float32).tiny)
-        q8 = (tiles / scale[..., None]).to(torch.float8_e4m3fn).view(torch.uint8).view(n, 512)
-        entry = torch.cat([q8, scale.view(torch.uint8).view(n, 16), kpe.bfloat16().view(torch.uint8)], 1)
+        q8 = (tiles / scale[..., None]).to(torch.float8_e4m3fn).view(torch.uint8).view(n, L)
+        entry = torch.cat([q8, scale.view(torch.uint8).view(n, 4 * (L // 128)), kpe.bfloat16().view(torch.uint8)], 1)
     else:
-        blocks = lat.view(n, 32, 16)
+        blocks = lat.view(n, L // 16, 16)  # one e4m3 scale per 16 values
         want = (blocks.abs().amax(-1) / 6).clamp(min=2 ** -9)
         sc8 = want.to(torch.float8_e4m3fn)
         sc = sc8.float()
         v = (blocks / sc[..., None]).abs()
         code = ((v > 0.25).int() + (v >= 0.75).int() + (v > 1.25).int() + (v >= 1.75).int() + (v > 2.5).int() +
                 (v >= 3.5).int() + (v > 5).int()) | ((blocks < 0).int() << 3)
-        code = code.view(n, 256, 2)
+        code = code.view(n, L // 2, 2)
         packed = (code[..., 0] | (code[..., 1] << 4)).to(torch.uint8)
-        scales = sc8.view(torch.uint8).view(n, 8, 4).transpose(1, 2).reshape(n, 32)
+        # block s's scale at byte (L / 64) * (s % 4) + s // 4 of the scale area
+        scales = sc8.view(torch.uint8).view(n, L // 64, 4).transpose(1, 2).reshape(n, L // 16)
         entry = torch.cat([packed, kpe.to(torch.float8_e4m3fn).view(torch.uint8), scales], 1)
     t["cache"].view(-1, g["bpt"])[slot] = entry
     k = t["idx_k"][mask].float()
-    k = torch.nn.functional.layer_norm(k, (128,), t["iw"].float(), t["ib"].float(), 1e-6)
-    r = k[:, :64]
-    if g["idx_il"]:
-        a, b = r[:, 0::2], r[:, 1::2]
-        r = torch.stack([a * c - b * s, a * s + b * c], -1).flatten(1)
+    k = torch.nn.functional.layer_norm(k, (D,), t["iw"].float(), t["ib"].float(), g["idx_eps"])
+    if g["idx_rope_first"]:  # the key's rope dims first, or last
+        k = torch.cat([rotate(k[:, :R], c, s, g["idx_il"]), k[:, R:]], 1)
     else:
-        a, b = r[:, :32], r[:, 32:]
-        r = torch.cat([a * c - b * s, a * s + b * c], 1)
-    k = torch.cat([r, k[:, 64:]], 1) @ H
+        k = torch.cat([k[:, :D - R], rotate(k[:, D - R:], c, s, g["idx_il"])], 1)
+    if g["hadamard"]:
+        k = k @ H
     amax = k.abs().amax(-1).clamp(min=1e-4) / 448
     scale = torch.exp2(torch.ceil(torch.log2(amax)))
     k8 = (k / scale[:, None]).to(torch.float8_e4m3fn).view(torch.uint8)
     page, off = slot // g["bs"], slot % g["bs"]
-    pages = t["icache"].view(-1, g["bs"] * 132)
-    vals = pages[:, : g["bs"] * 128].reshape(-1, g["bs"], 128)
+    pages = t["icache"].view(-1, g["idx_page"])
+    vals = pages[:, : g["bs"] * D].reshape(-1, g["bs"], D)
     vals[page, off] = k8
-    pages[:, g["bs"] * 128:].view(torch.float32).view(-1, g["bs"])[page, off] = scale
+    pages[:, g["bs"] * D:].view(torch.float32).view(-1, g["bs"])[page, off] = scale
 
 
 def bench(name, g, T, copy_bw):
     # the prologue talks to no other rank: rank 0 of an in-process group stands in for the DCP group
-    dcp = int(name.split("_dcp")[1].split("_")[0])
+    dcp = g["dcp"]
     group = ctypes.c_void_p()
     if dcp > 1 and lib.dsa_inproc_group_create(dcp, ctypes.byref(group)) != 0:
         sys.exit(f"dsa_inproc_group_create: {lib.dsa_last_error(None).decode()}")
@@ -176,16 +175,16 @@ def bench(name, g, T, copy_bw):
     t = dict(
         q_c=torch.randn(T, g["q"], device=dev).bfloat16(),
         q_out=torch.empty(T, g["q"], device=dev, dtype=torch.bfloat16),
-        kv=torch.randn(T, 576, device=dev).bfloat16(),
-        idx_k=torch.randn(T, 128, device=dev).bfloat16(),
+        kv=torch.randn(T, g["kvd"], device=dev).bfloat16(),
+        idx_k=torch.randn(T, g["D"], device=dev).bfloat16(),
         pos=torch.randint(0, g["maxpos"], (T,), device=dev),
         slot=torch.randperm(blocks * g["bs"], device=dev)[:T],
         qw=(torch.rand(g["q"], device=dev) + 0.5).bfloat16(),
-        kvw=(torch.rand(512, device=dev) + 0.5).bfloat16(),
-        iw=(torch.rand(128, device=dev) + 0.5).bfloat16(),
-        ib=(torch.rand(128, device=dev) - 0.5).bfloat16(),
+        kvw=(torch.rand(g["L"], device=dev) + 0.5).bfloat16(),
+        iw=(torch.rand(g["D"], device=dev) + 0.5).bfloat16(),
+        ib=(torch.rand(g["D"], device=dev) - 0.5).bfloat16(),
         cache=torch.zeros(blocks * g["bs"] * g["bpt"], device=dev, dtype=torch.uint8),
-        icache=torch.zeros(blocks * g["bs"] * 132, device=dev, dtype=torch.uint8),
+        icache=torch.zeros(blocks * g["idx_page"], device=dev, dtype=torch.uint8),
         topk=torch.empty(T, g["topk"], device=dev, dtype=torch.int32),
     )
     a = PrologueArgs()
@@ -203,8 +202,8 @@ def bench(name, g, T, copy_bw):
         if rc != 0:
             sys.exit(f"dsa_prologue: {lib.dsa_last_error(ctx).decode()}")
 
-    cos, sin = rope_plain(g["theta"], g["maxpos"])
-    H = hadamard_matrix(128)
+    cos, sin = rope_plain(g["theta"], g["maxpos"], g["R"])
+    H = hadamard_matrix(g["D"])
     ms = time_ms(run_dsa)
     q_dsa = t["q_out"].clone()
     ms_eager = time_ms(lambda: eager_prologue(g, t, cos, sin, H), reps=10, warmup=2)
@@ -222,7 +221,8 @@ def main():
     print(f"device {torch.cuda.get_device_name()}, copy bandwidth {copy_bw / 1e12:.2f} TB/s (read + write)")
     print("| configuration | T | bytes/token | libdsa us | GB/s | % of copy | eager us | speed-up | q_c_out max diff |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-    for name, g in GEOS.items():
+    for name in CONFIGS:
+        g = geometry(name)
         for T in (16384, 65536):
             ms, ms_e, bw, diff = bench(name, g, T, copy_bw)
             print(f"| {name} | {T} | {bytes_per_token(g)} | {ms * 1e3:.1f} | {bw / 1e9:.0f} | "

@@ -8,22 +8,27 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "../check.h"
 #include "dsa.h"
 #include "dsa_testing.h"
+#include "harness.h"
 
-#define CK(call)                                                                                             \
-    do {                                                                                                     \
-        CUresult r_ = (call);                                                                                \
-        if (r_ != CUDA_SUCCESS) {                                                                            \
-            printf("FAIL %s:%d: %s: %d\n", __FILE__, __LINE__, #call, (int)r_);                              \
-            exit(1);                                                                                         \
-        }                                                                                                    \
-    } while (0)
+/* The configuration of the NCCL test, and the one whose packed query sizes the messages. */
+static const char *const nccl_config = "glm5.2_tp2_dcp2_i1_nvfp4_ds_mla";
+static const char *const sized_like = "glm5.2_tp4_dcp4_i1_fp8_ds_mla";
+
+/* Bytes of one token's packed query ([heads_local, kv_dim] bf16) of sized_like; 0 when libdsa
+ * lacks it (then it said so). */
+static size_t query_bytes(void)
+{
+    dsa_config_info_t info;
+    if (harness_config(sized_like, &info) != 0)
+        return 0;
+    return (size_t)info.heads_local * (size_t)info.kv_dim * 2;
+}
 
 static unsigned char pattern(int rank, size_t i, unsigned seed)
 {
@@ -35,14 +40,14 @@ static void fill(CUdeviceptr d, int rank, size_t bytes, unsigned seed)
     unsigned char *h = malloc(bytes);
     for (size_t i = 0; i < bytes; i++)
         h[i] = pattern(rank, i, seed);
-    CK(cuMemcpyHtoD(d, h, bytes));
+    dev_put(d, h, bytes);
     free(h);
 }
 
 static int check_gathered(CUdeviceptr d, int W, size_t bytes, unsigned seed)
 {
     unsigned char *h = malloc(bytes * (size_t)W);
-    CK(cuMemcpyDtoH(h, d, bytes * (size_t)W));
+    dev_get(h, d, bytes * (size_t)W);
     int bad = 0;
     for (int r = 0; r < W; r++)
         for (size_t i = 0; i < bytes; i++)
@@ -66,19 +71,24 @@ static void *gather_thread(void *arg)
     return NULL;
 }
 
-static void test_inproc(const char *config, int W)
+static void test_inproc(const char *config, size_t q_bytes)
 {
+    dsa_config_info_t info;
+    if (harness_config(config, &info) != 0) { /* it says why */
+        check_failed++;
+        return;
+    }
+    const int W = info.dcp;
     dsa_inproc_group_t g;
     CHECK(dsa_inproc_group_create(W, &g) == DSA_SUCCESS);
     dsa_ctx_t ctx[8];
     CUstream s;
     CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
-    size_t bytes = 3 * 18432 + 17; /* three tokens of GLM-5.2's packed query, and an odd tail */
+    size_t bytes = 3 * q_bytes + 17; /* three tokens of GLM-5.2's packed query, and an odd tail */
     CUdeviceptr send[8], recv[8];
     unsigned seed = (unsigned)time(NULL);
     for (int r = 0; r < W; r++) {
-        dsa_options_t o = DSA_OPTIONS_INIT;
-        o.cache_dir = getenv("DSA_TEST_CACHE");
+        dsa_options_t o = harness_options();
         o.inproc_group = g;
         o.dcp_rank = r;
         dsa_result_t rc = dsa_ctx_create(config, &o, &ctx[r]);
@@ -87,8 +97,8 @@ static void test_inproc(const char *config, int W)
             printf("  %s\n", dsa_last_error(NULL));
             return;
         }
-        CK(cuMemAlloc(&send[r], bytes));
-        CK(cuMemAlloc(&recv[r], bytes * (size_t)W));
+        send[r] = dev_alloc(bytes);
+        recv[r] = dev_alloc(bytes * (size_t)W);
         CK(cuMemsetD8(recv[r], 0, bytes * (size_t)W));
         fill(send[r], r, bytes, seed);
     }
@@ -133,24 +143,30 @@ static void test_inproc(const char *config, int W)
     printf("%s inproc W=%d %s\n", check_failed ? "FAIL" : "ok  ", W, config);
 }
 
-/* One process per GPU. ids[0] for libdsa's communicator, ids[1] for the reference one. */
-static int nccl_rank(int rank, int W, const ncclUniqueId *ids)
+typedef struct nccl_job {
+    ncclUniqueId ids[2]; /* ids[0] for libdsa's communicator, ids[1] for the reference one */
+    size_t q_bytes;      /* query_bytes() */
+} nccl_job_t;
+
+/* One process per GPU (the harness made GPU `rank` current). */
+static int nccl_rank(int rank, int W, void *arg)
 {
-    CUdevice dev;
-    CUcontext cu;
-    CK(cuInit(0));
-    CK(cuDeviceGet(&dev, rank));
-    CK(cuDevicePrimaryCtxRetain(&cu, dev));
-    CK(cuCtxSetCurrent(cu));
-    dsa_options_t o = DSA_OPTIONS_INIT;
-    o.cache_dir = getenv("DSA_TEST_CACHE");
+    const nccl_job_t *job = arg;
+    const ncclUniqueId *ids = job->ids;
+    dsa_options_t o = harness_options();
     o.device = rank;
     o.nccl_id = &ids[0];
     o.dcp_rank = rank;
     dsa_ctx_t ctx;
-    dsa_result_t rc = dsa_ctx_create("glm5.2_tp2_dcp2_i1_nvfp4_ds_mla", &o, &ctx);
+    dsa_result_t rc = dsa_ctx_create(nccl_config, &o, &ctx);
     if (rc != DSA_SUCCESS) {
         printf("FAIL rank %d: dsa_ctx_create: %s\n", rank, dsa_last_error(NULL));
+        return 1;
+    }
+    dsa_config_info_t info;
+    info.size = sizeof info;
+    if (dsa_ctx_config(ctx, &info) != DSA_SUCCESS) {
+        printf("FAIL rank %d: dsa_ctx_config: %s\n", rank, dsa_last_error(ctx));
         return 1;
     }
     ncclComm_t ref;
@@ -160,10 +176,8 @@ static int nccl_rank(int rank, int W, const ncclUniqueId *ids)
     }
     CUstream s;
     CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
-    const size_t sizes[] = {64 << 10, 1 << 20, 4 << 20, 18432 * 64};
-    CUdeviceptr send, recv;
-    CK(cuMemAlloc(&send, 4 << 20));
-    CK(cuMemAlloc(&recv, (size_t)W * (4 << 20)));
+    const size_t sizes[] = {64 << 10, 1 << 20, 4 << 20, job->q_bytes * 64}; /* the last: 64 tokens' queries */
+    CUdeviceptr send = dev_alloc(4 << 20), recv = dev_alloc((size_t)W * (4 << 20));
     int failed = 0;
     for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
         size_t bytes = sizes[k];
@@ -208,21 +222,18 @@ static int nccl_rank(int rank, int W, const ncclUniqueId *ids)
             printf("| %zu | %.1f | %.1f | %.2f |\n", bytes, t_dsa[25] * 1e3, t_ref[25] * 1e3, t_dsa[25] / t_ref[25]);
     }
     /* The exchange before the merge, per layer at 64 and 128 decode rows of this configuration
-     * (32 heads per rank, 512 fp32 latent + 1 LSE per head): (a) what libdsa does, all-to-all of
-     * the partial outputs and of the LSEs, merged locally in rank order; (b) the alternative,
+     * (heads_local heads per rank, kv_lora_rank fp32 latent + 1 LSE per head): (a) what libdsa
+     * does, all-to-all of the partial outputs and of the LSEs, merged locally in rank order; (b) the alternative,
      * all-gather of the LSEs then reduce-scatter of partials pre-scaled by exp(L_r - L), where NCCL
      * fixes the order of the fp32 sum; (c) NCCL's all-gather of the same bytes as (a). */
     if (rank == 0)
-        printf("\nexchange per layer, 2 GPUs: | rows | libdsa all-to-all us | all-gather LSE + reduce-scatter us | "
-               "NCCL all-gather of the same bytes us |\n");
-    const size_t HL = 32, HG = HL * (size_t)W;
+        printf("\nexchange per layer, %d GPUs: | rows | libdsa all-to-all us | all-gather LSE + reduce-scatter us | "
+               "NCCL all-gather of the same bytes us |\n", W);
+    const size_t HL = (size_t)info.heads_local, HG = HL * (size_t)W, LAT = (size_t)info.kv_lora_rank;
     for (int rows = 64; rows <= 128; rows *= 2) {
-        size_t ob = (size_t)rows * HL * 512 * 4, lb = (size_t)rows * HL * 4;
-        CUdeviceptr so, ro, sl, rl;
-        CK(cuMemAlloc(&so, ob * (size_t)W));
-        CK(cuMemAlloc(&ro, ob * (size_t)W));
-        CK(cuMemAlloc(&sl, lb * (size_t)W));
-        CK(cuMemAlloc(&rl, lb * (size_t)W * (size_t)W)); /* (b) gathers every rank's LSEs of all heads */
+        size_t ob = (size_t)rows * HL * LAT * 4, lb = (size_t)rows * HL * 4;
+        CUdeviceptr so = dev_alloc(ob * (size_t)W), ro = dev_alloc(ob * (size_t)W), sl = dev_alloc(lb * (size_t)W);
+        CUdeviceptr rl = dev_alloc(lb * (size_t)W * (size_t)W); /* (b) gathers every rank's LSEs of all heads */
         CK(cuMemsetD8(so, 0x3c, ob * (size_t)W));
         CK(cuMemsetD8(sl, 0x3c, lb * (size_t)W));
         float t[3][50];
@@ -237,7 +248,7 @@ static int nccl_rank(int rank, int W, const ncclUniqueId *ids)
                     dsa_dcp_alltoall(ctx, (void *)sl, (void *)rl, lb, s);
                 } else if (v == 1) {
                     ncclAllGather((void *)sl, (void *)rl, (size_t)rows * (size_t)HG, ncclFloat32, ref, (cudaStream_t)s);
-                    ncclReduceScatter((void *)so, (void *)ro, (size_t)rows * HL * 512, ncclFloat32, ncclSum, ref,
+                    ncclReduceScatter((void *)so, (void *)ro, (size_t)rows * HL * LAT, ncclFloat32, ncclSum, ref,
                                       (cudaStream_t)s);
                 } else {
                     ncclAllGather((void *)so, (void *)ro, ob, ncclUint8, ref, (cudaStream_t)s); /* ob per rank: recv is W ob */
@@ -265,47 +276,20 @@ static int nccl_rank(int rank, int W, const ncclUniqueId *ids)
 
 static int test_nccl(void)
 {
-    int W = 2, n = 0;
-    /* CUDA does not survive fork: count the GPUs in a child, so this process never initialises it */
-    pid_t counter = fork();
-    if (counter == 0) {
-        int c = 0;
-        if (cuInit(0) == CUDA_SUCCESS)
-            cuDeviceGetCount(&c);
-        _exit(c);
-    }
-    int cst;
-    waitpid(counter, &cst, 0);
-    n = WIFEXITED(cst) ? WEXITSTATUS(cst) : 0;
-    if (n < W) {
-        printf("SKIPPED: test_dcp nccl: needs %d GPUs, this machine has %d\n", W, n);
-        return 0;
-    }
-    ncclUniqueId ids[2];
-    if (ncclGetUniqueId(&ids[0]) != ncclSuccess || ncclGetUniqueId(&ids[1]) != ncclSuccess) {
-        printf("FAIL: ncclGetUniqueId\n");
+    dsa_config_info_t info;
+    if (harness_config(nccl_config, &info) != 0) /* the registry only: CUDA stays uninitialised before the fork */
         return 1;
-    }
-    printf("DCP all-gather over NCCL, 2 GPUs, bytes per rank; median us of 50\n");
+    int W = info.dcp;
+    if (!harness_have_gpus("test_dcp nccl", W))
+        return 0;
+    nccl_job_t job;
+    job.q_bytes = query_bytes();
+    if (job.q_bytes == 0 || harness_nccl_ids(job.ids, 2) != 0)
+        return 1;
+    printf("DCP all-gather over NCCL, %d GPUs, bytes per rank; median us of 50\n", W);
     printf("| bytes per rank | libdsa us | NCCL us | ratio |\n| --- | --- | --- | --- |\n");
-    fflush(stdout);
-    pid_t pid[2];
-    for (int r = 0; r < W; r++) {
-        pid[r] = fork();
-        if (pid[r] == 0) {
-            alarm(120); /* a rank that fails leaves its peer waiting in NCCL: end both, not hang */
-            int rc = nccl_rank(r, W, ids);
-            fflush(stdout); /* _exit does not flush, and stdout is a pipe here */
-            _exit(rc);
-        }
-    }
-    int failed = 0;
-    for (int r = 0; r < W; r++) {
-        int st;
-        waitpid(pid[r], &st, 0);
-        failed |= !WIFEXITED(st) || WEXITSTATUS(st) != 0;
-    }
-    printf("%s nccl W=2 glm5.2_tp2_dcp2_i1_nvfp4_ds_mla\n", failed ? "FAIL" : "ok  ");
+    int failed = harness_run_ranks(W, nccl_rank, &job);
+    printf("%s nccl W=%d %s\n", failed ? "FAIL" : "ok  ", W, nccl_config);
     return failed;
 }
 
@@ -316,22 +300,18 @@ int main(int argc, char **argv)
         printf("%d passed, %d failed\n", !f, f);
         return f;
     }
-    if (cuInit(0) != CUDA_SUCCESS) {
-        printf("SKIPPED: test_dcp: no CUDA device\n");
-        return 0;
+    harness_start("test_dcp"); /* SKIPPED without a CUDA device */
+    size_t q_bytes = query_bytes();
+    if (q_bytes == 0) { /* libdsa lacks the configuration: query_bytes said so */
+        check_failed++;
+        CHECK_DONE();
     }
-    CUdevice dev;
-    CUcontext cu;
-    CK(cuDeviceGet(&dev, 0));
-    CK(cuDevicePrimaryCtxRetain(&cu, dev));
-    CK(cuCtxSetCurrent(cu));
-    test_inproc("tiny_tp4_dcp2_i1_bf16", 2);
-    test_inproc("tiny_tp4_dcp4_i1_fp8_ds_mla", 4);
-    test_inproc("deepseek_v32_tp8_dcp8_i1_fp8_ds_mla", 8);
+    test_inproc("tiny_tp4_dcp2_i1_bf16", q_bytes);               /* W = 2 */
+    test_inproc("tiny_tp4_dcp4_i1_fp8_ds_mla", q_bytes);         /* W = 4 */
+    test_inproc("deepseek_v32_tp8_dcp8_i1_fp8_ds_mla", q_bytes); /* W = 8 */
     /* dcp 1 takes no group; dcp > 1 needs exactly one */
     dsa_ctx_t ctx;
-    dsa_options_t o = DSA_OPTIONS_INIT;
-    o.cache_dir = getenv("DSA_TEST_CACHE");
+    dsa_options_t o = harness_options();
     CHECK(dsa_ctx_create("glm5.2_tp4_dcp4_i1_fp8_ds_mla", &o, &ctx) == DSA_ERROR_INVALID_ARGUMENT);
     CHECK(strstr(dsa_last_error(NULL), "has dcp 4: set exactly one of opts->nccl_comm") != NULL);
     CHECK_DONE();

@@ -30,39 +30,9 @@
 #include "../ref/ref.h"
 #include "dsa.h"
 #include "dsa_testing.h"
-
-#define CK(call)                                                                                             \
-    do {                                                                                                     \
-        CUresult r_ = (call);                                                                                \
-        if (r_ != CUDA_SUCCESS) {                                                                            \
-            const char *s_ = "?";                                                                            \
-            cuGetErrorString(r_, &s_);                                                                       \
-            printf("FAIL %s:%d: %s: %s\n", __FILE__, __LINE__, #call, s_);                                   \
-            exit(1);                                                                                         \
-        }                                                                                                    \
-    } while (0)
-
-static unsigned rng = 12345;
-static float frand(void)
-{
-    rng = rng * 1664525u + 1013904223u;
-    return (float)((rng >> 8) & 0xffffff) / 8388608.0f - 1.0f;
-}
-static uint32_t irand(uint32_t n)
-{
-    rng = rng * 1664525u + 1013904223u;
-    return (rng >> 4) % n;
-}
-
-#include "../ref/geo.h"
+#include "harness.h"
 
 static float bf(uint16_t b) { return ref_bf16_decode(b); }
-
-static void fill_bf16(uint16_t *x, size_t n, float scale, float offset)
-{
-    for (size_t i = 0; i < n; i++)
-        x[i] = ref_bf16_encode(offset + frand() * scale);
-}
 
 static int within_bf16_ulp(float got, float want)
 {
@@ -101,18 +71,18 @@ typedef struct host {
 /* Reference of one token's cache entry and indexer key, in fp32 before quantisation. */
 static void ref_token(const geo_t *g, const host_t *h, int t, float *latent, float *rope, float *k)
 {
-    float x[576], w[512], c[32], s[32];
+    float x[g->L + g->R], w[g->L], c[g->R / 2], s[g->R / 2];
     for (int i = 0; i < g->L + g->R; i++)
-        x[i] = bf(h->kv[(size_t)t * 576 + (size_t)i]);
+        x[i] = bf(h->kv[(size_t)t * (size_t)(g->L + g->R) + (size_t)i]);
     for (int i = 0; i < g->L; i++)
         w[i] = bf(h->kvw[i]);
     ref_rmsnorm(x, w, g->L, g->eps, latent);
     ref_rope_cos_sin(&g->rope, (int)h->pos[t], c, s);
     memcpy(rope, x + g->L, sizeof(float) * (size_t)g->R);
     ref_rope_apply(rope, g->R, c, s, g->rope_interleaved);
-    float kin[128], kw[128], kb[128];
+    float kin[g->D], kw[g->D], kb[g->D];
     for (int i = 0; i < g->D; i++) {
-        kin[i] = bf(h->idx_k[(size_t)t * 128 + (size_t)i]);
+        kin[i] = bf(h->idx_k[(size_t)t * (size_t)g->D + (size_t)i]);
         kw[i] = bf(h->iw[i]);
         kb[i] = bf(h->ib[i]);
     }
@@ -126,10 +96,9 @@ static void ref_token(const geo_t *g, const host_t *h, int t, float *latent, flo
  * never talks to the other ranks, so rank 0 of an in-process group stands alone. */
 static dsa_inproc_group_t test_group;
 
-static dsa_result_t create(const char *name, dsa_options_t *o, dsa_ctx_t *ctx)
+static dsa_result_t create(const geo_t *g, dsa_options_t *o, dsa_ctx_t *ctx)
 {
-    const char *p = strstr(name, "_dcp");
-    int W = p ? atoi(p + 4) : 1;
+    int W = g->info.dcp;
     dsa_inproc_group_destroy(test_group);
     test_group = NULL;
     if (W > 1 && dsa_inproc_group_create(W, &test_group) != DSA_SUCCESS)
@@ -137,26 +106,24 @@ static dsa_result_t create(const char *name, dsa_options_t *o, dsa_ctx_t *ctx)
     o->inproc_group = test_group;
     o->dcp_rank = 0;
     o->cache_dir = getenv("DSA_TEST_CACHE");
-    return dsa_ctx_create(name, o, ctx);
+    return dsa_ctx_create(g->name, o, ctx);
 }
-
-static void upload(CUdeviceptr d, const void *h, size_t n) { CK(cuMemcpyHtoD(d, h, n)); }
-static void download(void *h, CUdeviceptr d, size_t n) { CK(cuMemcpyDtoH(h, d, n)); }
 
 static void make_case(const geo_t *g, int T, int owned_percent, host_t *h, bufs_t *b)
 {
+    const size_t kvd = (size_t)(g->L + g->R), D = (size_t)g->D, Q = (size_t)g->q, L = (size_t)g->L;
     memset(h, 0, sizeof *h);
     h->T = T;
     h->blocks = (T + g->bs - 1) / g->bs * 2 + 1;
     int64_t slots = h->blocks * g->bs;
-    h->q_c = malloc(sizeof(uint16_t) * (size_t)T * (size_t)g->q);
-    h->q_out = malloc(sizeof(uint16_t) * (size_t)T * (size_t)g->q);
-    h->kv = malloc(sizeof(uint16_t) * (size_t)T * 576);
-    h->idx_k = malloc(sizeof(uint16_t) * (size_t)T * 128);
-    h->qw = malloc(sizeof(uint16_t) * (size_t)g->q);
-    h->kvw = malloc(sizeof(uint16_t) * 512);
-    h->iw = malloc(256);
-    h->ib = malloc(256);
+    h->q_c = malloc(sizeof(uint16_t) * (size_t)T * Q);
+    h->q_out = malloc(sizeof(uint16_t) * (size_t)T * Q);
+    h->kv = malloc(sizeof(uint16_t) * (size_t)T * kvd);
+    h->idx_k = malloc(sizeof(uint16_t) * (size_t)T * D);
+    h->qw = malloc(sizeof(uint16_t) * Q);
+    h->kvw = malloc(sizeof(uint16_t) * L);
+    h->iw = malloc(sizeof(uint16_t) * D);
+    h->ib = malloc(sizeof(uint16_t) * D);
     h->pos = malloc(sizeof(int64_t) * (size_t)T);
     h->slot = malloc(sizeof(int64_t) * (size_t)T);
     size_t cb = (size_t)slots * (size_t)g->bpt, ib = (size_t)h->blocks * (size_t)g->page;
@@ -166,13 +133,13 @@ static void make_case(const geo_t *g, int T, int owned_percent, host_t *h, bufs_
     h->icache0 = malloc(ib);
     h->topk = malloc(sizeof(int32_t) * (size_t)T * (size_t)g->topk);
     float mag = ldexpf(1.0f, (int)irand(9) - 4); /* activations from 2^-4 to 2^4 */
-    fill_bf16(h->q_c, (size_t)T * (size_t)g->q, mag, 0);
-    fill_bf16(h->kv, (size_t)T * 576, mag, 0);
-    fill_bf16(h->idx_k, (size_t)T * 128, mag, 0.1f * mag);
-    fill_bf16(h->qw, (size_t)g->q, 0.5f, 1.0f);
-    fill_bf16(h->kvw, 512, 0.5f, 1.0f);
-    fill_bf16(h->iw, 128, 0.5f, 1.0f);
-    fill_bf16(h->ib, 128, 0.2f, 0.0f);
+    fill_bf16(h->q_c, (size_t)T * Q, mag, 0);
+    fill_bf16(h->kv, (size_t)T * kvd, mag, 0);
+    fill_bf16(h->idx_k, (size_t)T * D, mag, 0.1f * mag);
+    fill_bf16(h->qw, Q, 0.5f, 1.0f);
+    fill_bf16(h->kvw, L, 0.5f, 1.0f);
+    fill_bf16(h->iw, D, 0.5f, 1.0f);
+    fill_bf16(h->ib, D, 0.2f, 0.0f);
     /* slots: a random distinct subset for owned tokens, -1 for the rest, the last few padding */
     int64_t *perm = malloc(sizeof(int64_t) * (size_t)slots);
     for (int64_t i = 0; i < slots; i++)
@@ -194,32 +161,20 @@ static void make_case(const geo_t *g, int T, int owned_percent, host_t *h, bufs_
     for (size_t i = 0; i < (size_t)T * (size_t)g->topk; i++)
         h->topk[i] = 0x7eadbeef;
 
-    CK(cuMemAlloc(&b->q_c, sizeof(uint16_t) * (size_t)T * (size_t)g->q));
-    CK(cuMemAlloc(&b->q_out, sizeof(uint16_t) * (size_t)T * (size_t)g->q));
-    CK(cuMemAlloc(&b->kv, sizeof(uint16_t) * (size_t)T * 576));
-    CK(cuMemAlloc(&b->idx_k, sizeof(uint16_t) * (size_t)T * 128));
-    CK(cuMemAlloc(&b->qw, sizeof(uint16_t) * (size_t)g->q));
-    CK(cuMemAlloc(&b->kvw, 1024));
-    CK(cuMemAlloc(&b->iw, 256));
-    CK(cuMemAlloc(&b->ib, 256));
-    CK(cuMemAlloc(&b->pos, sizeof(int64_t) * (size_t)T));
-    CK(cuMemAlloc(&b->slot, sizeof(int64_t) * (size_t)T));
-    CK(cuMemAlloc(&b->cache, cb));
-    CK(cuMemAlloc(&b->icache, ib));
-    CK(cuMemAlloc(&b->topk, sizeof(int32_t) * (size_t)T * (size_t)g->topk));
-    upload(b->q_c, h->q_c, sizeof(uint16_t) * (size_t)T * (size_t)g->q);
-    CK(cuMemsetD8(b->q_out, 0xff, sizeof(uint16_t) * (size_t)T * (size_t)g->q)); /* poison: NaN */
-    upload(b->kv, h->kv, sizeof(uint16_t) * (size_t)T * 576);
-    upload(b->idx_k, h->idx_k, sizeof(uint16_t) * (size_t)T * 128);
-    upload(b->qw, h->qw, sizeof(uint16_t) * (size_t)g->q);
-    upload(b->kvw, h->kvw, 1024);
-    upload(b->iw, h->iw, 256);
-    upload(b->ib, h->ib, 256);
-    upload(b->pos, h->pos, sizeof(int64_t) * (size_t)T);
-    upload(b->slot, h->slot, sizeof(int64_t) * (size_t)T);
-    upload(b->cache, h->cache0, cb);
-    upload(b->icache, h->icache0, ib);
-    upload(b->topk, h->topk, sizeof(int32_t) * (size_t)T * (size_t)g->topk);
+    b->q_c = dev_up(h->q_c, sizeof(uint16_t) * (size_t)T * Q);
+    b->q_out = dev_alloc(sizeof(uint16_t) * (size_t)T * Q);
+    CK(cuMemsetD8(b->q_out, 0xff, sizeof(uint16_t) * (size_t)T * Q)); /* poison: NaN */
+    b->kv = dev_up(h->kv, sizeof(uint16_t) * (size_t)T * kvd);
+    b->idx_k = dev_up(h->idx_k, sizeof(uint16_t) * (size_t)T * D);
+    b->qw = dev_up(h->qw, sizeof(uint16_t) * Q);
+    b->kvw = dev_up(h->kvw, sizeof(uint16_t) * L);
+    b->iw = dev_up(h->iw, sizeof(uint16_t) * D);
+    b->ib = dev_up(h->ib, sizeof(uint16_t) * D);
+    b->pos = dev_up(h->pos, sizeof(int64_t) * (size_t)T);
+    b->slot = dev_up(h->slot, sizeof(int64_t) * (size_t)T);
+    b->cache = dev_up(h->cache0, cb);
+    b->icache = dev_up(h->icache0, ib);
+    b->topk = dev_up(h->topk, sizeof(int32_t) * (size_t)T * (size_t)g->topk);
 }
 
 static void free_case(host_t *h, bufs_t *b)
@@ -262,10 +217,11 @@ static int verify(const geo_t *g, host_t *h, bufs_t *b, int indexer, int clear)
 {
     int T = h->T;
     size_t cb = (size_t)(h->blocks * g->bs) * (size_t)g->bpt, ib = (size_t)h->blocks * (size_t)g->page;
-    download(h->q_out, b->q_out, sizeof(uint16_t) * (size_t)T * (size_t)g->q);
-    download(h->cache, b->cache, cb);
-    download(h->icache, b->icache, ib);
-    download(h->topk, b->topk, sizeof(int32_t) * (size_t)T * (size_t)g->topk);
+    const int L = g->L, R = g->R, D = g->D, sc_at = g->info.cache_scale_offset, rope_at = g->info.cache_rope_offset;
+    dev_get(h->q_out, b->q_out, sizeof(uint16_t) * (size_t)T * (size_t)g->q);
+    dev_get(h->cache, b->cache, cb);
+    dev_get(h->icache, b->icache, ib);
+    dev_get(h->topk, b->topk, sizeof(int32_t) * (size_t)T * (size_t)g->topk);
     int bad_q = 0, bad_topk = 0, bad_entry = 0, bad_idx = 0, bad_rt = 0, bad_untouched = 0;
     float *x = malloc(sizeof(float) * (size_t)g->q), *w = malloc(sizeof(float) * (size_t)g->q),
           *o = malloc(sizeof(float) * (size_t)g->q);
@@ -284,39 +240,39 @@ static int verify(const geo_t *g, host_t *h, bufs_t *b, int indexer, int clear)
             continue;
         int64_t s = h->slot[t];
         owned[s] = 1;
-        float latent[512], rope[64], k[128], dl[512], dr[64];
+        float latent[L], rope[R], k[D], dl[L], dr[R];
         ref_token(g, h, t, latent, rope, k);
-        uint8_t want[1152];
+        uint8_t want[g->bpt];
         const uint8_t *got = h->cache + (size_t)s * (size_t)g->bpt;
-        if (g->fmt == 0) {
-            ref_bf16_cache_encode(latent, rope, 512, 64, want);
-            ref_bf16_cache_decode(got, 512, 64, dl, dr);
-            for (int i = 0; i < 512; i++)
+        if (g->fmt == DSA_CACHE_BF16) {
+            ref_bf16_cache_encode(latent, rope, L, R, want);
+            ref_bf16_cache_decode(got, L, R, dl, dr);
+            for (int i = 0; i < L; i++)
                 bad_entry += !within_bf16_ulp(dl[i], latent[i]);
-            for (int i = 0; i < 64; i++)
+            for (int i = 0; i < R; i++)
                 bad_entry += !bf16_exact(dr[i], rope[i]);
-        } else if (g->fmt == 1) {
-            ref_fp8_ds_mla_encode(latent, rope, 512, 64, 0, want);
-            for (int j = 0; j < 4; j++) {
+        } else if (g->fmt == DSA_CACHE_FP8_DS_MLA) {
+            ref_fp8_ds_mla_encode(latent, rope, L, R, g->info.fp8_scale_pow2, want);
+            for (int j = 0; j < L / 128; j++) { /* one fp32 scale per 128 latent values */
                 float sg, sw;
-                memcpy(&sg, got + 512 + 4 * j, 4);
-                memcpy(&sw, want + 512 + 4 * j, 4);
+                memcpy(&sg, got + sc_at + 4 * j, 4);
+                memcpy(&sw, want + sc_at + 4 * j, 4);
                 bad_entry += !(fabsf(sg - sw) <= 1e-6f * sw);
             }
-            for (int i = 0; i < 512; i++)
+            for (int i = 0; i < L; i++)
                 bad_entry += !code_close(got[i], want[i]);
-            ref_fp8_ds_mla_decode(got, 512, 64, dl, dr);
-            for (int i = 0; i < 64; i++)
+            ref_fp8_ds_mla_decode(got, L, R, dl, dr);
+            for (int i = 0; i < R; i++)
                 bad_entry += !bf16_exact(dr[i], rope[i]);
-            for (int i = 0; i < 512; i++) {
+            for (int i = 0; i < L; i++) {
                 float sc;
-                memcpy(&sc, got + 512 + 4 * (i / 128), 4);
+                memcpy(&sc, got + sc_at + 4 * (i / 128), 4);
                 bad_rt += !(fabsf(dl[i] - latent[i]) <= fmaxf(fabsf(latent[i]) * 0x1p-3f, 0x1p-9f * sc));
             }
         } else {
-            ref_nvfp4_ds_mla_encode(latent, rope, 512, 64, want);
-            for (int sblk = 0; sblk < 32; sblk++) {
-                int at = 320 + ref_nvfp4_scale_byte(sblk, 512);
+            ref_nvfp4_ds_mla_encode(latent, rope, L, R, want);
+            for (int sblk = 0; sblk < L / 16; sblk++) { /* one e4m3 scale per 16 latent values */
+                int at = sc_at + ref_nvfp4_scale_byte(sblk, L);
                 bad_entry += !code_close(got[at], want[at]);
                 if (got[at] == want[at])
                     for (int i = 16 * sblk; i < 16 * sblk + 16; i++) {
@@ -325,29 +281,29 @@ static int verify(const geo_t *g, host_t *h, bufs_t *b, int indexer, int clear)
                                      !((cg & 7) == 0 && (cw & 7) <= 1) && !((cw & 7) == 0 && (cg & 7) <= 1);
                     }
             }
-            for (int i = 0; i < 64; i++)
-                bad_entry += got[256 + i] != want[256 + i]; /* rope e4m3 codes: exact */
-            ref_nvfp4_ds_mla_decode(got, 512, 64, dl, dr);
-            for (int i = 0; i < 512; i++) {
-                float sc = ref_e4m3_decode(got[320 + ref_nvfp4_scale_byte(i / 16, 512)]);
+            for (int i = 0; i < R; i++)
+                bad_entry += got[rope_at + i] != want[rope_at + i]; /* rope e4m3 codes: exact */
+            ref_nvfp4_ds_mla_decode(got, L, R, dl, dr);
+            for (int i = 0; i < L; i++) {
+                float sc = ref_e4m3_decode(got[sc_at + ref_nvfp4_scale_byte(i / 16, L)]);
                 bad_rt += !(fabsf(dl[i] - latent[i]) <= 2.0f * sc); /* one widest e2m1 step (2) */
             }
         }
         if (indexer) {
-            uint8_t page_want[64 * 132];
+            uint8_t page_want[g->page];
             const uint8_t *page = h->icache + (size_t)(s / g->bs) * (size_t)g->page;
             int off = (int)(s % g->bs);
             memcpy(page_want, page, (size_t)g->page);
-            ref_indexer_encode(k, 128, g->bs, off, page_want);
+            ref_indexer_encode(k, D, g->bs, off, page_want);
             float sg, sw;
-            memcpy(&sg, page + g->bs * 128 + 4 * off, 4);
-            memcpy(&sw, page_want + g->bs * 128 + 4 * off, 4);
+            memcpy(&sg, page + g->bs * D + 4 * off, 4);
+            memcpy(&sw, page_want + g->bs * D + 4 * off, 4);
             bad_idx += sg != sw;
-            for (int i = 0; i < 128; i++)
-                bad_idx += !code_close(page[off * 128 + i], page_want[off * 128 + i]);
-            float dk[128];
-            ref_indexer_decode(page, 128, g->bs, off, dk);
-            for (int i = 0; i < 128; i++)
+            for (int i = 0; i < D; i++)
+                bad_idx += !code_close(page[off * D + i], page_want[off * D + i]);
+            float dk[D];
+            ref_indexer_decode(page, D, g->bs, off, dk);
+            for (int i = 0; i < D; i++)
                 bad_rt += !(fabsf(dk[i] - k[i]) <= fmaxf(fabsf(k[i]) * 0x1p-3f, 0x1p-9f * sg));
         }
     }
@@ -357,10 +313,10 @@ static int verify(const geo_t *g, host_t *h, bufs_t *b, int indexer, int clear)
             continue;
         size_t at = (size_t)s * (size_t)g->bpt;
         bad_untouched += memcmp(h->cache + at, h->cache0 + at, (size_t)g->bpt) != 0;
-        size_t pa = (size_t)(s / g->bs) * (size_t)g->page, off = (size_t)(s % g->bs);
-        bad_untouched += memcmp(h->icache + pa + off * 128, h->icache0 + pa + off * 128, 128) != 0;
-        bad_untouched += memcmp(h->icache + pa + (size_t)g->bs * 128 + 4 * off,
-                                h->icache0 + pa + (size_t)g->bs * 128 + 4 * off, 4) != 0;
+        size_t pa = (size_t)(s / g->bs) * (size_t)g->page, off = (size_t)(s % g->bs), d = (size_t)D;
+        bad_untouched += memcmp(h->icache + pa + off * d, h->icache0 + pa + off * d, d) != 0;
+        bad_untouched += memcmp(h->icache + pa + (size_t)g->bs * d + 4 * off,
+                                h->icache0 + pa + (size_t)g->bs * d + 4 * off, 4) != 0;
     }
     if (!indexer)
         bad_untouched += memcmp(h->icache, h->icache0, ib) != 0;
@@ -378,18 +334,16 @@ static int verify(const geo_t *g, host_t *h, bufs_t *b, int indexer, int clear)
 static void test_config(const char *name)
 {
     geo_t g;
-    if (geo_of(name, &g) != 0) {
-        printf("FAIL %s: the test does not know this model's geometry\n", name);
+    if (harness_geo(name, &g) != 0) { /* it says why */
         check_failed++;
         return;
     }
-    dsa_options_t o = DSA_OPTIONS_INIT;
-    o.cache_dir = getenv("DSA_TEST_CACHE");
+    dsa_options_t o = harness_options();
     o.max_tokens = 1000; /* T = 4096 runs as 5 launches: chunking is exercised */
     dsa_ctx_t ctx;
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    dsa_result_t r = create(name, &o, &ctx);
+    dsa_result_t r = create(&g, &o, &ctx);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     if (r != DSA_SUCCESS) {
         printf("FAIL %s: dsa_ctx_create: %s: %s\n", name, dsa_strerror(r), dsa_last_error(NULL));
@@ -436,11 +390,13 @@ static void test_config(const char *name)
 static void test_norm_before_slot_check_all_slots_negative(const char *name)
 {
     geo_t g;
-    geo_of(name, &g);
+    if (harness_geo(name, &g) != 0) {
+        check_failed++;
+        return;
+    }
     dsa_ctx_t ctx;
-    dsa_options_t o = DSA_OPTIONS_INIT;
-    o.cache_dir = getenv("DSA_TEST_CACHE");
-    CHECK(create(name, &o, &ctx) == DSA_SUCCESS);
+    dsa_options_t o = harness_options();
+    CHECK(create(&g, &o, &ctx) == DSA_SUCCESS);
     host_t h;
     bufs_t b;
     make_case(&g, 257, 0, &h, &b); /* owned_percent 0: every slot -1 */
@@ -459,11 +415,13 @@ static void test_norm_before_slot_check_all_slots_negative(const char *name)
 static void test_rejected(const char *name)
 {
     geo_t g;
-    geo_of(name, &g);
+    if (harness_geo(name, &g) != 0) {
+        check_failed++;
+        return;
+    }
     dsa_ctx_t ctx;
-    dsa_options_t o = DSA_OPTIONS_INIT;
-    o.cache_dir = getenv("DSA_TEST_CACHE");
-    CHECK(create(name, &o, &ctx) == DSA_SUCCESS);
+    dsa_options_t o = harness_options();
+    CHECK(create(&g, &o, &ctx) == DSA_SUCCESS);
     host_t h;
     bufs_t b;
     make_case(&g, 64, 100, &h, &b);
@@ -472,8 +430,8 @@ static void test_rejected(const char *name)
     h.slot[5] = slots + 12345;
     h.pos[7] = g.maxpos;        /* one past the table */
     h.pos[9] = -2;
-    upload(b.slot, h.slot, sizeof(int64_t) * 64);
-    upload(b.pos, h.pos, sizeof(int64_t) * 64);
+    dev_put(b.slot, h.slot, sizeof(int64_t) * (size_t)h.T);
+    dev_put(b.pos, h.pos, sizeof(int64_t) * (size_t)h.T);
     dsa_prologue_args_t a = args_of(&h, &b, 1, 1);
     CHECK(dsa_prologue(ctx, &a, NULL) == DSA_SUCCESS);
     uint64_t counts[2] = {0, 0};
@@ -492,11 +450,13 @@ static void test_rejected(const char *name)
 static void test_graph_capture(const char *name)
 {
     geo_t g;
-    geo_of(name, &g);
+    if (harness_geo(name, &g) != 0) {
+        check_failed++;
+        return;
+    }
     dsa_ctx_t ctx;
-    dsa_options_t o = DSA_OPTIONS_INIT;
-    o.cache_dir = getenv("DSA_TEST_CACHE");
-    CHECK(create(name, &o, &ctx) == DSA_SUCCESS);
+    dsa_options_t o = harness_options();
+    CHECK(create(&g, &o, &ctx) == DSA_SUCCESS);
     host_t h;
     bufs_t b;
     make_case(&g, 300, 60, &h, &b);
@@ -523,13 +483,15 @@ static void test_graph_capture(const char *name)
 static void test_bad_arguments(const char *name)
 {
     dsa_ctx_t ctx;
-    dsa_options_t o = DSA_OPTIONS_INIT;
-    o.cache_dir = getenv("DSA_TEST_CACHE");
+    dsa_options_t o = harness_options();
     CHECK(dsa_ctx_create("no_such_config", &o, &ctx) == DSA_ERROR_INVALID_ARGUMENT && ctx == NULL);
     CHECK(strstr(dsa_last_error(NULL), "no configuration named 'no_such_config'") != NULL);
-    CHECK(create(name, &o, &ctx) == DSA_SUCCESS);
     geo_t g;
-    geo_of(name, &g);
+    if (harness_geo(name, &g) != 0) {
+        check_failed++;
+        return;
+    }
+    CHECK(create(&g, &o, &ctx) == DSA_SUCCESS);
     host_t h;
     bufs_t b;
     make_case(&g, 8, 50, &h, &b);
@@ -560,17 +522,9 @@ static void test_bad_arguments(const char *name)
 
 int main(int argc, char **argv)
 {
-    if (cuInit(0) != CUDA_SUCCESS) {
-        printf("SKIPPED: test_prologue: no CUDA device\n");
-        return 0;
-    }
-    CUdevice dev;
-    CUcontext cu;
-    CK(cuDeviceGet(&dev, 0));
-    CK(cuDevicePrimaryCtxRetain(&cu, dev));
-    CK(cuCtxSetCurrent(cu));
-    rng = (unsigned)time(NULL);
-    printf("test_prologue: seed %u\n", rng);
+    harness_start("test_prologue"); /* SKIPPED without a CUDA device */
+    harness_rng = (unsigned)time(NULL);
+    printf("test_prologue: seed %u\n", harness_rng);
     const char *only = argc > 1 ? argv[1] : NULL;
     for (const char *const *n = dsa_configs(); *n; n++) {
         if (only && !strstr(*n, only))

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "geo.h"
+#include "config_text.h"
 #include "ref.h"
 
 static float frand(unsigned *s)
@@ -207,17 +207,25 @@ ref_index_cache iworld_cache(const iworld_t *w, int s)
 
 int iworld_cfg_of(const char *name, ref_index_cfg *c)
 {
-    geo_t g;
-    if (geo_of(name, &g) != 0)
+    /* the configuration's generated config.h (out/), as the generator derived it */
+    char *h = config_text(strcmp(name, "tiny_") == 0 ? "tiny_tp4_dcp1_i1_bf16" : name);
+    double H, D, K, bs, R, il, first, had, theta, yarn, factor, fast, slow, mscale, orig;
+    int bad = config_define(h, "DSA_IDX_HEADS", &H) || config_define(h, "DSA_IDX_HEAD_DIM", &D) ||
+              config_define(h, "DSA_IDX_TOPK", &K) || config_define(h, "DSA_BLOCK_SIZE", &bs) ||
+              config_define(h, "DSA_QK_ROPE_DIM", &R) || config_define(h, "DSA_IDX_ROPE_INTERLEAVED", &il) ||
+              config_define(h, "DSA_IDX_ROPE_FIRST", &first) || config_define(h, "DSA_IDX_HADAMARD", &had) ||
+              config_define(h, "DSA_ROPE_THETA", &theta) || config_define(h, "DSA_ROPE_YARN", &yarn) ||
+              config_define(h, "DSA_YARN_FACTOR", &factor) || config_define(h, "DSA_YARN_BETA_FAST", &fast) ||
+              config_define(h, "DSA_YARN_BETA_SLOW", &slow) || config_define(h, "DSA_ROPE_MSCALE", &mscale) ||
+              config_define(h, "DSA_YARN_ORIGINAL_MAX_POSITIONS", &orig);
+    free(h);
+    if (bad)
         return -1;
     memset(c, 0, sizeof *c);
-    c->H = strncmp(name, "deepseek_v32_", 13) == 0 ? 64 : strncmp(name, "glm5.2_", 7) == 0 ? 32 : 4;
-    c->D = g.D;
-    c->K = g.topk;
-    c->bs = g.bs;
-    c->rope = g.rope;
-    c->rope_interleaved = g.idx_interleaved;
-    c->rope_first = g.idx_rope_first;
-    c->hadamard = g.hadamard;
+    c->H = (int)H, c->D = (int)D, c->K = (int)K, c->bs = (int)bs;
+    c->rope = (ref_rope){(int)R, theta, (int)yarn, factor, fast, slow, mscale, (int)orig};
+    c->rope_interleaved = il != 0;
+    c->rope_first = first != 0;
+    c->hadamard = had != 0;
     return 0;
 }

@@ -57,8 +57,8 @@ int64_t iworld_slot(const iworld_t *w, int s, int req, int64_t g);
 void iworld_put_key(iworld_t *w, int req, int64_t g, const float *k);
 void iworld_put_scale(iworld_t *w, int req, int64_t g, float scale);
 
-/* The shipped indexer geometry of a configuration or model name (deepseek_v32_..., glm5.2_...,
- * tiny_...), with the rope of tests/ref/geo.h; -1 for an unknown name. */
+/* The indexer geometry and rope of a shipped configuration, read from its generated
+ * out/<name>/config.h ("tiny_": tiny_tp4_dcp1_i1_bf16); -1 when it cannot be read. */
 int iworld_cfg_of(const char *name, ref_index_cfg *c);
 
 #endif

@@ -2,6 +2,7 @@
 #include "world.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -84,13 +85,28 @@ static void make_shard(world_t *w, world_shard_t *sh, int rank, int W)
     free(perm);
 }
 
-void world_build(world_t *w, int W, int I, int bs, int fmt, int H, int K, int mode, unsigned seed)
+int world_cache_bytes(int fmt, int latent, int rope)
 {
+    return fmt == WORLD_BF16    ? 2 * (latent + rope)                      /* bf16 latent and rope */
+           : fmt == WORLD_FP8   ? latent + 4 * (latent / 128) + 2 * rope   /* e4m3, fp32 per 128, bf16 rope */
+           : fmt == WORLD_NVFP4 ? latent / 2 + rope + latent / 16          /* e2m1, e4m3 rope, e4m3 per 16 */
+                                : -1;
+}
+
+void world_build(world_t *w, const world_shape_t *shape, int mode, unsigned seed)
+{
+    const int W = shape->W, I = shape->I, bs = shape->bs, K = shape->K;
+    if (W < 1 || W > 8 || shape->bpt != world_cache_bytes(shape->fmt, shape->latent, shape->rope)) {
+        fprintf(stderr, "world_build: W %d, format %d with latent %d and rope %d: %d bytes per token, the reference "
+                "encodes %d\n", W, shape->fmt, shape->latent, shape->rope, shape->bpt,
+                world_cache_bytes(shape->fmt, shape->latent, shape->rope));
+        abort();
+    }
     memset(w, 0, sizeof *w);
     rng = seed;
-    w->W = W, w->I = I, w->bs = bs, w->fmt = fmt, w->H = H, w->K = K;
-    w->latent = 512, w->kv_dim = 576;
-    w->bpt = fmt == WORLD_BF16 ? 1152 : fmt == WORLD_FP8 ? 656 : 352;
+    w->W = W, w->I = I, w->bs = bs, w->fmt = shape->fmt, w->H = shape->H, w->K = K;
+    w->latent = shape->latent, w->kv_dim = shape->latent + shape->rope;
+    w->bpt = shape->bpt;
     w->scale = 0.0625f;
     static const int32_t lens[] = {1, 37, 300, 1000, 129};
     w->nreq = 5;
@@ -110,12 +126,12 @@ void world_build(world_t *w, int W, int I, int bs, int fmt, int H, int K, int mo
     for (int s = 0; s < W; s++)
         make_shard(w, &w->shard[s], s, W);
     make_shard(w, &w->shard[W], 0, 1);
-    float x[576];
-    uint8_t e[1152];
+    float *x = malloc(sizeof(float) * (size_t)w->kv_dim);
+    uint8_t *e = malloc((size_t)w->bpt);
     for (int r = 0; r < w->nreq; r++) {
         float mag = ldexpf(1.0f, (int)irand(5) - 2);
         for (int64_t p = 0; p < lens[r]; p++) {
-            for (int d = 0; d < 576; d++)
+            for (int d = 0; d < w->kv_dim; d++)
                 x[d] = frand() * mag;
             encode(w, x, e);
             int owner = ref_dcp_owner(p, W, I);
@@ -128,6 +144,8 @@ void world_build(world_t *w, int W, int I, int bs, int fmt, int H, int K, int mo
             memcpy(sh->cache + slot * w->bpt, e, (size_t)w->bpt);
         }
     }
+    free(x);
+    free(e);
     w->topk = malloc(sizeof(int32_t) * (size_t)(w->T * K));
     for (int t = 0; t < w->T; t++) {
         int64_t valid = w->pos_of[t] + 1; /* causal: positions up to the row's own */
@@ -158,8 +176,8 @@ void world_build(world_t *w, int W, int I, int bs, int fmt, int H, int K, int mo
             row[k] = g;
         }
     }
-    w->q = malloc(sizeof(float) * (size_t)W * (size_t)w->T * (size_t)H * 576);
-    for (size_t i = 0; i < (size_t)W * (size_t)w->T * (size_t)H * 576; i++)
+    w->q = malloc(sizeof(float) * (size_t)W * (size_t)w->T * (size_t)w->H * (size_t)w->kv_dim);
+    for (size_t i = 0; i < (size_t)W * (size_t)w->T * (size_t)w->H * (size_t)w->kv_dim; i++)
         w->q[i] = ref_bf16_round(frand()); /* queries arrive as bf16 */
 }
 
@@ -201,7 +219,7 @@ static int gather_keys(const world_t *w, int t, int s, float *keys)
         int64_t slot = ref_dcp_slot(l, sh->table + w->req_of[t] * sh->max_blocks, sh->max_blocks, w->bs);
         if (slot < 0)
             continue;
-        world_key(w, s, slot, keys + (size_t)n * 576);
+        world_key(w, s, slot, keys + (size_t)n * (size_t)w->kv_dim);
         n++;
     }
     return n;
@@ -209,27 +227,27 @@ static int gather_keys(const world_t *w, int t, int s, float *keys)
 
 float world_row_vmax(const world_t *w, int t)
 {
-    float *keys = malloc(sizeof(float) * (size_t)w->K * 576);
+    float *keys = malloc(sizeof(float) * (size_t)w->K * (size_t)w->kv_dim);
     int n = gather_keys(w, t, w->W, keys);
     float m = 0;
     for (int j = 0; j < n; j++)
         for (int d = 0; d < w->latent; d++)
-            m = fmaxf(m, fabsf(keys[(size_t)j * 576 + (size_t)d]));
+            m = fmaxf(m, fabsf(keys[(size_t)j * (size_t)w->kv_dim + (size_t)d]));
     free(keys);
     return m;
 }
 
 void world_score_absmax(const world_t *w, int r, int t, float *out)
 {
-    float *keys = malloc(sizeof(float) * (size_t)w->K * 576);
+    float *keys = malloc(sizeof(float) * (size_t)w->K * (size_t)w->kv_dim);
     int n = gather_keys(w, t, w->W, keys);
     for (int h = 0; h < w->H; h++) {
-        const float *q = w->q + (((size_t)r * (size_t)w->T + (size_t)t) * (size_t)w->H + (size_t)h) * 576;
+        const float *q = w->q + (((size_t)r * (size_t)w->T + (size_t)t) * (size_t)w->H + (size_t)h) * (size_t)w->kv_dim;
         double m = 0;
         for (int j = 0; j < n; j++) {
             double a = 0;
             for (int d = 0; d < w->kv_dim; d++)
-                a += fabs((double)q[d] * keys[(size_t)j * 576 + (size_t)d]);
+                a += fabs((double)q[d] * keys[(size_t)j * (size_t)w->kv_dim + (size_t)d]);
             m = fmax(m, a);
         }
         out[h] = (float)(m * w->scale);
@@ -239,13 +257,13 @@ void world_score_absmax(const world_t *w, int r, int t, float *out)
 
 void world_expect(const world_t *w, float *out, float *lse)
 {
-    float *keys = malloc(sizeof(float) * (size_t)w->K * 576);
+    float *keys = malloc(sizeof(float) * (size_t)w->K * (size_t)w->kv_dim);
     for (int t = 0; t < w->T; t++) {
         int n = gather_keys(w, t, w->W, keys);
         for (int r = 0; r < w->W; r++) {
             size_t at = (size_t)r * (size_t)w->T + (size_t)t;
-            ref_sparse_mla(w->q + at * (size_t)w->H * 576, w->H, keys, n, 576, 512, w->scale,
-                           out + at * (size_t)w->H * 512, lse + at * (size_t)w->H);
+            ref_sparse_mla(w->q + at * (size_t)w->H * (size_t)w->kv_dim, w->H, keys, n, w->kv_dim, w->latent, w->scale,
+                           out + at * (size_t)w->H * (size_t)w->latent, lse + at * (size_t)w->H);
         }
     }
     free(keys);
@@ -254,27 +272,29 @@ void world_expect(const world_t *w, float *out, float *lse)
 void world_simulate(const world_t *w, float *out, float *lse)
 {
     int W = w->W, H = w->H, HG = W * H;
-    float *keys = malloc(sizeof(float) * (size_t)w->K * 576);
-    float *qg = malloc(sizeof(float) * (size_t)HG * 576);
-    float *po = malloc(sizeof(float) * (size_t)W * (size_t)HG * 512), *pl = malloc(sizeof(float) * (size_t)W * (size_t)HG);
+    const size_t kvd = (size_t)w->kv_dim, lat = (size_t)w->latent;
+    float *keys = malloc(sizeof(float) * (size_t)w->K * kvd);
+    float *qg = malloc(sizeof(float) * (size_t)HG * kvd);
+    float *po = malloc(sizeof(float) * (size_t)W * (size_t)HG * lat);
+    float *pl = malloc(sizeof(float) * (size_t)W * (size_t)HG);
     for (int t = 0; t < w->T; t++) {
         /* the all-gather: rank-major heads */
         for (int r = 0; r < W; r++)
-            memcpy(qg + (size_t)r * (size_t)H * 576, w->q + ((size_t)r * (size_t)w->T + (size_t)t) * (size_t)H * 576,
-                   sizeof(float) * (size_t)H * 576);
+            memcpy(qg + (size_t)r * (size_t)H * kvd, w->q + ((size_t)r * (size_t)w->T + (size_t)t) * (size_t)H * kvd,
+                   sizeof(float) * (size_t)H * kvd);
         for (int s = 0; s < W; s++) {
             int n = gather_keys(w, t, s, keys);
-            ref_sparse_mla(qg, HG, keys, n, 576, 512, w->scale, po + (size_t)s * (size_t)HG * 512,
+            ref_sparse_mla(qg, HG, keys, n, w->kv_dim, w->latent, w->scale, po + (size_t)s * (size_t)HG * lat,
                            pl + (size_t)s * (size_t)HG);
         }
         for (int r = 0; r < W; r++) {
             const float *o[8], *L[8];
             for (int s = 0; s < W; s++) {
-                o[s] = po + ((size_t)s * (size_t)HG + (size_t)r * (size_t)H) * 512;
+                o[s] = po + ((size_t)s * (size_t)HG + (size_t)r * (size_t)H) * lat;
                 L[s] = pl + (size_t)s * (size_t)HG + (size_t)r * (size_t)H;
             }
             size_t at = (size_t)r * (size_t)w->T + (size_t)t;
-            ref_merge(o, L, W, H, 512, out + at * (size_t)H * 512, lse + at * (size_t)H);
+            ref_merge(o, L, W, H, w->latent, out + at * (size_t)H * lat, lse + at * (size_t)H);
         }
     }
     free(keys);

@@ -26,7 +26,7 @@ typedef struct world_shard {
 } world_shard_t;
 
 typedef struct world {
-    int W, I, bs, fmt, H, kv_dim, latent, bpt, K, T, nreq;
+    int W, I, bs, fmt, H, kv_dim, latent, bpt, K, T, nreq; /* kv_dim = latent + rope dims */
     float scale;
     int32_t *len;           /* [nreq] request lengths */
     int32_t *req_of;        /* [T] request of each token */
@@ -36,8 +36,21 @@ typedef struct world {
     world_shard_t shard[9]; /* ranks 0..W-1, then the unsharded cache at index W */
 } world_t;
 
-/* fmt: WORLD_*; H heads per rank; K top-k entries per row. */
-void world_build(world_t *w, int W, int I, int bs, int fmt, int H, int K, int mode, unsigned seed);
+/* What a configuration fixes about a world (the GPU tests take it from dsa_config_info). */
+typedef struct world_shape {
+    int W, I;          /* DCP ranks (at most 8), interleave */
+    int bs, fmt;       /* block size; cache format WORLD_* (the values of dsa_cache_dtype_t) */
+    int latent, rope;  /* kv_lora_rank, qk_rope_dim */
+    int bpt;           /* cache bytes per token: must be world_cache_bytes(fmt, latent, rope) */
+    int H, K;          /* query heads per rank, top-k entries per row */
+} world_shape_t;
+
+/* Bytes per token of the reference's encoding of format fmt (ref.h), -1 for an unknown format. */
+int world_cache_bytes(int fmt, int latent, int rope);
+
+/* Builds the world of that shape, top-k rows drawn by mode (TOPK_*); aborts with a message when the
+ * shape is not one the reference can encode (bpt other than its format's size, W out of range). */
+void world_build(world_t *w, const world_shape_t *shape, int mode, unsigned seed);
 void world_free(world_t *w);
 
 /* The key of the entry at slot of shard s as attention sees it: dequantised, rounded to bf16. */

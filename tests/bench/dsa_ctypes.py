@@ -25,7 +25,7 @@ class Options(ctypes.Structure):
     _fields_ = [("size", ctypes.c_size_t), ("cache_dir", ctypes.c_char_p), ("max_tokens", ctypes.c_int64),
                 ("device", ctypes.c_int), ("log_level", ctypes.c_int), ("target", ctypes.c_char_p),
                 ("nccl_comm", ctypes.c_void_p), ("nccl_id", ctypes.c_void_p), ("inproc_group", ctypes.c_void_p),
-                ("dcp_rank", ctypes.c_int), ("attend_tokens", ctypes.c_int64)]
+                ("dcp_rank", ctypes.c_int), ("attend_tokens", ctypes.c_int64), ("index_tokens", ctypes.c_int64)]
 
 
 class PrologueArgs(ctypes.Structure):
@@ -44,6 +44,15 @@ class AttendArgs(ctypes.Structure):
     ] + [("num_requests", ctypes.c_int64), ("max_blocks", ctypes.c_int64), ("kv_cache", ctypes.c_void_p),
          ("num_cache_blocks", ctypes.c_int64), ("out", ctypes.c_void_p), ("lse", ctypes.c_void_p),
          ("q_lat_stride", ctypes.c_int64), ("q_pe_stride", ctypes.c_int64), ("topk_stride", ctypes.c_int64)]
+
+
+class IndexArgs(ctypes.Structure):
+    """dsa_index_args_t"""
+    _fields_ = [("size", ctypes.c_size_t), ("num_tokens", ctypes.c_int64)] + [
+        (n, ctypes.c_void_p) for n in ("q", "weights", "positions", "req_of_token", "seq_lens", "block_table")
+    ] + [("num_requests", ctypes.c_int64), ("max_blocks", ctypes.c_int64), ("idx_cache", ctypes.c_void_p),
+         ("num_cache_blocks", ctypes.c_int64), ("topk", ctypes.c_void_p), ("q_stride", ctypes.c_int64),
+         ("weights_stride", ctypes.c_int64), ("topk_stride", ctypes.c_int64)]
 
 
 class ConfigInfo(ctypes.Structure):
@@ -79,7 +88,7 @@ class Plan(ctypes.Structure):
 
 # (struct name in the C program, class, whether the class covers only the struct's first fields)
 STRUCTS = [("dsa_options_t", Options, False), ("dsa_prologue_args_t", PrologueArgs, False),
-           ("dsa_attend_args_t", AttendArgs, False), ("dsa_config_info_t", ConfigInfo, False),
+           ("dsa_attend_args_t", AttendArgs, False), ("dsa_index_args_t", IndexArgs, False), ("dsa_config_info_t", ConfigInfo, False),
            ("dsa_source_t", Source, False), ("dsa_plan_t", Plan, False)]
 
 
@@ -90,6 +99,7 @@ def load(path=None):
     lib.dsa_ctx_destroy.argtypes = [ctypes.c_void_p]
     lib.dsa_prologue.argtypes = [ctypes.c_void_p, ctypes.POINTER(PrologueArgs), ctypes.c_void_p]
     lib.dsa_attend.argtypes = [ctypes.c_void_p, ctypes.POINTER(AttendArgs), ctypes.c_void_p]
+    lib.dsa_index.argtypes = [ctypes.c_void_p, ctypes.POINTER(IndexArgs), ctypes.c_void_p]
     lib.dsa_last_error.argtypes = [ctypes.c_void_p]
     lib.dsa_last_error.restype = ctypes.c_char_p
     lib.dsa_inproc_group_create.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_void_p)]

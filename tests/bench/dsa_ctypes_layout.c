@@ -25,6 +25,7 @@ int main(void)
     FIELD(dsa_options_t, inproc_group);
     FIELD(dsa_options_t, dcp_rank);
     FIELD(dsa_options_t, attend_tokens);
+    FIELD(dsa_options_t, index_tokens);
 
     SIZE(dsa_prologue_args_t);
     FIELD(dsa_prologue_args_t, size);
@@ -67,6 +68,24 @@ int main(void)
     FIELD(dsa_attend_args_t, q_lat_stride);
     FIELD(dsa_attend_args_t, q_pe_stride);
     FIELD(dsa_attend_args_t, topk_stride);
+
+    SIZE(dsa_index_args_t);
+    FIELD(dsa_index_args_t, size);
+    FIELD(dsa_index_args_t, num_tokens);
+    FIELD(dsa_index_args_t, q);
+    FIELD(dsa_index_args_t, weights);
+    FIELD(dsa_index_args_t, positions);
+    FIELD(dsa_index_args_t, req_of_token);
+    FIELD(dsa_index_args_t, seq_lens);
+    FIELD(dsa_index_args_t, block_table);
+    FIELD(dsa_index_args_t, num_requests);
+    FIELD(dsa_index_args_t, max_blocks);
+    FIELD(dsa_index_args_t, idx_cache);
+    FIELD(dsa_index_args_t, num_cache_blocks);
+    FIELD(dsa_index_args_t, topk);
+    FIELD(dsa_index_args_t, q_stride);
+    FIELD(dsa_index_args_t, weights_stride);
+    FIELD(dsa_index_args_t, topk_stride);
 
     SIZE(dsa_config_info_t);
     FIELD(dsa_config_info_t, size);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # GPU tests and benchmarks in one call (for the H200 machines, which have CUDA, NCCL and PyTorch
 # but no Lua): builds the runtime and GPU tests from the committed out/ with `ninja gpu`, then runs
-# them. Usage: tests/gpu/run.sh [test|bench|all|stagec] (default test); the NCCL test needs 2 GPUs and
+# them. Usage: tests/gpu/run.sh [test|bench|all|stagec|stageb] (default test); the NCCL test needs 2 GPUs and
 # says SKIPPED on one. Logs go to $OUT when set.
 set -uo pipefail
 status=0
@@ -29,8 +29,18 @@ if [ "$mode" = test ] || [ "$mode" = all ]; then
   DSA_TEST_CACHE=$cache t build/tests/gpu/test_attend 2>&1 | tee "$log/test_attend.log" || status=1
   echo "== test_attend --nccl (stage C at DCP = 2 over NCCL, two processes, one GPU each)"
   DSA_TEST_CACHE=$cache t build/tests/gpu/test_attend --nccl glm5.2_tp2_dcp2_i1_nvfp4_ds_mla 2>&1 | tee "$log/test_attend_nccl.log" || status=1
+  echo "== test_index (stage B against the CPU reference; DCP = W against DCP = 1 on one GPU; arguments)"
+  DSA_TEST_CACHE=$cache t build/tests/gpu/test_index 2>&1 | tee "$log/test_index.log" || status=1
+  echo "== test_index nccl (stage B at DCP = 2 over NCCL, two processes, one GPU each)"
+  DSA_TEST_CACHE=$cache t build/tests/gpu/test_index nccl 2>&1 | tee "$log/test_index_nccl.log" || status=1
   echo "== test_dcp nccl (two processes, one GPU each)"
   DSA_TEST_CACHE=$cache t build/tests/gpu/test_dcp nccl 2>&1 | tee "$log/test_dcp_nccl.log" || status=1
+fi
+if [ "$mode" = stageb ]; then # stage B alone: the GPU test in every mode
+  cache=$(mktemp -d)
+  for m in ref dcp args nccl; do
+    DSA_TEST_CACHE=$cache t build/tests/gpu/test_index $m 2>&1 | tee -a "$log/test_index.log" || status=1
+  done
 fi
 if [ "$mode" = stagec ]; then # stage C alone, in about a minute: every format and heads-per-CTA shape, then the benchmark
   cache=$(mktemp -d)

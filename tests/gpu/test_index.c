@@ -1,0 +1,475 @@
+/* Stage B on the GPU (dsa_index) against the CPU reference (tests/ref/index.h), and DCP = W against
+ * DCP = 1 on the GPU:
+ * - `test_index ref`: at the shipped geometries (DeepSeek-V3.2: 64 heads, NeoX rope; GLM-5.2: 32
+ *   heads, interleaved; tiny: 4 heads), decode and prefill rows of several requests, requests
+ *   shorter and longer than idx_topk, exact ties, an absent request. Each row's set must equal the
+ *   reference's, except where a differing key's reference score lies within the scores' rounding of
+ *   the k-th: the GPU sums the 128-dim dot products on tensor cores and the heads in a tree, the
+ *   reference in sequence, so a score may differ by a few ulps of its magnitude
+ *   m = k_scale * sum_h |w'_h| * relu(dot_h); the tolerance is 2^-16 m (the sums have at most 256
+ *   terms; each rounding is at most 2^-24 of the running magnitude). Every such row is reported.
+ * - `test_index dcp`: DCP = 2, 4, 8 through the in-process group on one GPU against the DCP = 1
+ *   configuration of the same model on the same global keys: every rank's rows bit-identical to it,
+ *   including rows with NaN and inf in the queries and weights.
+ * - `test_index nccl`: DCP = 2 over NCCL, two processes on two GPUs, likewise.
+ * - `test_index args`: argument checks, each with its message, and nothing written. */
+#include <cuda.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../check.h"
+#include "../ref/index.h"
+#include "../ref/index_world.h"
+#include "dsa.h"
+#include "dsa_testing.h"
+#include "harness.h"
+
+/* The device copies of one cache of a world and the batch. */
+typedef struct dev_world {
+    CUdeviceptr q, w, pos, req, lens, table, pages, topk;
+    int64_t num_blocks, max_blocks;
+} dev_world_t;
+
+static void upload(const iworld_t *w, int s, dev_world_t *d)
+{
+    const ref_index_cfg *c = &w->cfg;
+    const iworld_cache_t *k = &w->cache[s];
+    d->q = dev_up(w->q, (size_t)w->T * (size_t)c->H * (size_t)c->D * 2);
+    d->w = dev_up(w->w, (size_t)w->T * (size_t)c->H * 4);
+    d->pos = dev_up(w->positions, (size_t)w->T * 8);
+    d->req = dev_up(w->req_of, (size_t)w->T * 4);
+    d->lens = dev_up(w->seq_lens, (size_t)w->nreq * 4);
+    d->table = dev_up(k->table, (size_t)w->nreq * (size_t)k->max_blocks * 4);
+    d->pages = dev_up(k->pages, (size_t)k->num_blocks * (size_t)c->bs * (size_t)(c->D + 4));
+    d->topk = dev_alloc((size_t)w->T * (size_t)c->K * 4);
+    d->num_blocks = k->num_blocks;
+    d->max_blocks = k->max_blocks;
+}
+
+static void release(dev_world_t *d)
+{
+    CUdeviceptr all[] = {d->q, d->w, d->pos, d->req, d->lens, d->table, d->pages, d->topk};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        CK(cuMemFree(all[i]));
+}
+
+static dsa_index_args_t args_of(const iworld_t *w, const dev_world_t *d)
+{
+    dsa_index_args_t a;
+    memset(&a, 0, sizeof a);
+    a.size = sizeof a;
+    a.num_tokens = w->T;
+    a.q = (const void *)d->q;
+    a.weights = (const float *)d->w;
+    a.positions = (const int64_t *)d->pos;
+    a.req_of_token = (const int32_t *)d->req;
+    a.seq_lens = (const int32_t *)d->lens;
+    a.block_table = (const int32_t *)d->table;
+    a.num_requests = w->nreq;
+    a.max_blocks = d->max_blocks;
+    a.idx_cache = (const void *)d->pages;
+    a.num_cache_blocks = d->num_blocks;
+    a.topk = (int32_t *)d->topk;
+    return a;
+}
+
+/* Runs dsa_index of config over cache s of w; out gets [T][K]. 0, or -1 (reported). */
+static int run_index(const char *config, const iworld_t *w, int s, int32_t *out, int index_tokens)
+{
+    dsa_options_t o = harness_options();
+    o.index_tokens = index_tokens;
+    dsa_ctx_t ctx;
+    if (dsa_ctx_create(config, &o, &ctx) != DSA_SUCCESS) {
+        printf("FAIL %s: dsa_ctx_create: %s\n", config, dsa_last_error(NULL));
+        return -1;
+    }
+    dev_world_t d;
+    upload(w, s, &d);
+    dsa_index_args_t a = args_of(w, &d);
+    dsa_result_t rc = dsa_index(ctx, &a, NULL);
+    if (rc != DSA_SUCCESS)
+        printf("FAIL %s: dsa_index: %s\n", config, dsa_last_error(ctx));
+    CK(cuCtxSynchronize());
+    dev_get(out, d.topk, (size_t)w->T * (size_t)w->cfg.K * 4);
+    release(&d);
+    dsa_ctx_destroy(ctx);
+    return rc == DSA_SUCCESS ? 0 : -1;
+}
+
+/* The reference score of (req, g) for row t and its magnitude (see the header). */
+static float ref_score(const iworld_t *w, int t, int64_t g, double *mag)
+{
+    const ref_index_cfg *c = &w->cfg;
+    const int H = c->H, D = c->D;
+    uint8_t *q8 = malloc((size_t)H * (size_t)D);
+    float *wq = malloc((size_t)H * 4), *qd = malloc((size_t)H * (size_t)D * 4), kd[512];
+    for (int h = 0; h < H; h++)
+        ref_index_query_prep(c, w->q + ((size_t)t * (size_t)H + (size_t)h) * (size_t)D, &w->w[(size_t)t * (size_t)H + (size_t)h],
+                             (int)w->positions[t], q8 + (size_t)h * (size_t)D, NULL, &wq[h]);
+    for (int i = 0; i < H * D; i++)
+        qd[i] = ref_e4m3_decode(q8[i]);
+    const int64_t slot = iworld_slot(w, w->W, w->req_of[t], g);
+    const uint8_t *page = w->cache[w->W].pages + (slot / c->bs) * (int64_t)c->bs * (c->D + 4);
+    const int off = (int)(slot % c->bs);
+    float ks, *k8 = kd;
+    memcpy(&ks, page + (size_t)c->bs * (size_t)D + 4 * (size_t)off, 4);
+    for (int i = 0; i < D; i++)
+        k8[i] = ref_e4m3_decode(page[(size_t)off * (size_t)D + (size_t)i]);
+    const float s = ref_index_score(H, D, qd, wq, k8, ks);
+    double m = 0;
+    for (int h = 0; h < H; h++) {
+        double dot = 0;
+        for (int i = 0; i < D; i++)
+            dot += (double)qd[h * D + i] * k8[i];
+        m += fabs(wq[h]) * (dot > 0 ? dot : 0);
+    }
+    *mag = fabs(ks) * m;
+    free(q8), free(wq), free(qd);
+    return s;
+}
+
+static int contains(const int32_t *row, int K, int32_t g)
+{
+    for (int j = 0; j < K && row[j] >= 0; j++)
+        if (row[j] == g)
+            return 1;
+    return 0;
+}
+
+/* A row's GPU set against the reference's: equal, or every difference within rounding of the k-th
+ * score (reported). Returns 1 when acceptable. */
+static int compare_row(const iworld_t *w, int t, const int32_t *gpu, const int32_t *ref)
+{
+    const int K = w->cfg.K;
+    int valid = 1, differ = 0;
+    for (int j = 0; j < K; j++) { /* ascending, distinct, inside the row, -1 only at the end */
+        if (gpu[j] < 0) {
+            for (int k = j; k < K; k++)
+                valid &= gpu[k] == -1;
+            break;
+        }
+        valid &= gpu[j] <= w->positions[t] && gpu[j] < w->seq_lens[w->req_of[t]] && (j == 0 || gpu[j] > gpu[j - 1]);
+    }
+    if (!valid) {
+        printf("FAIL row %d: the GPU row is not ascending positions of the request, -1 padded\n", t);
+        return 0;
+    }
+    if (memcmp(gpu, ref, (size_t)K * 4) == 0)
+        return 1;
+    /* the k-th score of the reference's set: its lowest */
+    double kth = INFINITY, mag_k = 0;
+    for (int j = 0; j < K && ref[j] >= 0; j++) {
+        double m;
+        const float s = ref_score(w, t, ref[j], &m);
+        if (s < kth)
+            kth = s, mag_k = m;
+    }
+    int ok = 1;
+    for (int side = 0; side < 2; side++) {
+        const int32_t *a = side ? ref : gpu, *b = side ? gpu : ref;
+        for (int j = 0; j < K && a[j] >= 0; j++) {
+            if (contains(b, K, a[j]))
+                continue;
+            double m;
+            const float s = ref_score(w, t, a[j], &m);
+            const double tol = ldexp(fmax(m, mag_k), -16);
+            differ++;
+            if (!(fabs(s - kth) <= tol)) {
+                printf("FAIL row %d: position %d (%s only) has score %.9g, the k-th is %.9g (tolerance %.3g)\n", t,
+                       a[j], side ? "reference" : "GPU", s, kth, tol);
+                ok = 0;
+            }
+        }
+    }
+    if (ok)
+        printf("note row %d: %d positions differ, each within rounding of the k-th score %.9g\n", t, differ, kth);
+    return ok;
+}
+
+/* ---- against the reference ---- */
+
+/* The indexer geometry of a configuration, read from libdsa (harness_geo, dsa_config_info). */
+static int cfg_of(const char *config, ref_index_cfg *c)
+{
+    geo_t g;
+    if (harness_geo(config, &g) != 0)
+        return -1;
+    memset(c, 0, sizeof *c);
+    c->H = g.info.idx_heads;
+    c->D = g.info.idx_head_dim;
+    c->K = g.info.idx_topk;
+    c->bs = g.info.block_size;
+    c->rope = g.rope;
+    c->rope_interleaved = g.idx_interleaved;
+    c->rope_first = g.idx_rope_first;
+    c->hadamard = g.hadamard;
+    return 0;
+}
+
+/* Requests longer and shorter than K, of one key, and a long one with prefill rows (causal),
+ * a row past its request's end; with W ranks of interleave I. */
+static int world_for(const char *config, iworld_t *w, int W, int I, int key_pool, int nonfinite, unsigned seed)
+{
+    ref_index_cfg c;
+    if (cfg_of(config, &c) != 0)
+        return -1;
+    const int K = c.K;
+    const int32_t lens[] = {K + K / 2 + 37, K / 3 + 5, 1, 2 * K + 11, K};
+    int32_t row_req[16];
+    int64_t row_pos[16];
+    int T = 0;
+    for (int r = 0; r < 5; r++) { /* a decode row per request */
+        row_req[T] = r;
+        row_pos[T++] = lens[r] - 1;
+    }
+    for (int j = 0; j < 6; j++) { /* prefill rows of request 3 */
+        row_req[T] = 3;
+        row_pos[T++] = (int64_t)lens[3] * (j + 1) / 7;
+    }
+    row_req[T] = 4; /* past the end of its request: sees all of it */
+    row_pos[T++] = lens[4] + 100;
+    iworld_opts_t o = {.W = W, .I = I, .nreq = 5, .lens = lens, .T = T, .row_req = row_req, .row_pos = row_pos,
+                       .key_pool = key_pool, .absent_req = -1, .nan_keys = 0, .nonfinite = nonfinite, .seed = seed};
+    iworld_build(w, &c, &o);
+    return 0;
+}
+
+static void test_ref(const char *config, int key_pool)
+{
+    iworld_t w;
+    if (world_for(config, &w, 1, 1, key_pool, 0, harness_rng++) != 0) {
+        CHECK(0);
+        return;
+    }
+    const int K = w.cfg.K;
+    int32_t *gpu = malloc((size_t)w.T * (size_t)K * 4), *ref = malloc((size_t)w.T * (size_t)K * 4);
+    ref_index_batch b = iworld_batch(&w);
+    ref_index_cache cache = iworld_cache(&w, w.W);
+    ref_index_dcp1(&w.cfg, &b, &cache, ref);
+    /* index_tokens 5: the call runs in chunks */
+    CHECK(run_index(config, &w, w.W, gpu, 5) == 0);
+    int bad = 0;
+    for (int t = 0; t < w.T; t++)
+        bad += !compare_row(&w, t, gpu + (size_t)t * (size_t)K, ref + (size_t)t * (size_t)K);
+    CHECK(bad == 0);
+    printf("%s %s%s: %d rows against the reference, %d bad\n", bad ? "FAIL" : "ok  ", config,
+           key_pool ? " (exact ties)" : "", w.T, bad);
+    free(gpu), free(ref);
+    iworld_free(&w);
+}
+
+/* ---- DCP = W on one GPU (in-process group) against DCP = 1 on the GPU ---- */
+
+typedef struct rank_io {
+    const char *config;
+    const iworld_t *w;
+    int rank;
+    dsa_inproc_group_t group;
+    CUcontext cu;
+    CUstream stream;
+    int32_t *out;
+    int failed;
+} rank_io_t;
+
+static void *index_rank(void *arg)
+{
+    rank_io_t *io = arg;
+    CK(cuCtxSetCurrent(io->cu));
+    dsa_options_t o = harness_options();
+    o.inproc_group = io->group;
+    o.dcp_rank = io->rank;
+    o.index_tokens = 4;
+    dsa_ctx_t ctx;
+    if (dsa_ctx_create(io->config, &o, &ctx) != DSA_SUCCESS) {
+        printf("FAIL %s rank %d: dsa_ctx_create: %s\n", io->config, io->rank, dsa_last_error(NULL));
+        io->failed = 1;
+        return NULL;
+    }
+    dev_world_t d;
+    upload(io->w, io->rank, &d);
+    dsa_index_args_t a = args_of(io->w, &d);
+    if (dsa_index(ctx, &a, io->stream) != DSA_SUCCESS) {
+        printf("FAIL %s rank %d: dsa_index: %s\n", io->config, io->rank, dsa_last_error(ctx));
+        io->failed = 1;
+    }
+    CK(cuStreamSynchronize(io->stream));
+    dev_get(io->out, d.topk, (size_t)io->w->T * (size_t)io->w->cfg.K * 4);
+    release(&d);
+    dsa_ctx_destroy(ctx);
+    return NULL;
+}
+
+/* config (dcp W, interleave I) on W threads against single (dcp 1, the same model) on the GPU. */
+static void test_dcp(const char *config, const char *single, int W, int I, int key_pool, int nonfinite)
+{
+    iworld_t w;
+    if (world_for(config, &w, W, I, key_pool, nonfinite, harness_rng++) != 0) {
+        CHECK(0);
+        return;
+    }
+    const size_t n = (size_t)w.T * (size_t)w.cfg.K;
+    int32_t *one = malloc(n * 4), *outs = malloc(n * 4 * (size_t)W);
+    CHECK(run_index(single, &w, W, one, 64) == 0); /* cache W: the unsharded one */
+    dsa_inproc_group_t g;
+    CHECK(dsa_inproc_group_create(W, &g) == DSA_SUCCESS);
+    CUcontext cu;
+    CK(cuCtxGetCurrent(&cu));
+    CUstream s;
+    CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    rank_io_t io[8];
+    pthread_t th[8];
+    for (int r = 0; r < W; r++) {
+        io[r] = (rank_io_t){config, &w, r, g, cu, s, outs + (size_t)r * n, 0};
+        pthread_create(&th[r], NULL, index_rank, &io[r]);
+    }
+    int failed = 0, same = 1;
+    for (int r = 0; r < W; r++) {
+        pthread_join(th[r], NULL);
+        failed |= io[r].failed;
+        same &= memcmp(outs + (size_t)r * n, one, n * 4) == 0;
+    }
+    CHECK(!failed && same);
+    printf("%s %s (W = %d, I = %d%s%s) against %s: every rank's rows %s\n", !failed && same ? "ok  " : "FAIL", config,
+           W, I, key_pool ? ", exact ties" : "", nonfinite ? ", NaN and inf in q and w" : "", single,
+           same ? "bit-identical" : "DIFFER");
+    CK(cuStreamDestroy(s));
+    dsa_inproc_group_destroy(g);
+    free(one), free(outs);
+    iworld_free(&w);
+}
+
+/* ---- DCP = 2 over NCCL, one process per GPU ---- */
+
+static const char *const nccl_config = "glm5.2_tp2_dcp2_i1_nvfp4_ds_mla", *const nccl_single = "glm5.2_tp1_dcp1_i1_bf16";
+
+static int nccl_rank(int rank, int W, void *arg)
+{
+    const ncclUniqueId *id = arg;
+    iworld_t w;
+    if (world_for(nccl_config, &w, W, 1, 4, 1, 20261130u) != 0)
+        return 1;
+    const size_t n = (size_t)w.T * (size_t)w.cfg.K;
+    int32_t *one = malloc(n * 4), *mine = malloc(n * 4);
+    int bad = run_index(nccl_single, &w, W, one, 64) != 0;
+    dsa_options_t o = harness_options();
+    o.nccl_id = id;
+    o.dcp_rank = rank;
+    dsa_ctx_t ctx;
+    if (dsa_ctx_create(nccl_config, &o, &ctx) != DSA_SUCCESS) {
+        printf("FAIL rank %d: dsa_ctx_create: %s\n", rank, dsa_last_error(NULL));
+        return 1;
+    }
+    dev_world_t d;
+    upload(&w, rank, &d);
+    dsa_index_args_t a = args_of(&w, &d);
+    bad |= dsa_index(ctx, &a, NULL) != DSA_SUCCESS;
+    CK(cuCtxSynchronize());
+    dev_get(mine, d.topk, n * 4);
+    bad |= memcmp(mine, one, n * 4) != 0;
+    printf("%s rank %d: %s over NCCL against %s on the GPU: rows %s\n", bad ? "FAIL" : "ok  ", rank, nccl_config,
+           nccl_single, bad ? "DIFFER" : "bit-identical");
+    release(&d);
+    dsa_ctx_destroy(ctx);
+    free(one), free(mine);
+    iworld_free(&w);
+    return bad;
+}
+
+static void test_nccl(void)
+{
+    if (!harness_have_gpus("test_index nccl", 2))
+        return;
+    ncclUniqueId id;
+    CHECK(harness_nccl_ids(&id, 1) == 0);
+    CHECK(harness_run_ranks(2, nccl_rank, &id) == 0);
+}
+
+/* ---- argument checks ---- */
+
+static void test_args(void)
+{
+    iworld_t w;
+    if (world_for("tiny_tp4_dcp1_i1_bf16", &w, 1, 1, 0, 0, 7u) != 0) {
+        CHECK(0);
+        return;
+    }
+    dsa_ctx_t ctx;
+    dsa_options_t o = harness_options();
+    CHECK(dsa_ctx_create("tiny_tp4_dcp1_i1_bf16", &o, &ctx) == DSA_SUCCESS);
+    dev_world_t d;
+    upload(&w, w.W, &d);
+    const size_t n = (size_t)w.T * (size_t)w.cfg.K * 4;
+    int32_t *sentinel = malloc(n), *after = malloc(n);
+    memset(sentinel, 0x5a, n);
+    dev_put(d.topk, sentinel, n);
+    const dsa_index_args_t good = args_of(&w, &d);
+    struct {
+        dsa_index_args_t a;
+        const char *want;
+    } c[12];
+    int nc = 0;
+    c[nc].a = good, c[nc].a.num_tokens = -1, c[nc++].want = "dsa_index: args->num_tokens is -1, must be >= 0";
+    c[nc].a = good, c[nc].a.q = NULL, c[nc++].want = "dsa_index: args->q is NULL";
+    c[nc].a = good, c[nc].a.q = (const char *)good.q + 2, c[nc++].want = "dsa_index: args->q is not 16-byte aligned";
+    c[nc].a = good, c[nc].a.topk = NULL, c[nc++].want = "dsa_index: args->topk is NULL";
+    c[nc].a = good, c[nc].a.idx_cache = (const char *)good.idx_cache + 4,
+    c[nc++].want = "dsa_index: args->idx_cache is not 16-byte aligned";
+    c[nc].a = good, c[nc].a.num_requests = 0, c[nc++].want = "dsa_index: args->num_requests is 0, must be 1..2^31-1";
+    c[nc].a = good, c[nc].a.max_blocks = 0, c[nc++].want = "dsa_index: args->max_blocks is 0, must be 1..";
+    c[nc].a = good, c[nc].a.num_cache_blocks = 0, c[nc++].want = "dsa_index: args->num_cache_blocks is 0, must be 1..";
+    c[nc].a = good, c[nc].a.topk_stride = 3, c[nc++].want = "dsa_index: args->topk_stride is 3, at least idx_topk (64)";
+    c[nc].a = good, c[nc].a.q_stride = 12, c[nc++].want = "dsa_index: args->q_stride is 12, at least idx_heads x idx_head_dim (512)";
+    c[nc].a = good, c[nc].a.size = 8, c[nc++].want = "dsa_index: args->size is 8, expected";
+    int bad = 0;
+    for (int i = 0; i < nc; i++) {
+        const dsa_result_t r = dsa_index(ctx, &c[i].a, NULL);
+        if (r != DSA_ERROR_INVALID_ARGUMENT || strncmp(dsa_last_error(ctx), c[i].want, strlen(c[i].want)) != 0) {
+            printf("FAIL args case %d: %d '%s', want '%s'\n", i, (int)r, dsa_last_error(ctx), c[i].want);
+            bad++;
+        }
+    }
+    CHECK(dsa_index(NULL, &good, NULL) == DSA_ERROR_INVALID_ARGUMENT);
+    CHECK(!strcmp(dsa_last_error(NULL), "dsa_index: ctx is NULL"));
+    CK(cuCtxSynchronize());
+    dev_get(after, d.topk, n);
+    CHECK(memcmp(after, sentinel, n) == 0); /* nothing written */
+    CHECK(bad == 0);
+    printf("%s dsa_index bad arguments: %d cases\n", bad ? "FAIL" : "ok  ", nc);
+    release(&d);
+    dsa_ctx_destroy(ctx);
+    free(sentinel), free(after);
+    iworld_free(&w);
+}
+
+int main(int argc, char **argv)
+{
+    const char *what = argc > 1 ? argv[1] : "all";
+    if (!strcmp(what, "nccl")) { /* before any CUDA call: the ranks fork */
+        test_nccl();
+        CHECK_DONE();
+    }
+    harness_start("test_index");
+    harness_rng = (unsigned)time(NULL);
+    printf("test_index: seed %u\n", harness_rng);
+    if (!strcmp(what, "all") || !strcmp(what, "ref")) {
+        test_ref("tiny_tp4_dcp1_i1_bf16", 0);
+        test_ref("tiny_tp4_dcp1_i1_bf16", 3);
+        test_ref("glm5.2_tp4_dcp1_i1_fp8_ds_mla", 0);
+        test_ref("deepseek_v32_tp8_dcp1_i1_fp8_ds_mla", 0);
+        test_ref("deepseek_v32_tp8_dcp1_i1_fp8_ds_mla", 5);
+    }
+    if (!strcmp(what, "all") || !strcmp(what, "dcp")) {
+        test_dcp("tiny_tp4_dcp2_i1_bf16", "tiny_tp4_dcp1_i1_bf16", 2, 1, 3, 0);
+        test_dcp("tiny_tp4_dcp4_i1_fp8_ds_mla", "tiny_tp4_dcp1_i1_bf16", 4, 1, 0, 1);
+        test_dcp("tiny_tp4_dcp4_i2_fp8_ds_mla", "tiny_tp4_dcp1_i1_bf16", 4, 2, 3, 0);
+        test_dcp("glm5.2_tp4_dcp4_i4_fp8_ds_mla", "glm5.2_tp4_dcp1_i1_fp8_ds_mla", 4, 4, 4, 0);
+        test_dcp("deepseek_v32_tp8_dcp8_i1_fp8_ds_mla", "deepseek_v32_tp8_dcp1_i1_fp8_ds_mla", 8, 1, 0, 1);
+    }
+    if (!strcmp(what, "all") || !strcmp(what, "args"))
+        test_args();
+    CHECK_DONE();
+}

@@ -77,11 +77,13 @@ static dsa_index_args_t args_of(const iworld_t *w, const dev_world_t *d)
     return a;
 }
 
-/* Runs dsa_index of config over cache s of w; out gets [T][K]. 0, or -1 (reported). */
-static int run_index(const char *config, const iworld_t *w, int s, int32_t *out, int index_tokens)
+/* Runs dsa_index of config on GPU `device` (the current context's) over cache s of w; out gets
+ * [T][K]. 0, or -1 (reported). */
+static int run_index(const char *config, const iworld_t *w, int s, int32_t *out, int index_tokens, int device)
 {
     dsa_options_t o = harness_options();
     o.index_tokens = index_tokens;
+    o.device = device;
     dsa_ctx_t ctx;
     if (dsa_ctx_create(config, &o, &ctx) != DSA_SUCCESS) {
         printf("FAIL %s: dsa_ctx_create: %s\n", config, dsa_last_error(NULL));
@@ -251,7 +253,7 @@ static void test_ref(const char *config, int key_pool)
     ref_index_cache cache = iworld_cache(&w, w.W);
     ref_index_dcp1(&w.cfg, &b, &cache, ref);
     /* index_tokens 5: the call runs in chunks */
-    CHECK(run_index(config, &w, w.W, gpu, 5) == 0);
+    CHECK(run_index(config, &w, w.W, gpu, 5, 0) == 0);
     int bad = 0;
     for (int t = 0; t < w.T; t++)
         bad += !compare_row(&w, t, gpu + (size_t)t * (size_t)K, ref + (size_t)t * (size_t)K);
@@ -313,7 +315,7 @@ static void test_dcp(const char *config, const char *single, int W, int I, int k
     }
     const size_t n = (size_t)w.T * (size_t)w.cfg.K;
     int32_t *one = malloc(n * 4), *outs = malloc(n * 4 * (size_t)W);
-    CHECK(run_index(single, &w, W, one, 64) == 0); /* cache W: the unsharded one */
+    CHECK(run_index(single, &w, W, one, 64, 0) == 0); /* cache W: the unsharded one */
     dsa_inproc_group_t g;
     CHECK(dsa_inproc_group_create(W, &g) == DSA_SUCCESS);
     CUcontext cu;
@@ -354,8 +356,9 @@ static int nccl_rank(int rank, int W, void *arg)
         return 1;
     const size_t n = (size_t)w.T * (size_t)w.cfg.K;
     int32_t *one = malloc(n * 4), *mine = malloc(n * 4);
-    int bad = run_index(nccl_single, &w, W, one, 64) != 0;
+    int bad = run_index(nccl_single, &w, W, one, 64, rank) != 0;
     dsa_options_t o = harness_options();
+    o.device = rank;
     o.nccl_id = id;
     o.dcp_rank = rank;
     dsa_ctx_t ctx;

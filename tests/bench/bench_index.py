@@ -1,0 +1,132 @@
+"""Benchmark of stage B (the indexer) on an H200: libdsa's dsa_index (through ctypes) at decode, DCP = 1,
+for both models' indexer head counts (DeepSeek-V3.2: 64 heads; GLM-5.2: 32), batch B in {1, 64, 128}
+rows, context L in {8K, 32K, 128K} keys per row, beside in the same run:
+- the floor: the indexer key bytes the rows read (132 per key) over the measured copy bandwidth;
+- a PyTorch peer: dequantise the keys to bf16, einsum with the (already prepared) query, ReLU, the
+  head weights, key scales, torch.topk (the peer skips the query preparation, which favours it).
+Timed with CUDA events: median of 10 of the mean of 5 back-to-back calls after 2 warm-ups, and the
+same with L2 flushed (a 256 MiB write) before each call. Each row's keys are its own request's.
+The configuration's shapes come from libdsa (dsa_config_info, through tests/bench/dsa_ctypes.py).
+
+Usage: python3 tests/bench/bench_index.py [--quick]   (from the repository root, after `ninja gpu`)
+"""
+import ctypes
+import os
+import statistics
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import dsa_ctypes  # noqa: E402
+from bench_prologue import copy_bandwidth, lib  # noqa: E402
+from dsa_ctypes import IndexArgs, Options  # noqa: E402
+
+CONFIGS = ["deepseek_v32_tp8_dcp1_i1_fp8_ds_mla", "glm5.2_tp4_dcp1_i1_fp8_ds_mla"]
+FLUSH = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+
+
+def time_us(fn, flush, reps=10, warmup=2, inner=5):
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        if flush:  # one call at a time, each after an L2 flush, timed alone
+            t = 0.0
+            for _ in range(inner):
+                FLUSH.fill_(1)
+                a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                a.record()
+                fn()
+                b.record()
+                b.synchronize()
+                t += a.elapsed_time(b)
+            times.append(t / inner * 1e3)
+        else:
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            for _ in range(inner):
+                fn()
+            b.record()
+            b.synchronize()
+            times.append(a.elapsed_time(b) / inner * 1e3)
+    return statistics.median(times)
+
+
+def run(name, B, L, copy_bw, peer):
+    info = dsa_ctypes.config_info(lib, name)
+    H, D, K, BS = info.idx_heads, info.idx_head_dim, info.idx_topk, info.block_size
+    page = info.idx_page_bytes
+    opts = Options(ctypes.sizeof(Options), None, 16384, 0, 1, None, None, None, None, 0, 256, max(B, 1))
+    ctx = ctypes.c_void_p()
+    if lib.dsa_ctx_create(name.encode(), ctypes.byref(opts), ctypes.byref(ctx)) != 0:
+        sys.exit(f"dsa_ctx_create: {lib.dsa_last_error(None).decode()}")
+    nb = L // BS
+    nblocks = B * nb
+    # pages: e4m3 values of random keys, power-of-two scales (what the prologue writes)
+    vals = (torch.randn(nblocks, BS * D, device="cuda") * 16).to(torch.float8_e4m3fn).view(torch.uint8)
+    scales = torch.full((nblocks, BS), 2.0 ** -6, device="cuda").view(torch.uint8).view(nblocks, 4 * BS)
+    cache = torch.cat([vals, scales], 1).contiguous()
+    assert cache.shape[1] == page
+    del vals, scales
+    table = torch.randperm(nblocks, device="cuda", dtype=torch.int64).to(torch.int32).view(B, nb)
+    q = torch.randn(B, H, D, device="cuda").bfloat16()
+    w = torch.randn(B, H, device="cuda")
+    pos = torch.full((B,), L - 1, device="cuda", dtype=torch.int64)
+    req = torch.arange(B, device="cuda", dtype=torch.int32)
+    lens = torch.full((B,), L, device="cuda", dtype=torch.int32)
+    topk = torch.empty(B, K, device="cuda", dtype=torch.int32)
+    a = IndexArgs()
+    a.size = ctypes.sizeof(IndexArgs)
+    a.num_tokens = B
+    for f, t in (("q", q), ("weights", w), ("positions", pos), ("req_of_token", req), ("seq_lens", lens),
+                 ("block_table", table), ("idx_cache", cache), ("topk", topk)):
+        setattr(a, f, t.data_ptr())
+    a.num_requests, a.max_blocks, a.num_cache_blocks = B, nb, nblocks
+
+    def dsa():
+        if lib.dsa_index(ctx, ctypes.byref(a), ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)) != 0:
+            sys.exit(f"dsa_index: {lib.dsa_last_error(ctx).decode()}")
+
+    us = time_us(dsa, False)
+    us_f = time_us(dsa, True)
+    floor_us = B * L * (D + 4) / copy_bw * 1e6
+    us_p = float("nan")
+    if peer:
+        rows = table.long()[:, :, None] * BS + torch.arange(BS, device="cuda")  # [B, nb, BS] slots
+        rows = rows.view(B, L)
+        qf = q  # the peer takes the prepared query as given
+
+        def eager():
+            v = cache[:, :BS * D].reshape(-1, D)[rows].view(torch.float8_e4m3fn).bfloat16()  # [B, L, D]
+            sc = cache[:, BS * D:].contiguous().view(torch.float32).reshape(-1)[rows]         # [B, L]
+            s = torch.einsum("bhd,bld->bhl", qf, v).float().relu_()
+            s = torch.einsum("bhl,bh->bl", s, w) * sc
+            return torch.topk(s, min(K, L), dim=-1).indices
+
+        us_p = time_us(eager, False, reps=3, warmup=1, inner=1)
+    lib.dsa_ctx_destroy(ctx)
+    return us, us_f, floor_us, us_p
+
+
+def main():
+    quick = "--quick" in sys.argv
+    bw = copy_bandwidth()
+    print(f"device {torch.cuda.get_device_name()}; copy bandwidth {bw / 1e12:.2f} TB/s (2 GiB copy)")
+    print("| configuration | indexer heads | rows | context | libdsa us | L2 flushed us | floor us | x floor | "
+          "PyTorch peer us | speed-up |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for name in CONFIGS:
+        H = dsa_ctypes.config_info(lib, name).idx_heads
+        for B in ((1, 64) if quick else (1, 64, 128)):
+            for L in ((8192, 32768) if quick else (8192, 32768, 131072)):
+                peer = B * L <= 64 * 131072  # the peer materialises [B, H, L] fp32 scores
+                us, us_f, fl, us_p = run(name, B, L, bw, peer)
+                print(f"| {name} | {H} | {B} | {L} | {us:.1f} | {us_f:.1f} | {fl:.1f} | {us_f / fl:.2f} | "
+                      f"{us_p:.0f} | {us_p / us:.1f}x |", flush=True)
+                torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    main()

@@ -99,10 +99,19 @@ __device__ uint32_t radix_kth(const uint32_t *keys, int64_t n, int K, uint32_t *
         for (int i = threadIdx.x; i < 256; i += Threads)
             hist[i] = 0;
         __syncthreads();
-        for (int64_t i = threadIdx.x; i < n; i += Threads) {
-            const uint32_t u = keys[i * Stride];
-            if (u != 0 && (u & mask) == prefix)
-                atomicAdd(&hist[(u >> shift) & 255u], 1u);
+        // keys close in value share their high bytes: lanes of a warp that hit the same bin add
+        // once, by their count (one shared-memory atomic per distinct bin, not per key)
+        for (int64_t base = 0; base < n; base += Threads) {
+            const int64_t i = base + threadIdx.x;
+            const uint32_t u = i < n ? keys[i * Stride] : 0u;
+            const bool want = u != 0 && (u & mask) == prefix;
+            const uint32_t bin = (u >> shift) & 255u;
+            const unsigned act = __ballot_sync(0xffffffffu, want);
+            if (want) {
+                const unsigned peers = __match_any_sync(act, bin);
+                if ((int)(threadIdx.x % 32) == __ffs(peers) - 1)
+                    atomicAdd(&hist[bin], (uint32_t)__popc(peers));
+            }
         }
         __syncthreads();
         if (threadIdx.x < 32) {
@@ -260,53 +269,62 @@ template <class C> __device__ __forceinline__ void index_score(const dsa_index_s
         }
     }
     uint32_t *keys = p.keys + (int64_t)t * p.key_stride;
-    const int64_t step = (int64_t)gridDim.y * WARPS * 8;
-    for (int64_t l0 = ((int64_t)blockIdx.y * WARPS + warp) * 8; l0 < n; l0 += step) {
-        // this thread loads key l0 + g (the B column it feeds); its slot, or none
-        const int64_t l = l0 + g;
-        const uint8_t *page = nullptr;
-        int off = 0;
-        if (l < n && l / BS < p.max_blocks) {
-            const int32_t blk = blocks[l / BS];
-            if (blk >= 0 && (int64_t)blk * BS + l % BS < p.num_slots) {
-                page = p.idx_cache + (int64_t)blk * (BS * (D + 4));
-                off = (int)(l % BS);
+    // G groups of 8 keys per warp step: every group's loads are issued before the first mma, so a
+    // warp keeps G KiB of key rows in flight (the kernel is bound by how many bytes are in flight)
+    constexpr int G = MT >= 4 ? 2 : 4; // 64 heads keep 64 registers of query fragments: two groups fit
+    const int64_t step = (int64_t)gridDim.y * WARPS * 8 * G;
+    for (int64_t l0 = ((int64_t)blockIdx.y * WARPS + warp) * 8 * G; l0 < n; l0 += step) {
+        uint32_t b[G][2 * KS];
+        float kscale[G];
+        int have[G];
+#pragma unroll
+        for (int gi = 0; gi < G; gi++) {
+            // this thread loads key l0 + 8 gi + g (the B column it feeds); its slot, or none
+            const int64_t l = l0 + 8 * gi + g;
+            const uint8_t *page = nullptr;
+            int off = 0;
+            if (l < n && l / BS < p.max_blocks) {
+                const int32_t blk = blocks[l / BS];
+                if (blk >= 0 && (int64_t)blk * BS + l % BS < p.num_slots) {
+                    page = p.idx_cache + (int64_t)blk * (BS * (D + 4));
+                    off = (int)(l % BS);
+                }
             }
-        }
-        uint32_t b[2 * KS];
-        float kscale = 0.0f;
 #pragma unroll
-        for (int c = 0; c < LOADS; c++) {
-            const uint4 v = page ? load16(page + off * D + tig * (D / 4) + 16 * c) : make_uint4(0u, 0u, 0u, 0u);
-            b[4 * c] = v.x, b[4 * c + 1] = v.y, b[4 * c + 2] = v.z, b[4 * c + 3] = v.w;
+            for (int c = 0; c < LOADS; c++) {
+                const uint4 v = page ? load16(page + off * D + tig * (D / 4) + 16 * c) : make_uint4(0u, 0u, 0u, 0u);
+                b[gi][4 * c] = v.x, b[gi][4 * c + 1] = v.y, b[gi][4 * c + 2] = v.z, b[gi][4 * c + 3] = v.w;
+            }
+            kscale[gi] = page ? *reinterpret_cast<const float *>(page + BS * D + 4 * off) : 0.0f;
+            have[gi] = page != nullptr;
         }
-        if (page)
-            kscale = *reinterpret_cast<const float *>(page + BS * D + 4 * off);
-        float s0 = 0.0f, s1 = 0.0f; // keys l0 + 2 tig, l0 + 2 tig + 1, summed over this thread's heads
 #pragma unroll
-        for (int mt = 0; mt < MT; mt++) {
-            float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        for (int gi = 0; gi < G; gi++) {
+            float s0 = 0.0f, s1 = 0.0f; // keys 2 tig, 2 tig + 1 of the group, over this thread's heads
 #pragma unroll
-            for (int ks = 0; ks < KS; ks++)
-                mma_e4m3_16832(d, a[mt][ks], b[2 * ks], b[2 * ks + 1]);
-            s0 = __fadd_rn(s0, __fadd_rn(__fmul_rn(wh[mt][0], relu_nan(d[0])), __fmul_rn(wh[mt][1], relu_nan(d[2]))));
-            s1 = __fadd_rn(s1, __fadd_rn(__fmul_rn(wh[mt][0], relu_nan(d[1])), __fmul_rn(wh[mt][1], relu_nan(d[3]))));
-        }
-        // sum over the 8 head groups (lanes with the same tig), in a fixed order
+            for (int mt = 0; mt < MT; mt++) {
+                float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
-        for (int o = 4; o < 32; o *= 2) {
-            s0 = __fadd_rn(s0, __shfl_xor_sync(0xffffffffu, s0, o));
-            s1 = __fadd_rn(s1, __shfl_xor_sync(0xffffffffu, s1, o));
-        }
-        // key scales and presence travel from the thread that loaded key j (lane 4 j)
-        const float sc0 = __shfl_sync(0xffffffffu, kscale, 4 * (2 * tig)), sc1 = __shfl_sync(0xffffffffu, kscale, 4 * (2 * tig + 1));
-        const int have0 = __shfl_sync(0xffffffffu, page != nullptr, 4 * (2 * tig));
-        const int have1 = __shfl_sync(0xffffffffu, page != nullptr, 4 * (2 * tig + 1));
-        if (g == 0) {
-            const int64_t j0 = l0 + 2 * tig;
-            if (j0 < n)
+                for (int ks = 0; ks < KS; ks++)
+                    mma_e4m3_16832(d, a[mt][ks], b[gi][2 * ks], b[gi][2 * ks + 1]);
+                s0 = __fadd_rn(s0, __fadd_rn(__fmul_rn(wh[mt][0], relu_nan(d[0])), __fmul_rn(wh[mt][1], relu_nan(d[2]))));
+                s1 = __fadd_rn(s1, __fadd_rn(__fmul_rn(wh[mt][0], relu_nan(d[1])), __fmul_rn(wh[mt][1], relu_nan(d[3]))));
+            }
+            // sum over the 8 head groups (lanes with the same tig), in a fixed order
+#pragma unroll
+            for (int o = 4; o < 32; o *= 2) {
+                s0 = __fadd_rn(s0, __shfl_xor_sync(0xffffffffu, s0, o));
+                s1 = __fadd_rn(s1, __shfl_xor_sync(0xffffffffu, s1, o));
+            }
+            // key scales and presence travel from the thread that loaded key j (lane 4 j)
+            const float sc0 = __shfl_sync(0xffffffffu, kscale[gi], 8 * tig);
+            const float sc1 = __shfl_sync(0xffffffffu, kscale[gi], 8 * tig + 4);
+            const int have0 = __shfl_sync(0xffffffffu, have[gi], 8 * tig);
+            const int have1 = __shfl_sync(0xffffffffu, have[gi], 8 * tig + 4);
+            const int64_t j0 = l0 + 8 * gi + 2 * tig;
+            if (g == 0 && j0 < n)
                 keys[j0] = have0 ? score_key(__fmul_rn(sc0, s0)) : 0u;
-            if (j0 + 1 < n)
+            if (g == 0 && j0 + 1 < n)
                 keys[j0 + 1] = have1 ? score_key(__fmul_rn(sc1, s1)) : 0u;
         }
     }

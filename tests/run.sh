@@ -239,21 +239,19 @@ if [ -f .cuda/include/cuda.h ] && [ -f .cuda/include/nvrtc.h ]; then
     else
       bad "dsa-jit: $out"
     fi
-    # a spec written outside the repository, of a configuration no shipped spec has (GLM-5.2 at
-    # TP 8 x DCP 2): rendered by build/dsagen, then compiled from its folder against the kernel
-    # library embedded in libdsa, as dsa_ctx_create_dir does at run time; nothing rebuilt
-    mkdir -p "$tmp/outside"
-    sed -e '/^  configs = {/,/^  },/c\  configs = { { tp = 8, dcp = 2, interleave = 1, cache_dtype = "fp8_ds_mla", targets = { "sm_90a" } } },' \
-      specs/glm5.2.lua > "$tmp/outside/glm5.2_tp8.lua"
-    if build/dsagen "$tmp/outside/glm5.2_tp8.lua" -o "$tmp/outside/out" >/dev/null &&
-       [ -f "$tmp/outside/out/glm5.2_tp8_dcp2_i1_fp8_ds_mla/plan.txt" ] &&
-       ! build/dsa-jit glm5.2_tp8_dcp2_i1_fp8_ds_mla >/dev/null 2>&1 &&
-       out=$(build/dsa-jit --dir "$tmp/outside/out/glm5.2_tp8_dcp2_i1_fp8_ds_mla" 2>&1) &&
-       [ "$(printf '%s\n' "$out" | grep -c '^glm5.2_tp8_dcp2_i1_fp8_ds_mla .* nvrtc$')" -eq \
-         "$(grep -c '^module ' "$tmp/outside/out/glm5.2_tp8_dcp2_i1_fp8_ds_mla/plan.txt")" ]; then
+    # a configuration no shipped spec has (GLM-5.2 at TP 8 x DCP 2, tests/gen/outside/), rendered by
+    # build/dsagen outside specs/ and not linked into libdsa: its committed folder tests/gpu/outside/
+    # (which the GPU suite loads at run time) is fresh, and it compiles from its folder against the
+    # kernel library embedded in libdsa, as dsa_ctx_create_dir does; nothing rebuilt
+    outside=glm5.2_tp8_dcp2_i1_fp8_ds_mla
+    if build/dsagen tests/gen/outside/glm5.2_tp8.lua -o "$tmp/outside" >/dev/null &&
+       diff -r tests/gpu/outside "$tmp/outside" >/dev/null &&
+       ! build/dsa-jit $outside >/dev/null 2>&1 &&
+       out=$(build/dsa-jit --dir "$tmp/outside/$outside" 2>&1) &&
+       [ "$(printf '%s\n' "$out" | grep -c "^$outside .* nvrtc$")" -eq "$(grep -c '^module ' "$tmp/outside/$outside/plan.txt")" ]; then
       ok
     else
-      bad "a configuration generated outside the repository does not compile from its folder: $out"
+      bad "tests/gpu/outside is stale (build/dsagen tests/gen/outside/glm5.2_tp8.lua -o tests/gpu/outside), or $outside does not compile from its folder: $out"
     fi
   else
     bad "ninja runtime"

@@ -55,44 +55,12 @@ __device__ __forceinline__ void mma_e4m3_16832(float (&d)[4], const uint32_t (&a
 
 // ---- block-wide helpers of the selection ----
 
-// Exclusive prefix sum over the block (Threads threads) of v; *total gets the sum. scratch: 33 ints.
-template <int Threads> __device__ __forceinline__ uint32_t block_exclusive_scan(uint32_t v, uint32_t *scratch,
-                                                                                  uint32_t *total)
-{
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    uint32_t x = v;
-#pragma unroll
-    for (int o = 1; o < 32; o *= 2) {
-        const uint32_t y = __shfl_up_sync(0xffffffffu, x, o);
-        if (lane >= o)
-            x += y;
-    }
-    if (lane == 31)
-        scratch[warp] = x;
-    __syncthreads();
-    if (warp == 0) {
-        uint32_t w = lane < Threads / 32 ? scratch[lane] : 0u;
-#pragma unroll
-        for (int o = 1; o < 32; o *= 2) {
-            const uint32_t y = __shfl_up_sync(0xffffffffu, w, o);
-            if (lane >= o)
-                w += y;
-        }
-        if (lane < Threads / 32)
-            scratch[lane] = w; // inclusive over warps
-    }
-    __syncthreads();
-    const uint32_t before = (warp ? scratch[warp - 1] : 0u) + x - v;
-    *total = scratch[Threads / 32 - 1];
-    __syncthreads();
-    return before;
-}
-
-// The K-th largest key among keys[0], keys[Stride], ... (n of them; K <= number of keys > 0), by
-// four 8-bit radix passes; *above gets how many keys are larger than it. Keys of 0 never count.
+// The K-th largest key among keys[0], keys[Stride], ... (n of them) by four 8-bit radix passes, and
+// *above: how many keys are larger than it; *total: how many keys are not 0 (keys of 0 never
+// count). When *total <= K there is no K-th: returns 0 after the first pass.
 template <int Threads, int Stride>
 __device__ uint32_t radix_kth(const uint32_t *keys, int64_t n, int K, uint32_t *hist, uint32_t *scratch,
-                              uint32_t *above)
+                              uint32_t *above, uint32_t *total)
 {
     uint32_t prefix = 0, mask = 0, remaining = (uint32_t)K, larger = 0;
     for (int shift = 24; shift >= 0; shift -= 8) {
@@ -130,6 +98,8 @@ __device__ uint32_t radix_kth(const uint32_t *keys, int64_t n, int K, uint32_t *
                     incl += y;
             }
             const uint32_t excl = incl - sum;
+            if (shift == 24 && threadIdx.x == 31)
+                scratch[2] = incl; // every key but the 0s: the first pass counts them all
             // the lane whose run reaches `remaining` finds the bin
             if (excl < remaining && incl >= remaining) {
                 uint32_t run = excl;
@@ -145,7 +115,11 @@ __device__ uint32_t radix_kth(const uint32_t *keys, int64_t n, int K, uint32_t *
         }
         __syncthreads();
         const uint32_t bin = scratch[0], before = scratch[1];
+        if (shift == 24)
+            *total = scratch[2];
         __syncthreads();
+        if (*total <= (uint32_t)K)
+            return 0u;
         remaining -= before;
         larger += before;
         prefix |= bin << shift;
@@ -158,40 +132,50 @@ __device__ uint32_t radix_kth(const uint32_t *keys, int64_t n, int K, uint32_t *
 // The top K of n candidates keys[i * Stride] given in ascending position order: the keys above
 // the K-th largest, and of the keys equal to it the ones of smallest position, passed in
 // ascending position order to emit(j, i) for j = 0, 1, ...; returns how many (min(K, number of
-// keys > 0)). Keys of 0 are no candidates.
+// keys > 0)). Keys of 0 are no candidates. Each warp takes one contiguous run of the row: it counts
+// its keys above the K-th and equal to it, the block adds up the counts of the warps before, and
+// each warp then emits its run in order with ballots (no block-wide scan per element).
 template <int Threads, int Stride, class Emit>
 __device__ int select_topk(const uint32_t *keys, int64_t n, int K, Emit emit, uint32_t *hist, uint32_t *scratch)
 {
-    auto key = [&](int64_t i) { return keys[i * Stride]; };
-    // how many candidates exist (keys > 0)?
-    uint32_t have = 0;
-    for (int64_t i = threadIdx.x; i < n; i += Threads)
-        have += key(i) != 0;
-    uint32_t total;
-    block_exclusive_scan<Threads>(have, scratch, &total);
-    uint32_t kth = 0, above = 0, ties = 0;
-    if (total > (uint32_t)K) {
-        kth = radix_kth<Threads, Stride>(keys, n, K, hist, scratch, &above);
-        ties = (uint32_t)K - above; // of the keys equal to kth, this many (smallest positions) are in
+    constexpr int WARPS = Threads / 32;
+    uint32_t above = 0, total = 0;
+    const uint32_t kth = radix_kth<Threads, Stride>(keys, n, K, hist, scratch, &above, &total);
+    const uint32_t ties = kth ? (uint32_t)K - above : 0u; // of the keys equal to kth, this many are in
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const unsigned below_me = (1u << lane) - 1u;
+    const int64_t run = ((n + WARPS - 1) / WARPS + 31) / 32 * 32, lo = warp * run, hi = lo + run < n ? lo + run : n;
+    uint32_t n_above = 0, n_tie = 0;
+    for (int64_t b = lo; b < hi; b += 32) {
+        const uint32_t u = b + lane < hi ? keys[(b + lane) * Stride] : 0u;
+        n_above += __popc(__ballot_sync(0xffffffffu, u != 0u && u > kth));
+        n_tie += __popc(__ballot_sync(0xffffffffu, kth != 0u && u == kth));
     }
-    // ascending pass: selected = key > kth (kth 0: every present key), or key == kth among the
-    // first `ties` of them; packed counts: low 16 bits selected, high 16 bits ties seen
-    uint32_t written = 0, ties_seen = 0;
-    for (int64_t base = 0; base < n; base += Threads) {
-        const int64_t i = base + threadIdx.x;
-        const uint32_t u = i < n ? key(i) : 0u;
-        const uint32_t is_tie = kth != 0 && u == kth;
-        uint32_t tot;
-        const uint32_t tie_before = block_exclusive_scan<Threads>(is_tie, scratch, &tot);
-        const uint32_t sel = u != 0 && (u > kth || (is_tie && ties_seen + tie_before < ties));
-        ties_seen += tot;
-        uint32_t nsel;
-        const uint32_t at = block_exclusive_scan<Threads>(sel, scratch, &nsel);
+    if (lane == 0) {
+        scratch[3 + warp] = n_above;
+        scratch[3 + WARPS + warp] = n_tie;
+    }
+    __syncthreads();
+    uint32_t above_before = 0, tie_before = 0;
+    for (int v = 0; v < warp; v++) {
+        above_before += scratch[3 + v];
+        tie_before += scratch[3 + WARPS + v];
+    }
+    // ties are taken in position order: the warps before took min(ties, their ties) of them
+    uint32_t at = above_before + (tie_before < ties ? tie_before : ties);
+    for (int64_t b = lo; b < hi; b += 32) {
+        const uint32_t u = b + lane < hi ? keys[(b + lane) * Stride] : 0u;
+        const unsigned tie_mask = __ballot_sync(0xffffffffu, kth != 0u && u == kth);
+        const bool is_tie = (tie_mask >> lane) & 1u;
+        const bool sel = (u != 0u && u > kth) || (is_tie && tie_before + __popc(tie_mask & below_me) < ties);
+        const unsigned sel_mask = __ballot_sync(0xffffffffu, sel);
         if (sel)
-            emit((int)(written + at), i);
-        written += nsel;
+            emit((int)(at + __popc(sel_mask & below_me)), b + lane);
+        at += __popc(sel_mask);
+        tie_before += __popc(tie_mask);
     }
-    return (int)written;
+    __syncthreads(); // scratch is the caller's again
+    return (int)(total < (uint32_t)K ? total : (uint32_t)K);
 }
 
 } // namespace dsa
@@ -335,7 +319,7 @@ template <class C> __device__ __forceinline__ void index_score(const dsa_index_s
 template <class C> __device__ __forceinline__ void index_topk(const dsa_index_topk_params &p)
 {
     constexpr int W = C::dcp, I = C::interleave, K = C::idx_topk, Threads = C::idx_topk_threads;
-    __shared__ uint32_t hist[256], scratch[40];
+    __shared__ uint32_t hist[256], scratch[3 + 2 * (C::idx_topk_threads / 32)];
     const int t = blockIdx.x;
     const int64_t last = row_last(p.positions, p.req_of_token, p.seq_lens, p.num_requests, t);
     const int64_t n = last < 0 ? 0 : owned_count<W, I>(last, p.rank);
@@ -367,7 +351,7 @@ template <class C> __device__ __forceinline__ void index_topk(const dsa_index_to
 template <class C> __device__ __forceinline__ void index_merge(const dsa_index_topk_params &p)
 {
     constexpr int W = C::dcp, K = C::idx_topk, Threads = C::idx_topk_threads;
-    __shared__ uint32_t hist[256], scratch[40];
+    __shared__ uint32_t hist[256], scratch[3 + 2 * (C::idx_topk_threads / 32)];
     __shared__ int count[W];
     const int t = blockIdx.x;
     const uint32_t *list[W];

@@ -756,6 +756,7 @@ void dsg_derive(const dsg_geometry *g, const dsg_config *c, dsg_derived *o)
 
     /* stage B: the most keys one rank holds for a row (positions dealt in runs of I over W ranks) */
     o->idx_max_local = (g->max_positions + w * c->interleave - 1) / (w * c->interleave) * c->interleave;
+    o->idx_max_local = (o->idx_max_local + 3) / 4 * 4; /* a row of score keys is read in 16-byte loads */
     o->ws_idx_q8 = g->idx_heads * g->idx_head_dim;
     o->ws_idx_wq = g->idx_heads * 4;
     o->ws_idx_keys = o->idx_max_local * 4;

@@ -55,6 +55,35 @@ __device__ __forceinline__ void mma_e4m3_16832(float (&d)[4], const uint32_t (&a
 
 // ---- block-wide helpers of the selection ----
 
+// Keys i .. i + 3 (0 past n): one 16-byte load where it can (Stride 1, i a multiple of 4, the row
+// 16-byte aligned), so that a thread has several loads in flight.
+template <int Stride> __device__ __forceinline__ void keys4(const uint32_t *keys, int64_t i, int64_t n, uint32_t (&u)[4])
+{
+    if (Stride == 1 && i + 3 < n) {
+        const uint4 v = *reinterpret_cast<const uint4 *>(keys + i);
+        u[0] = v.x, u[1] = v.y, u[2] = v.z, u[3] = v.w;
+        return;
+    }
+#pragma unroll
+    for (int e = 0; e < 4; e++)
+        u[e] = i + e < n ? keys[(i + e) * Stride] : 0u;
+}
+
+// Exclusive prefix sum of v over the warp's lanes; *total gets the sum.
+__device__ __forceinline__ uint32_t warp_exclusive(uint32_t v, uint32_t *total)
+{
+    const int lane = threadIdx.x % 32;
+    uint32_t x = v;
+#pragma unroll
+    for (int o = 1; o < 32; o *= 2) {
+        const uint32_t y = __shfl_up_sync(0xffffffffu, x, o);
+        if (lane >= o)
+            x += y;
+    }
+    *total = __shfl_sync(0xffffffffu, x, 31);
+    return x - v;
+}
+
 // The K-th largest key among keys[0], keys[Stride], ... (n of them) by four 8-bit radix passes, and
 // *above: how many keys are larger than it; *total: how many keys are not 0 (keys of 0 never
 // count). When *total <= K there is no K-th: returns 0 after the first pass.
@@ -69,17 +98,25 @@ __device__ uint32_t radix_kth(const uint32_t *keys, int64_t n, int K, uint32_t *
         __syncthreads();
         // keys close in value share their high bytes: lanes of a warp that hit the same bin add
         // once, by their count (one shared-memory atomic per distinct bin, not per key)
-        for (int64_t base = 0; base < n; base += Threads) {
-            const int64_t i = base + threadIdx.x;
-            const uint32_t u = i < n ? keys[i * Stride] : 0u;
-            const bool want = u != 0 && (u & mask) == prefix;
-            const uint32_t bin = (u >> shift) & 255u;
-            const unsigned act = __ballot_sync(0xffffffffu, want);
-            if (want) {
-                const unsigned peers = __match_any_sync(act, bin);
-                if ((int)(threadIdx.x % 32) == __ffs(peers) - 1)
-                    atomicAdd(&hist[bin], (uint32_t)__popc(peers));
-            }
+        constexpr int U = 4; // 16-byte loads in flight per thread
+        for (int64_t base = 0; base < n; base += (int64_t)Threads * 4 * U) {
+            uint32_t u[U][4];
+#pragma unroll
+            for (int j = 0; j < U; j++)
+                keys4<Stride>(keys, base + ((int64_t)j * Threads + threadIdx.x) * 4, n, u[j]);
+#pragma unroll
+            for (int j = 0; j < U; j++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const bool want = u[j][e] != 0 && (u[j][e] & mask) == prefix;
+                    const uint32_t bin = (u[j][e] >> shift) & 255u;
+                    const unsigned act = __ballot_sync(0xffffffffu, want);
+                    if (want) {
+                        const unsigned peers = __match_any_sync(act, bin);
+                        if ((int)(threadIdx.x % 32) == __ffs(peers) - 1)
+                            atomicAdd(&hist[bin], (uint32_t)__popc(peers));
+                    }
+                }
         }
         __syncthreads();
         if (threadIdx.x < 32) {
@@ -134,7 +171,7 @@ __device__ uint32_t radix_kth(const uint32_t *keys, int64_t n, int K, uint32_t *
 // ascending position order to emit(j, i) for j = 0, 1, ...; returns how many (min(K, number of
 // keys > 0)). Keys of 0 are no candidates. Each warp takes one contiguous run of the row: it counts
 // its keys above the K-th and equal to it, the block adds up the counts of the warps before, and
-// each warp then emits its run in order with ballots (no block-wide scan per element).
+// each warp then emits its run in order with warp scans (no block-wide scan per element).
 template <int Threads, int Stride, class Emit>
 __device__ int select_topk(const uint32_t *keys, int64_t n, int K, Emit emit, uint32_t *hist, uint32_t *scratch)
 {
@@ -143,13 +180,23 @@ __device__ int select_topk(const uint32_t *keys, int64_t n, int K, Emit emit, ui
     const uint32_t kth = radix_kth<Threads, Stride>(keys, n, K, hist, scratch, &above, &total);
     const uint32_t ties = kth ? (uint32_t)K - above : 0u; // of the keys equal to kth, this many are in
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const unsigned below_me = (1u << lane) - 1u;
-    const int64_t run = ((n + WARPS - 1) / WARPS + 31) / 32 * 32, lo = warp * run, hi = lo + run < n ? lo + run : n;
+    // runs of 128 keys a step: lane holds keys 4 lane .. 4 lane + 3 of the step (ascending)
+    const int64_t run = ((n + WARPS - 1) / WARPS + 127) / 128 * 128, lo = warp * run, hi = lo + run < n ? lo + run : n;
     uint32_t n_above = 0, n_tie = 0;
-    for (int64_t b = lo; b < hi; b += 32) {
-        const uint32_t u = b + lane < hi ? keys[(b + lane) * Stride] : 0u;
-        n_above += __popc(__ballot_sync(0xffffffffu, u != 0u && u > kth));
-        n_tie += __popc(__ballot_sync(0xffffffffu, kth != 0u && u == kth));
+    for (int64_t b = lo; b < hi; b += 128) {
+        uint32_t u[4];
+        keys4<Stride>(keys, b + 4 * lane, hi, u);
+        uint32_t ca = 0, ct = 0;
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            ca += u[e] != 0u && u[e] > kth;
+            ct += kth != 0u && u[e] == kth;
+        }
+        uint32_t ta, tt;
+        warp_exclusive(ca, &ta);
+        warp_exclusive(ct, &tt);
+        n_above += ta;
+        n_tie += tt;
     }
     if (lane == 0) {
         scratch[3 + warp] = n_above;
@@ -163,16 +210,31 @@ __device__ int select_topk(const uint32_t *keys, int64_t n, int K, Emit emit, ui
     }
     // ties are taken in position order: the warps before took min(ties, their ties) of them
     uint32_t at = above_before + (tie_before < ties ? tie_before : ties);
-    for (int64_t b = lo; b < hi; b += 32) {
-        const uint32_t u = b + lane < hi ? keys[(b + lane) * Stride] : 0u;
-        const unsigned tie_mask = __ballot_sync(0xffffffffu, kth != 0u && u == kth);
-        const bool is_tie = (tie_mask >> lane) & 1u;
-        const bool sel = (u != 0u && u > kth) || (is_tie && tie_before + __popc(tie_mask & below_me) < ties);
-        const unsigned sel_mask = __ballot_sync(0xffffffffu, sel);
-        if (sel)
-            emit((int)(at + __popc(sel_mask & below_me)), b + lane);
-        at += __popc(sel_mask);
-        tie_before += __popc(tie_mask);
+    for (int64_t b = lo; b < hi; b += 128) {
+        uint32_t u[4];
+        keys4<Stride>(keys, b + 4 * lane, hi, u);
+        uint32_t ct = 0;
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            ct += kth != 0u && u[e] == kth;
+        uint32_t tt, ts;
+        uint32_t tie_rank = tie_before + warp_exclusive(ct, &tt); // ties before this lane's first
+        bool sel[4];
+        uint32_t cs = 0;
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const bool is_tie = kth != 0u && u[e] == kth;
+            sel[e] = (u[e] != 0u && u[e] > kth) || (is_tie && tie_rank < ties);
+            tie_rank += is_tie;
+            cs += sel[e];
+        }
+        uint32_t j = at + warp_exclusive(cs, &ts);
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            if (sel[e])
+                emit((int)j++, b + 4 * lane + e);
+        at += ts;
+        tie_before += tt;
     }
     __syncthreads(); // scratch is the caller's again
     return (int)(total < (uint32_t)K ? total : (uint32_t)K);

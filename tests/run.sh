@@ -74,6 +74,12 @@ gen_tests() {
   grep -q 'sha256' "$tmp/$tag-import/shared_tp4_dcp4_i2_nvfp4_ds_mla/config.h" && ok || bad "$tag import provenance"
   # an unchanged imported table as deep as allowed (32 levels) is not "changed after import"
   check "$tag import of a table 32 levels deep" "$gen" tests/gen/import/deep.lua -o "$tmp/$tag-deep"
+  # the folder of a configuration these specs no longer generate: a warning, and left in place
+  "$gen" tests/gen/import/main.lua -o "$tmp/$tag-deep" >/dev/null 2>&1
+  mkdir -p "$tmp/$tag-deep/not_generated"
+  got=$("$gen" tests/gen/import/deep.lua -o "$tmp/$tag-deep" 2>&1); rc=$?
+  [ $rc -eq 0 ] && [ "$got" == "dsagen: warning: $tmp/$tag-deep/shared_tp4_dcp4_i2_nvfp4_ds_mla holds generated files of a configuration these specs do not generate (removed from a spec?); it is left in place" ] \
+    && [ -f "$tmp/$tag-deep/shared_tp4_dcp4_i2_nvfp4_ds_mla/config.h" ] && ok || bad "$tag a stale configuration folder: exit $rc: $got"
 
   # ---- import() reads only regular files below the spec's folder, within the memory limit ----
   local d="$tmp/$tag-imp"

@@ -23,7 +23,7 @@
 static const char usage[] =
     "usage: dsagen SPEC.lua... -o OUTDIR [--templates DIR] [--depfile FILE --stamp FILE]\n"
     "       dsagen --list SPEC.lua...\n"
-    "       dsagen --help\n"
+    "       dsagen --help | --version\n"
     "\n"
     "Renders every configuration of each spec into OUTDIR/<config>/, one file per template\n"
     "TEMPLATE.in of the templates folder. Nothing is written when any spec or template has an\n"
@@ -35,6 +35,7 @@ static const char usage[] =
     "  --depfile FILE     write a Makefile-style depfile naming every spec, import and template\n"
     "  --stamp FILE       the depfile's target, written (touched) after a successful run\n"
     "  --help             this text\n"
+    "  --version          print \"dsagen " DSAGEN_VERSION "\" and exit\n"
     "\n"
     "Exit status: 0 on success, 1 on any error (messages on stderr as FILE:LINE: error: TEXT),\n"
     "2 on a usage error.\n";
@@ -561,7 +562,9 @@ static int stage_depfile(dsg_outset *o, const char *depfile, const char *stamp, 
         return -1;
     }
     char *stampdata = strdup("dsagen stamp\n");
-    if (!stampdata || dsg_out_add(o, stamp, stampdata, strlen(stampdata)) != 0) {
+    /* Written on every run, last: newer than every file read, even one the depfile names for the
+     * first time (ninja compares the stamp with it, restat or not). */
+    if (!stampdata || dsg_out_add_touch(o, stamp, stampdata, strlen(stampdata)) != 0) {
         free(stampdata);
         dsg_error(d, NULL, 0, "out of memory");
         return -1;
@@ -579,6 +582,9 @@ int main(int argc, char **argv)
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             fputs(usage, stdout);
+            return 0;
+        } else if (strcmp(a, "--version") == 0) {
+            puts("dsagen " DSAGEN_VERSION);
             return 0;
         } else if (strcmp(a, "--list") == 0) {
             list = 1;

@@ -3,21 +3,77 @@
 
 #include <ctype.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+/* The length of the valid UTF-8 sequence at s (at most n bytes), 0 if none. */
+static size_t utf8_len(const unsigned char *s, size_t n)
+{
+    size_t len = s[0] >= 0xc2 && s[0] <= 0xdf ? 2 : s[0] >= 0xe0 && s[0] <= 0xef ? 3 : s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : 0;
+    if (len == 0 || len > n)
+        return 0;
+    for (size_t i = 1; i < len; i++)
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+    if ((s[0] == 0xe0 && s[1] < 0xa0) || (s[0] == 0xed && s[1] > 0x9f) || (s[0] == 0xf0 && s[1] < 0x90) ||
+        (s[0] == 0xf4 && s[1] > 0x8f))
+        return 0; /* overlong, a surrogate, or beyond U+10FFFF */
+    return len;
+}
+
+void dsg_fputs_escaped(const char *str, size_t n, FILE *f)
+{
+    const unsigned char *s = (const unsigned char *)str;
+    for (size_t i = 0; i < n;) {
+        unsigned char c = s[i];
+        size_t u = c >= 0x80 ? utf8_len(s + i, n - i) : 0;
+        if (c >= 0x20 && c < 0x7f) {
+            fputc(c, f);
+            i++;
+        } else if (u && !(c == 0xc2 && s[i + 1] < 0xa0)) { /* printable UTF-8: not a C1 control */
+            fwrite(s + i, 1, u, f);
+            i += u;
+        } else {
+            if (c == '\n')
+                fputs("\\n", f);
+            else if (c == '\t')
+                fputs("\\t", f);
+            else if (c == '\r')
+                fputs("\\r", f);
+            else
+                fprintf(f, "\\x%02x", c);
+            i++;
+        }
+    }
+}
+
+static void put_escaped(const char *s)
+{
+    dsg_fputs_escaped(s, strlen(s), stderr);
+}
 
 void dsg_verror(dsg_diag *d, const char *file, int line, const char *fmt, va_list ap)
 {
     d->errors++;
     if (d->errors > DSG_MAX_ERRORS)
         return;
-    if (file && line > 0)
-        fprintf(stderr, "%s:%d: error: ", file, line);
-    else if (file)
-        fprintf(stderr, "%s: error: ", file);
-    else
+    char *msg = NULL;
+    if (vasprintf(&msg, fmt, ap) < 0)
+        msg = NULL;
+    /* Messages quote spec text (names, values, a spec's own error message) and paths: anything that
+     * is not printable is escaped, so a spec cannot forge a "file:line: error:" line or send
+     * terminal escapes. */
+    if (file) {
+        put_escaped(file);
+        if (line > 0)
+            fprintf(stderr, ":%d", line);
+        fputs(": error: ", stderr);
+    } else {
         fputs("dsagen: error: ", stderr);
-    vfprintf(stderr, fmt, ap);
+    }
+    put_escaped(msg ? msg : "out of memory");
     fputc('\n', stderr);
+    free(msg);
     if (d->errors == DSG_MAX_ERRORS)
         fputs("dsagen: too many errors, stopping\n", stderr);
 }
@@ -33,8 +89,10 @@ void dsg_error(dsg_diag *d, const char *file, int line, const char *fmt, ...)
 void dsg_error_formatted(dsg_diag *d, const char *msg)
 {
     d->errors++;
-    if (d->errors <= DSG_MAX_ERRORS)
-        fprintf(stderr, "%s\n", msg);
+    if (d->errors <= DSG_MAX_ERRORS) {
+        put_escaped(msg);
+        fputc('\n', stderr);
+    }
 }
 
 int dsg_too_many(const dsg_diag *d)
@@ -55,13 +113,11 @@ void dsg_error_lua(dsg_diag *d, const char *fallback_file, const char *msg)
             line = line * 10 + (*q++ - '0');
         if (q[0] != ':' || q[1] != ' ')
             continue;
-        char file[1024];
-        size_t n = (size_t)(p - msg);
-        if (n >= sizeof file)
+        char *file = strndup(msg, (size_t)(p - msg));
+        if (!file)
             break;
-        memcpy(file, msg, n);
-        file[n] = '\0';
         dsg_error(d, file, line, "%s", q + 2);
+        free(file);
         return;
     }
     dsg_error(d, fallback_file, 0, "%s", msg);

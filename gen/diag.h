@@ -3,6 +3,8 @@
 #define DSG_DIAG_H
 
 #include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
 
 /* The generator reports up to this many errors, then stops (as compilers do). */
 #define DSG_MAX_ERRORS 8
@@ -19,6 +21,10 @@ void dsg_verror(dsg_diag *d, const char *file, int line, const char *fmt, va_lis
 
 /* True once DSG_MAX_ERRORS were reported: the caller stops early. */
 int dsg_too_many(const dsg_diag *d);
+
+/* Writes n bytes of s with everything that is not printable escaped (\n, \t, \r, \xNN; valid UTF-8
+ * other than C1 controls is printable). */
+void dsg_fputs_escaped(const char *s, size_t n, FILE *f);
 
 /* Reports a message already in "file:line: error: text" form. */
 void dsg_error_formatted(dsg_diag *d, const char *msg);

@@ -24,7 +24,15 @@ int dsg_out_add(dsg_outset *o, const char *path, char *data, size_t len)
     char *p = strdup(path);
     if (!p)
         return -1;
-    o->files[o->n++] = (dsg_file){p, data, len};
+    o->files[o->n++] = (dsg_file){p, data, len, 0};
+    return 0;
+}
+
+int dsg_out_add_touch(dsg_outset *o, const char *path, char *data, size_t len)
+{
+    if (dsg_out_add(o, path, data, len) != 0)
+        return -1;
+    o->files[o->n - 1].touch = 1;
     return 0;
 }
 
@@ -160,7 +168,7 @@ int dsg_out_commit(dsg_outset *o, int *written, dsg_diag *d)
             dsg_error(d, NULL, 0, "cannot replace '%s': a folder of that name exists", f->path);
             goto undo;
         }
-        if (same_content(f))
+        if (!f->touch && same_content(f))
             continue;
         st[i].tmp = side_name(f->path, "");
         st[i].old = side_name(f->path, ".old");

@@ -10,6 +10,7 @@ typedef struct dsg_file {
     char *path;
     char *data;
     size_t len;
+    int touch; /* written even when unchanged (a stamp: its mtime says when the run ended) */
 } dsg_file;
 
 typedef struct dsg_outset {
@@ -19,6 +20,9 @@ typedef struct dsg_outset {
 
 /* Takes ownership of data (malloc'd). Returns -1 when out of memory. */
 int dsg_out_add(dsg_outset *o, const char *path, char *data, size_t len);
+
+/* The same, for a file written even when its content is unchanged. */
+int dsg_out_add_touch(dsg_outset *o, const char *path, char *data, size_t len);
 
 /* Writes every staged file whose content differs from what is on disk: each to a temporary name
  * beside it, and only when all of them were written are they renamed into place, in order, each

@@ -503,6 +503,17 @@ static int setup(lua_State *L)
     return 0;
 }
 
+/* Every Lua call on the sandbox's state runs in protected mode; should one not, an error must not
+ * abort() the generator: report it and exit 1 (before the output commit, which uses no Lua). */
+static int panic(lua_State *L)
+{
+    const char *msg = lua_tostring(L, -1);
+    fputs("dsagen: error: internal error in the spec sandbox: ", stderr);
+    dsg_fputs_escaped(msg ? msg : "?", msg ? strlen(msg) : 1, stderr);
+    fputs("\n", stderr);
+    _exit(1);
+}
+
 dsg_sandbox *dsg_sandbox_new(void)
 {
     dsg_sandbox *sb = calloc(1, sizeof *sb);
@@ -514,6 +525,7 @@ dsg_sandbox *dsg_sandbox_new(void)
         free(sb);
         return NULL;
     }
+    lua_atpanic(sb->L, panic);
     lua_pushcfunction(sb->L, setup);
     if (lua_pcall(sb->L, 0, 0, 0) != LUA_OK) {
         dsg_sandbox_free(sb);

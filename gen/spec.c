@@ -147,6 +147,35 @@ __attribute__((format(printf, 3, 4))) static void err(vctx *v, const where *w, c
         dsg_error(v->d, w->file, line_of(v, w), "%s", msg);
 }
 
+/* A spec string for a message: NUL bytes shown as \0 (printf's %s would stop there), at most 64
+ * bytes, then "...". Other unprintable bytes are escaped when the message is written. */
+typedef struct quoted {
+    char s[64 * 2 + 4];
+} quoted;
+
+static quoted quote(const char *s, size_t len)
+{
+    quoted q;
+    size_t o = 0, i = 0;
+    for (; i < len && i < 64; i++) {
+        if (s[i] == '\0') {
+            q.s[o++] = '\\';
+            q.s[o++] = '0';
+        } else {
+            q.s[o++] = s[i];
+        }
+    }
+    strcpy(q.s + o, i < len ? "..." : "");
+    return q;
+}
+
+/* The string at idx when it holds no NUL byte (names and choices are C strings), else NULL. */
+static const char *c_string(lua_State *L, int idx, size_t *len)
+{
+    const char *s = lua_tolstring(L, idx, len);
+    return s && strlen(s) == *len ? s : NULL;
+}
+
 static size_t edit_distance(const char *a, const char *b)
 {
     size_t la = strlen(a), lb = strlen(b);
@@ -187,9 +216,16 @@ static const char *nearest(const char *name, const field_t *fields)
     return best && bestd * 3 <= strlen(best) ? best : NULL;
 }
 
-static int cmp_str(const void *a, const void *b)
+typedef struct key {
+    const char *s; /* in the table, which keeps it alive */
+    size_t len;
+} key;
+
+static int cmp_key(const void *pa, const void *pb)
 {
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
+    const key *a = pa, *b = pb;
+    int c = memcmp(a->s, b->s, a->len < b->len ? a->len : b->len);
+    return c ? c : (a->len > b->len) - (a->len < b->len);
 }
 
 /* Rejects keys the schema does not know, in sorted order so messages are stable. A field that an
@@ -197,7 +233,7 @@ static int cmp_str(const void *a, const void *b)
 static void check_unknown(vctx *v, int idx, const field_t *fields, const where *w, unsigned long long *suggested)
 {
     lua_State *L = v->L;
-    const char *keys[64];
+    key keys[64];
     int n = 0, nonstring = 0;
     lua_pushnil(L);
     while (lua_next(L, idx)) {
@@ -206,29 +242,31 @@ static void check_unknown(vctx *v, int idx, const field_t *fields, const where *
             nonstring++;
             continue;
         }
-        const char *k = lua_tostring(L, -1);
+        size_t len;
+        const char *k = lua_tolstring(L, -1, &len); /* a string key: not converted in place */
         int known = 0;
         for (const field_t *f = fields; f->name; f++)
-            known |= strcmp(f->name, k) == 0;
+            known |= strlen(f->name) == len && memcmp(f->name, k, len) == 0; /* "model\0x" is not "model" */
         if (!known && n < 64)
-            keys[n++] = k; /* interned; the table keeps it alive */
+            keys[n++] = (key){k, len};
     }
     if (nonstring)
         err(v, w, "has %d entr%s with a non-string key; fields are named", nonstring, nonstring == 1 ? "y" : "ies");
-    qsort(keys, (size_t)n, sizeof keys[0], cmp_str);
+    qsort(keys, (size_t)n, sizeof keys[0], cmp_key);
     for (int i = 0; i < n; i++) {
-        where c = child(w, keys[i], 0);
-        const char *near = nearest(keys[i], fields);
+        where c = child(w, keys[i].s, 0);
+        const char *near = strlen(keys[i].s) == keys[i].len ? nearest(keys[i].s, fields) : NULL;
         if (near && suggested)
             for (const field_t *f = fields; f->name; f++)
                 if (f->name == near)
                     *suggested |= 1ull << (f - fields);
+        quoted q = quote(keys[i].s, keys[i].len);
         if (near)
             dsg_error(v->d, w->file, line_of(v, &c), "%s%sunknown field '%s' (did you mean '%s'?)",
-                      w->display, w->display[0] ? ": " : "", keys[i], near);
+                      w->display, w->display[0] ? ": " : "", q.s, near);
         else
             dsg_error(v->d, w->file, line_of(v, &c), "%s%sunknown field '%s'", w->display,
-                      w->display[0] ? ": " : "", keys[i]);
+                      w->display[0] ? ": " : "", q.s);
     }
 }
 
@@ -280,9 +318,20 @@ static where enter(vctx *v, int idx, const where *c)
 static void check_targets(vctx *v, int idx, dsg_config *cfg, const where *w)
 {
     lua_State *L = v->L;
-    lua_Integer n = (lua_Integer)lua_rawlen(L, idx);
+    idx = lua_absindex(L, idx);
+    lua_Integer n = (lua_Integer)lua_rawlen(L, idx), count = 0;
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+        count++;
+        lua_pop(L, 1);
+    }
     if (n == 0) {
         err(v, w, "expected a non-empty list of target architectures (for example { \"sm_90a\" })");
+        return;
+    }
+    if (count != n) {
+        err(v, w, "expected a list of target architectures (keys 1..n), found %lld entries for length %lld",
+            (long long)count, (long long)n);
         return;
     }
     if (n > DSG_MAX_TARGETS) {
@@ -292,15 +341,17 @@ static void check_targets(vctx *v, int idx, dsg_config *cfg, const where *w)
     for (lua_Integer i = 1; i <= n; i++) {
         where c = child(w, NULL, (long)i);
         lua_rawgeti(L, idx, i);
-        const char *s = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+        size_t len = 0;
+        const char *raw = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &len) : NULL;
+        const char *s = raw ? c_string(L, -1, &len) : NULL;
         int found = -1;
         for (int k = 0; s && dsg_target_names[k]; k++)
             if (strcmp(s, dsg_target_names[k]) == 0)
                 found = k;
-        if (!s)
+        if (!raw)
             err(v, &c, "expected a string, got %s", type_name(v, -1));
         else if (found < 0)
-            err(v, &c, "unknown target architecture '%s' (expected one of sm_90, sm_90a, sm_100a)", s);
+            err(v, &c, "unknown target architecture '%s' (expected one of sm_90, sm_90a, sm_100a)", quote(raw, len).s);
         else {
             for (int k = 0; k < cfg->ntargets; k++)
                 if (cfg->targets[k] == found)
@@ -350,16 +401,17 @@ static void check_value(vctx *v, int idx, const field_t *f, char *base, const wh
             err(v, c, "expected a string, got %s", type_name(v, idx));
             return;
         }
-        const char *s = lua_tostring(L, idx);
+        size_t len;
+        const char *raw = lua_tolstring(L, idx, &len), *s = c_string(L, idx, &len);
         char list[256] = "";
         for (int k = 0; f->choices[k]; k++) {
-            if (strcmp(s, f->choices[k]) == 0) {
+            if (s && strcmp(s, f->choices[k]) == 0) {
                 *(int *)(void *)(base + f->offset) = k;
                 return;
             }
             snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", k ? ", " : "", f->choices[k]);
         }
-        err(v, c, "unknown %s '%s' (expected one of %s)", f->what, s, list);
+        err(v, c, "unknown %s '%s' (expected one of %s)", f->what, quote(raw, len).s, list);
         return;
     }
     case K_TABLE: {
@@ -368,7 +420,14 @@ static void check_value(vctx *v, int idx, const field_t *f, char *base, const wh
             return;
         }
         where e = enter(v, idx, c);
+        int before = v->d->errors;
         check_fields(v, idx, f->sub, base, &e);
+        const dsg_geometry *g = (const dsg_geometry *)(const void *)base;
+        if (f->sub == yarn_fields && v->d->errors == before && g->yarn_beta_fast < g->yarn_beta_slow) {
+            where bf = child(&e, "beta_fast", 0);
+            err(v, &bf, "%.9g is below beta_slow (%.9g); YaRN ramps from beta_fast rotations down to beta_slow, "
+                        "so beta_fast must be at least beta_slow", g->yarn_beta_fast, g->yarn_beta_slow);
+        }
         if (f->present != NO_FLAG)
             *(int *)(void *)(base + f->present) = 1;
         return;
@@ -503,12 +562,12 @@ static void check_model(vctx *v, int idx, const where *w)
     } else if (lua_type(L, -1) != LUA_TSTRING) {
         err(v, &c, "expected a string, got %s", type_name(v, -1));
     } else {
-        const char *s = lua_tostring(L, -1);
-        size_t n = strlen(s);
+        size_t n;
+        const char *s = lua_tolstring(L, -1, &n);
         if (n == 0 || n >= 32 || strspn(s, "abcdefghijklmnopqrstuvwxyz0123456789._-") != n || s[0] == '.' ||
             s[0] == '-')
             err(v, &c, "'%s' is not a model name: 1 to 31 of a-z, 0-9, '.', '_', '-', not starting with "
-                       "'.' or '-'", s);
+                       "'.' or '-'", quote(s, n).s);
         else
             memcpy(v->spec->model, s, n + 1);
     }

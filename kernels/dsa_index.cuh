@@ -96,9 +96,10 @@ __device__ uint32_t radix_kth(const uint32_t *keys, int64_t n, int K, uint32_t *
         for (int i = threadIdx.x; i < 256; i += Threads)
             hist[i] = 0;
         __syncthreads();
-        // keys close in value share their high bytes: lanes of a warp that hit the same bin add
-        // once, by their count (one shared-memory atomic per distinct bin, not per key)
+        // keys close in value share their high bytes, so most keys of a pass can fall in one bin: a
+        // thread counts a run of keys of the same bin in a register and adds the run once
         constexpr int U = 4; // 16-byte loads in flight per thread
+        uint32_t run_bin = 0u, run_n = 0u;
         for (int64_t base = 0; base < n; base += (int64_t)Threads * 4 * U) {
             uint32_t u[U][4];
 #pragma unroll
@@ -108,16 +109,19 @@ __device__ uint32_t radix_kth(const uint32_t *keys, int64_t n, int K, uint32_t *
             for (int j = 0; j < U; j++)
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
-                    const bool want = u[j][e] != 0 && (u[j][e] & mask) == prefix;
+                    if (u[j][e] == 0u || (u[j][e] & mask) != prefix)
+                        continue;
                     const uint32_t bin = (u[j][e] >> shift) & 255u;
-                    const unsigned act = __ballot_sync(0xffffffffu, want);
-                    if (want) {
-                        const unsigned peers = __match_any_sync(act, bin);
-                        if ((int)(threadIdx.x % 32) == __ffs(peers) - 1)
-                            atomicAdd(&hist[bin], (uint32_t)__popc(peers));
+                    if (bin != run_bin && run_n) {
+                        atomicAdd(&hist[run_bin], run_n);
+                        run_n = 0u;
                     }
+                    run_bin = bin;
+                    run_n++;
                 }
         }
+        if (run_n)
+            atomicAdd(&hist[run_bin], run_n);
         __syncthreads();
         if (threadIdx.x < 32) {
             // bins from the top: lane owns bins 255-8*lane .. 248-8*lane

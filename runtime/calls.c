@@ -246,8 +246,9 @@ static dsa_result_t index_chunk(dsa_ctx_t ctx, const dsa_index_args_t *a, const 
     sc.key_stride = cfg->idx_max_local;
     sc.num_tokens = (int32_t)n;
     sc.rank = ctx->dcp ? ctx->dcp->rank : 0;
-    /* enough CTAs to fill the machine a few times over, never more than a row's keys need */
-    int64_t splits = (4 * (int64_t)ctx->sm_count + n - 1) / n;
+    /* one wave: the CTAs the device holds at once, shared by the rows (a second, partial wave
+     * would leave most of the machine idle), never more than a row's keys need */
+    int64_t splits = ctx->score_slots / n;
     const int64_t most = (cfg->idx_max_local + cfg->index_score_keys_per_cta - 1) / cfg->index_score_keys_per_cta;
     splits = splits < 1 ? 1 : splits > most ? most : splits > 65535 ? 65535 : splits;
     if ((rc = launch(ctx, "dsa_index", ctx->index_score_fn, (unsigned)n, (unsigned)splits, cfg->index_score_threads, 0,

@@ -217,7 +217,11 @@ static dsa_result_t prepare_index(dsa_ctx_t ctx)
     CU_CHECK(ctx, dsa_cu.cuModuleGetFunction(&ctx->index_topk_fn, m, cfg->entry_index_topk));
     if (cfg->entry_index_merge[0])
         CU_CHECK(ctx, dsa_cu.cuModuleGetFunction(&ctx->index_merge_fn, m, cfg->entry_index_merge));
-    CU_CHECK(ctx, dsa_cu.cuDeviceGetAttribute(&ctx->sm_count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, ctx->dev));
+    int sms = 0, per_sm = 0;
+    CU_CHECK(ctx, dsa_cu.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, ctx->dev));
+    CU_CHECK(ctx, dsa_cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, ctx->index_score_fn,
+                                                                     (int)cfg->index_score_threads, 0));
+    ctx->score_slots = sms * (per_sm > 0 ? per_sm : 1);
     const size_t T = (size_t)ctx->idx_tokens;
     CU_CHECK(ctx, dsa_cu.cuMemAlloc(&ctx->ws_iq8, T * (size_t)cfg->ws_idx_q8));
     CU_CHECK(ctx, dsa_cu.cuMemAlloc(&ctx->ws_iwq, T * (size_t)cfg->ws_idx_wq));

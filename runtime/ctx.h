@@ -24,7 +24,7 @@ struct dsa_ctx {
     dsa_kernel_info_t info[DSA_NMODULES];
     CUfunction prologue_fn, pack_fn, attend_fn, merge_fn;
     CUfunction index_q_fn, index_score_fn, index_topk_fn, index_merge_fn;
-    int sm_count;                   /* of the device: the index scores' split */
+    int score_slots;                /* index score CTAs resident at once on the device: its split */
     unsigned attend_smem;           /* dynamic shared memory of attend_fn, exported by its module */
     CUdeviceptr rope_cos, rope_sin; /* [max_positions, qk_rope_dim / 2] fp32 */
     CUdeviceptr rejected;           /* 2 x u64 */

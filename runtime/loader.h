@@ -14,7 +14,7 @@
 #define DSA_CU_FUNCS(X)                                                                                      \
     X(cuInit) X(cuDeviceGetCount) X(cuDeviceGet) X(cuDeviceGetAttribute) X(cuDevicePrimaryCtxRetain)         \
     X(cuDevicePrimaryCtxRelease) X(cuCtxPushCurrent) X(cuCtxPopCurrent) X(cuCtxSynchronize)                 \
-    X(cuModuleLoadData) X(cuModuleGetFunction) X(cuModuleGetGlobal) X(cuModuleUnload) X(cuFuncGetAttribute) X(cuFuncSetAttribute) X(cuMemAlloc)        \
+    X(cuModuleLoadData) X(cuOccupancyMaxActiveBlocksPerMultiprocessor) X(cuModuleGetFunction) X(cuModuleGetGlobal) X(cuModuleUnload) X(cuFuncGetAttribute) X(cuFuncSetAttribute) X(cuMemAlloc)        \
     X(cuMemFree) X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemcpyDtoDAsync) X(cuMemsetD8) X(cuLaunchKernel) X(cuGetErrorName)          \
     X(cuGetErrorString)
 

@@ -12,8 +12,12 @@
  * one, and low enough that a runaway loop or allocation fails in well under a second (the time
  * limit catches what the instruction count cannot: single instructions that do much work). */
 #define DSG_SPEC_MEMORY_LIMIT ((size_t)16 << 20) /* Lua's memory plus the text of every file read */
+#ifndef DSG_SPEC_INSTRUCTION_LIMIT                /* the fuzzer (tests/fuzz/) lowers these two */
 #define DSG_SPEC_INSTRUCTION_LIMIT 50000000L
+#endif
+#ifndef DSG_SPEC_TIME_LIMIT
 #define DSG_SPEC_TIME_LIMIT 10                    /* seconds (wall clock), spec and imports together */
+#endif
 #define DSG_SPEC_FILE_LIMIT ((size_t)1 << 20)
 #define DSG_SPEC_STRING_LIMIT ((size_t)1 << 20)
 #define DSG_SPEC_IMPORT_DEPTH 8

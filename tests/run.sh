@@ -261,6 +261,17 @@ echo "generator: all shipped specs in $ms ms"
 ) > "$tmp/time.result" &
 time_pid=$!
 
+# The spec fuzzer (libFuzzer, ASan+UBSan) for 60 s, in the background too; longer runs:
+# tests/fuzz/run.sh SECONDS.
+fuzz_pid=
+if command -v clang >/dev/null 2>&1 && ninja fuzz >"$tmp/fuzz.log" 2>&1; then
+  (tests/fuzz/run.sh 60 >"$tmp/fuzz.log" 2>&1; echo $? >"$tmp/fuzz.rc") &
+  fuzz_pid=$!
+else
+  echo "SKIPPED: the spec fuzzer: no clang with libFuzzer (tools/setup.sh installs it): $(tail -3 "$tmp/fuzz.log")"
+  skip=$((skip + 1))
+fi
+
 # ---- CPU unit tests (each binary prints its own pass/fail count as 'N passed, N failed') ----
 for t in build/tests/test_ref build/asan/tests/test_ref build/tests/test_attend_ref build/asan/tests/test_attend_ref \
     build/tests/test_index_ref build/asan/tests/test_index_ref; do
@@ -339,6 +350,16 @@ read -r rc secs < "$tmp/time.result"
 got=$(sed 1d "$tmp/time.result")
 [ "$rc" -eq 1 ] && [ "$secs" -le 20 ] && [ "$got" == "tests/gen/time_limit.lua:4: error: spec exceeds the time limit of 10 seconds (an endless loop?)" ] \
   && ok || bad "time limit: exit $rc after $secs s: $got"
+
+if [ -n "$fuzz_pid" ]; then
+  wait "$fuzz_pid"
+  if [ "$(cat "$tmp/fuzz.rc")" -eq 0 ]; then
+    ok
+    echo "fuzzer: $(grep -E '^Done [0-9]+ runs' "$tmp/fuzz.log"), corpus in build/fuzz/corpus"
+  else
+    bad "spec fuzzer (tests/fuzz/run.sh): $(grep -E 'ERROR|SUMMARY|runtime error|deadly|Test unit written' "$tmp/fuzz.log" | head -10)"
+  fi
+fi
 
 echo "$pass passed, $fail failed, $skip skipped"
 [ "$fail" -eq 0 ]

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Installs what dsagen needs on a Debian machine (as root), once: compiler, ninja, Lua 5.4,
-# Penlight, OpenSSL's libcrypto (SHA-256 for provenance hashes), valgrind (tests/run.sh).
+# Penlight, OpenSSL's libcrypto (SHA-256 for provenance hashes), valgrind and clang's libFuzzer
+# (tests/run.sh).
 set -eu
 cd "$(dirname "$0")/.."
 need=()
 need_cuda=()
-for p in gcc ninja-build liblua5.4-dev lua-penlight libssl-dev valgrind; do
+for p in gcc ninja-build liblua5.4-dev lua-penlight libssl-dev valgrind clang libclang-rt-dev; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || need+=("$p")
 done
 if [ ${#need[@]} -gt 0 ]; then

@@ -262,6 +262,7 @@ static void push_env(lua_State *L, const loaded *l, const dsg_config *c, const c
     set_int(L, "index_score_threads", dv.index_score_threads);
     set_int(L, "index_score_keys_per_cta", dv.index_score_keys_per_cta);
     set_int(L, "index_topk_threads", dv.index_topk_threads);
+    set_int(L, "index_score_min_ctas", dv.index_score_min_ctas);
     lua_newtable(L);
     for (int i = 0; i < g->qk_rope_dim / 2; i++) {
         lua_pushnumber(L, dv.rope_freq[i]);

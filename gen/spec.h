@@ -80,6 +80,7 @@ typedef struct dsg_derived {
     int idx_max_local;
     int ws_idx_q8, ws_idx_wq, ws_idx_keys, ws_idx_cand, ws_idx_merged, ws_index_row;
     int index_q_threads, index_q_ctas_per_token, index_score_threads, index_score_keys_per_cta, index_topk_threads;
+    int index_score_min_ctas; /* CTAs per SM the score kernel is compiled for (its register cap) */
     /* rope: per-pair frequencies (theta^(-2i/d), YaRN-corrected) and the cos/sin scale */
     double rope_freq[DSG_MAX_ROPE_PAIRS];
 } dsg_derived;

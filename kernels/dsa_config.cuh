@@ -31,6 +31,7 @@ struct Config {
         idx_q_threads = DSA_IDX_Q_THREADS,
         idx_score_threads = DSA_IDX_SCORE_THREADS,
         idx_topk_threads = DSA_IDX_TOPK_THREADS,
+        idx_score_min_ctas = DSA_IDX_SCORE_MIN_CTAS,
         // topology: DCP ranks, their interleave, this rank's heads and the heads it attends for
         dcp = DSA_DCP,
         interleave = DSA_INTERLEAVE,

@@ -87,10 +87,11 @@ template <class C> __device__ __forceinline__ void index_score(const dsa_index_s
         return;
     const int32_t req = p.req_of_token[t];
     const int32_t *blocks = p.block_table + (int64_t)req * p.max_blocks;
-    uint32_t a[MT][KS][4];
-    float wh[MT][2];
-#pragma unroll
-    for (int mt = 0; mt < MT; mt++) {
+    // The row's query fragments, staged once in shared memory in the order the mma reads them (one
+    // 16-byte load per thread and step, no bank conflict): kept in registers they took 32 (GLM-5.2)
+    // to 64 (DeepSeek-V3.2) registers per thread and capped the warps an SM holds.
+    __shared__ uint4 qfrag[MT * KS * 32];
+    for (int mt = warp; mt < MT; mt += WARPS) {
         uint32_t w[2][2 * KS]; // rows g and g + 8 of the tile: this thread's D / 4 bytes of each
 #pragma unroll
         for (int half = 0; half < 2; half++) {
@@ -101,20 +102,24 @@ template <class C> __device__ __forceinline__ void index_score(const dsa_index_s
                 const uint4 v = h < H ? load16(q + 16 * c) : make_uint4(0u, 0u, 0u, 0u);
                 w[half][4 * c] = v.x, w[half][4 * c + 1] = v.y, w[half][4 * c + 2] = v.z, w[half][4 * c + 3] = v.w;
             }
-            wh[mt][half] = h < H ? p.wq[(int64_t)t * H + h] : 0.0f;
         }
 #pragma unroll
-        for (int ks = 0; ks < KS; ks++) {
-            a[mt][ks][0] = w[0][2 * ks];
-            a[mt][ks][1] = w[1][2 * ks];
-            a[mt][ks][2] = w[0][2 * ks + 1];
-            a[mt][ks][3] = w[1][2 * ks + 1];
-        }
+        for (int ks = 0; ks < KS; ks++)
+            qfrag[(mt * KS + ks) * 32 + lane] = make_uint4(w[0][2 * ks], w[1][2 * ks], w[0][2 * ks + 1], w[1][2 * ks + 1]);
     }
+    float wh[MT][2];
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int half = 0; half < 2; half++) {
+            const int h = mt * 16 + g + 8 * half;
+            wh[mt][half] = h < H ? p.wq[(int64_t)t * H + h] : 0.0f;
+        }
+    __syncthreads();
     uint32_t *keys = p.keys + (int64_t)t * p.key_stride;
     // G groups of 8 keys per warp step: every group's loads are issued before the first mma, so a
     // warp keeps G KiB of key rows in flight (the kernel is bound by how many bytes are in flight)
-    constexpr int G = MT >= 4 ? 2 : 4; // 64 heads keep 64 registers of query fragments: two groups fit
+    constexpr int G = 4; // = the plan's index_score_keys_per_cta / (8 keys x warps)
     const int64_t step = (int64_t)gridDim.y * WARPS * 8 * G;
     for (int64_t l0 = ((int64_t)blockIdx.y * WARPS + warp) * 8 * G; l0 < n; l0 += step) {
         uint32_t b[G][2 * KS];
@@ -141,23 +146,42 @@ template <class C> __device__ __forceinline__ void index_score(const dsa_index_s
             kscale[gi] = page ? *reinterpret_cast<const float *>(page + BS * D + 4 * off) : 0.0f;
             have[gi] = page != nullptr;
         }
+        // keys 2 tig, 2 tig + 1 of each group, summed over this thread's heads; each query fragment
+        // is read from shared memory once and used for the G groups
+        float s0[G], s1[G];
+#pragma unroll
+        for (int gi = 0; gi < G; gi++)
+            s0[gi] = 0.0f, s1[gi] = 0.0f;
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++) {
+            float d[G][4];
+#pragma unroll
+            for (int gi = 0; gi < G; gi++)
+                d[gi][0] = d[gi][1] = d[gi][2] = d[gi][3] = 0.0f;
+#pragma unroll
+            for (int ks = 0; ks < KS; ks++) {
+                const uint4 f = qfrag[(mt * KS + ks) * 32 + lane];
+                const uint32_t a[4] = {f.x, f.y, f.z, f.w};
+#pragma unroll
+                for (int gi = 0; gi < G; gi++)
+                    mma_e4m3_16832(d[gi], a, b[gi][2 * ks], b[gi][2 * ks + 1]);
+            }
+#pragma unroll
+            for (int gi = 0; gi < G; gi++) {
+                s0[gi] = __fadd_rn(s0[gi], __fadd_rn(__fmul_rn(wh[mt][0], relu_nan(d[gi][0])),
+                                                     __fmul_rn(wh[mt][1], relu_nan(d[gi][2]))));
+                s1[gi] = __fadd_rn(s1[gi], __fadd_rn(__fmul_rn(wh[mt][0], relu_nan(d[gi][1])),
+                                                     __fmul_rn(wh[mt][1], relu_nan(d[gi][3]))));
+            }
+        }
 #pragma unroll
         for (int gi = 0; gi < G; gi++) {
-            float s0 = 0.0f, s1 = 0.0f; // keys 2 tig, 2 tig + 1 of the group, over this thread's heads
-#pragma unroll
-            for (int mt = 0; mt < MT; mt++) {
-                float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-                for (int ks = 0; ks < KS; ks++)
-                    mma_e4m3_16832(d, a[mt][ks], b[gi][2 * ks], b[gi][2 * ks + 1]);
-                s0 = __fadd_rn(s0, __fadd_rn(__fmul_rn(wh[mt][0], relu_nan(d[0])), __fmul_rn(wh[mt][1], relu_nan(d[2]))));
-                s1 = __fadd_rn(s1, __fadd_rn(__fmul_rn(wh[mt][0], relu_nan(d[1])), __fmul_rn(wh[mt][1], relu_nan(d[3]))));
-            }
             // sum over the 8 head groups (lanes with the same tig), in a fixed order
+            float t0 = s0[gi], t1 = s1[gi];
 #pragma unroll
             for (int o = 4; o < 32; o *= 2) {
-                s0 = __fadd_rn(s0, __shfl_xor_sync(0xffffffffu, s0, o));
-                s1 = __fadd_rn(s1, __shfl_xor_sync(0xffffffffu, s1, o));
+                t0 = __fadd_rn(t0, __shfl_xor_sync(0xffffffffu, t0, o));
+                t1 = __fadd_rn(t1, __shfl_xor_sync(0xffffffffu, t1, o));
             }
             // key scales and presence travel from the thread that loaded key j (lane 4 j)
             const float sc0 = __shfl_sync(0xffffffffu, kscale[gi], 8 * tig);
@@ -166,9 +190,9 @@ template <class C> __device__ __forceinline__ void index_score(const dsa_index_s
             const int have1 = __shfl_sync(0xffffffffu, have[gi], 8 * tig + 4);
             const int64_t j0 = l0 + 8 * gi + 2 * tig;
             if (g == 0 && j0 < n)
-                keys[j0] = have0 ? score_key(__fmul_rn(sc0, s0)) : 0u;
+                keys[j0] = have0 ? score_key(__fmul_rn(sc0, t0)) : 0u;
             if (g == 0 && j0 + 1 < n)
-                keys[j0 + 1] = have1 ? score_key(__fmul_rn(sc1, s1)) : 0u;
+                keys[j0 + 1] = have1 ? score_key(__fmul_rn(sc1, t1)) : 0u;
         }
     }
 }

@@ -35,6 +35,9 @@ if [ "$mode" = test ] || [ "$mode" = all ]; then
   DSA_TEST_CACHE=$cache t build/tests/gpu/test_index 2>&1 | tee "$log/test_index.log" || status=1
   echo "== test_index nccl (stage B at DCP = 2 over NCCL, two processes, one GPU each)"
   DSA_TEST_CACHE=$cache t build/tests/gpu/test_index nccl 2>&1 | tee "$log/test_index_nccl.log" || status=1
+  echo "== test_soak (prologue + index + attend in one CUDA graph, 100000 replays; then over NCCL on two GPUs)"
+  DSA_TEST_CACHE=$cache t build/tests/gpu/test_soak 2>&1 | tee "$log/test_soak.log" || status=1
+  DSA_TEST_CACHE=$cache t build/tests/gpu/test_soak nccl 2>&1 | tee "$log/test_soak_nccl.log" || status=1
   echo "== test_dcp nccl (two processes, one GPU each)"
   DSA_TEST_CACHE=$cache t build/tests/gpu/test_dcp nccl 2>&1 | tee "$log/test_dcp_nccl.log" || status=1
 fi

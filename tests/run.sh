@@ -329,6 +329,10 @@ if [ -f .cuda/include/cuda.h ] && [ -f .cuda/include/nvrtc.h ]; then
     else
       bad "tests/gpu/outside is stale (build/dsagen tests/gen/outside/glm5.2_tp8.lua -o tests/gpu/outside), or $outside does not compile from its folder: $out"
     fi
+    # the main job's path without a GPU (stages A -> B -> C simulated on the CPU), ASan+UBSan build
+    out=$(build/asan/dsa-demo --cpu 2>&1); rc=$?
+    if [ $rc -eq 0 ] && [ "$(printf '%s\n' "$out" | tail -1)" == "dsa-demo: DCP = W agrees with DCP = 1" ]; then ok
+    else bad "dsa-demo --cpu exited $rc: $(printf '%s' "$out" | tail -20)"; fi
   else
     bad "ninja runtime"
   fi

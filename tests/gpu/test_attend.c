@@ -180,7 +180,7 @@ static int compare(const world_t *w, int r, const rank_io_t *io, const float *eo
 static void build_world(world_t *w, const geo_t *g, int mode, unsigned seed)
 {
     const world_shape_t shape = {g->info.dcp, g->info.interleave, g->bs, g->fmt, g->L, g->R, g->bpt,
-                                 g->info.heads_local, g->topk};
+                                 g->info.heads_local, g->topk, 0};
     world_build(w, &shape, mode, seed);
     w->scale = g->info.softmax_scale;
 }

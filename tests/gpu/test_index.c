@@ -102,94 +102,13 @@ static int run_index(const char *config, const iworld_t *w, int s, int32_t *out,
     return rc == DSA_SUCCESS ? 0 : -1;
 }
 
-/* The reference score of (req, g) for row t and its magnitude (see the header). */
-static float ref_score(const iworld_t *w, int t, int64_t g, double *mag)
-{
-    const ref_index_cfg *c = &w->cfg;
-    const int H = c->H, D = c->D;
-    uint8_t *q8 = malloc((size_t)H * (size_t)D);
-    float *wq = malloc((size_t)H * 4), *qd = malloc((size_t)H * (size_t)D * 4), kd[512];
-    for (int h = 0; h < H; h++)
-        ref_index_query_prep(c, w->q + ((size_t)t * (size_t)H + (size_t)h) * (size_t)D, &w->w[(size_t)t * (size_t)H + (size_t)h],
-                             (int)w->positions[t], q8 + (size_t)h * (size_t)D, NULL, &wq[h]);
-    for (int i = 0; i < H * D; i++)
-        qd[i] = ref_e4m3_decode(q8[i]);
-    const int64_t slot = iworld_slot(w, w->W, w->req_of[t], g);
-    const uint8_t *page = w->cache[w->W].pages + (slot / c->bs) * (int64_t)c->bs * (c->D + 4);
-    const int off = (int)(slot % c->bs);
-    float ks, *k8 = kd;
-    memcpy(&ks, page + (size_t)c->bs * (size_t)D + 4 * (size_t)off, 4);
-    for (int i = 0; i < D; i++)
-        k8[i] = ref_e4m3_decode(page[(size_t)off * (size_t)D + (size_t)i]);
-    const float s = ref_index_score(H, D, qd, wq, k8, ks);
-    double m = 0;
-    for (int h = 0; h < H; h++) {
-        double dot = 0;
-        for (int i = 0; i < D; i++)
-            dot += (double)qd[h * D + i] * k8[i];
-        m += fabs(wq[h]) * (dot > 0 ? dot : 0);
-    }
-    *mag = fabs(ks) * m;
-    free(q8), free(wq), free(qd);
-    return s;
-}
-
-static int contains(const int32_t *row, int K, int32_t g)
-{
-    for (int j = 0; j < K && row[j] >= 0; j++)
-        if (row[j] == g)
-            return 1;
-    return 0;
-}
-
 /* A row's GPU set against the reference's: equal, or every difference within rounding of the k-th
- * score (reported). Returns 1 when acceptable. */
+ * score (reported; the rule is ref_index_check_row's, tests/ref/index.h). Returns 1 when acceptable. */
 static int compare_row(const iworld_t *w, int t, const int32_t *gpu, const int32_t *ref)
 {
-    const int K = w->cfg.K;
-    int valid = 1, differ = 0;
-    for (int j = 0; j < K; j++) { /* ascending, distinct, inside the row, -1 only at the end */
-        if (gpu[j] < 0) {
-            for (int k = j; k < K; k++)
-                valid &= gpu[k] == -1;
-            break;
-        }
-        valid &= gpu[j] <= w->positions[t] && gpu[j] < w->seq_lens[w->req_of[t]] && (j == 0 || gpu[j] > gpu[j - 1]);
-    }
-    if (!valid) {
-        printf("FAIL row %d: the GPU row is not ascending positions of the request, -1 padded\n", t);
-        return 0;
-    }
-    if (memcmp(gpu, ref, (size_t)K * 4) == 0)
-        return 1;
-    /* the k-th score of the reference's set: its lowest */
-    double kth = INFINITY, mag_k = 0;
-    for (int j = 0; j < K && ref[j] >= 0; j++) {
-        double m;
-        const float s = ref_score(w, t, ref[j], &m);
-        if (s < kth)
-            kth = s, mag_k = m;
-    }
-    int ok = 1;
-    for (int side = 0; side < 2; side++) {
-        const int32_t *a = side ? ref : gpu, *b = side ? gpu : ref;
-        for (int j = 0; j < K && a[j] >= 0; j++) {
-            if (contains(b, K, a[j]))
-                continue;
-            double m;
-            const float s = ref_score(w, t, a[j], &m);
-            const double tol = ldexp(fmax(m, mag_k), -16);
-            differ++;
-            if (!(fabs(s - kth) <= tol)) {
-                printf("FAIL row %d: position %d (%s only) has score %.9g, the k-th is %.9g (tolerance %.3g)\n", t,
-                       a[j], side ? "reference" : "GPU", s, kth, tol);
-                ok = 0;
-            }
-        }
-    }
-    if (ok)
-        printf("note row %d: %d positions differ, each within rounding of the k-th score %.9g\n", t, differ, kth);
-    return ok;
+    const ref_index_batch b = iworld_batch(w);
+    const ref_index_cache cache = iworld_cache(w, w->W);
+    return ref_index_check_row(&w->cfg, &b, &cache, t, gpu, ref, NULL, stdout);
 }
 
 /* ---- against the reference ---- */
@@ -200,15 +119,7 @@ static int cfg_of(const char *config, ref_index_cfg *c)
     geo_t g;
     if (harness_geo(config, &g) != 0)
         return -1;
-    memset(c, 0, sizeof *c);
-    c->H = g.info.idx_heads;
-    c->D = g.info.idx_head_dim;
-    c->K = g.info.idx_topk;
-    c->bs = g.info.block_size;
-    c->rope = g.rope;
-    c->rope_interleaved = g.idx_interleaved;
-    c->rope_first = g.idx_rope_first;
-    c->hadamard = g.hadamard;
+    *c = geo_index_cfg(&g);
     return 0;
 }
 

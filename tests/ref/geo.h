@@ -17,6 +17,7 @@
 #include "dsa.h"
 #include "dsa_plan.h"
 #include "config_text.h"
+#include "index.h"
 #include "ref.h"
 
 typedef struct geo {
@@ -68,6 +69,22 @@ static inline int geo_from(const dsa_config_info_t *info, const dsa_plan_t *plan
     g->hadamard = had != 0;
     g->idx_eps = (float)eps;
     return 0;
+}
+
+/* The indexer's geometry as the stage B reference takes it (index.h). */
+static inline ref_index_cfg geo_index_cfg(const geo_t *g)
+{
+    ref_index_cfg c;
+    memset(&c, 0, sizeof c);
+    c.H = g->info.idx_heads;
+    c.D = g->D;
+    c.K = g->topk;
+    c.bs = g->bs;
+    c.rope = g->rope;
+    c.rope_interleaved = g->idx_interleaved;
+    c.rope_first = g->idx_rope_first;
+    c.hadamard = g->hadamard;
+    return c;
 }
 
 #endif

@@ -2,6 +2,7 @@
 #include "index.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -218,4 +219,115 @@ void ref_index_simulate(const ref_index_cfg *c, int W, int I, const ref_index_ba
             ref_index_merge(c, gathered, W, out + ((size_t)r * T + (size_t)t) * K);
     }
     free(gathered);
+}
+
+/* ---- a GPU's rows against the reference ---- */
+
+/* The slot of candidate g in a DCP = 1 cache (table: its request's row), or -1 when absent. */
+static int64_t present_slot(const ref_index_cfg *c, const ref_index_cache *cache, const int32_t *table, int32_t g)
+{
+    int64_t slot = ref_dcp_slot(g, table, cache->max_blocks, c->bs);
+    return slot >= 0 && slot < cache->num_blocks * c->bs ? slot : -1;
+}
+
+/* The reference score of candidate g of a row (qd, w_eff from its query prep) and its magnitude
+ * |k_scale| * sum_h |w'_h| * relu(dot_h) (in double). */
+static float key_score(const ref_index_cfg *c, const ref_index_cache *cache, const int32_t *table, const float *qd,
+                       const float *w_eff, int32_t g, double *mag)
+{
+    const int H = c->H, D = c->D;
+    const int64_t slot = present_slot(c, cache, table, g);
+    const uint8_t *page = cache->pages + (size_t)(slot / c->bs) * (size_t)c->bs * ((size_t)D + 4);
+    const size_t off = (size_t)(slot % c->bs);
+    float *kd = malloc(sizeof(float) * (size_t)D), ks;
+    memcpy(&ks, page + (size_t)c->bs * (size_t)D + 4 * off, 4);
+    for (int i = 0; i < D; i++)
+        kd[i] = ref_e4m3_decode(page[off * (size_t)D + (size_t)i]);
+    const float s = ref_index_score(H, D, qd, w_eff, kd, ks);
+    double m = 0;
+    for (int h = 0; h < H; h++) {
+        double dot = 0;
+        for (int i = 0; i < D; i++)
+            dot += (double)qd[(size_t)h * (size_t)D + (size_t)i] * kd[i];
+        m += fabs(w_eff[h]) * (dot > 0 ? dot : 0);
+    }
+    *mag = fabs(ks) * m;
+    free(kd);
+    return s;
+}
+
+static int row_contains(const int32_t *row, int K, int32_t g)
+{
+    for (int j = 0; j < K && row[j] >= 0; j++)
+        if (row[j] == g)
+            return 1;
+    return 0;
+}
+
+int ref_index_check_row(const ref_index_cfg *c, const ref_index_batch *b, const ref_index_cache *cache, int t,
+                        const int32_t *got, const int32_t *ref, int *differ, FILE *log)
+{
+    const int K = c->K, H = c->H, D = c->D;
+    if (differ)
+        *differ = 0;
+    const int64_t last = row_last(b, t);
+    const int32_t *table = last >= 0 ? cache->block_table + (size_t)b->req_of_token[t] * (size_t)cache->max_blocks
+                                     : NULL;
+    int valid = 1;
+    for (int j = 0; j < K; j++) { /* ascending candidates of the row, -1 only at the end */
+        if (got[j] < 0) {
+            for (int k = j; k < K; k++)
+                valid &= got[k] == -1;
+            break;
+        }
+        valid &= got[j] <= last && (j == 0 || got[j] > got[j - 1]);
+        if (valid)
+            valid &= present_slot(c, cache, table, got[j]) >= 0;
+    }
+    if (!valid) {
+        if (log)
+            fprintf(log, "FAIL row %d: the GPU row is not ascending positions of the row's keys, -1 padded\n", t);
+        return 0;
+    }
+    if (memcmp(got, ref, sizeof(int32_t) * (size_t)K) == 0)
+        return 1;
+    /* the row's query, prepared once */
+    uint8_t *q8 = malloc((size_t)H * (size_t)D);
+    float *qd = malloc(sizeof(float) * (size_t)H * (size_t)D), *w_eff = malloc(sizeof(float) * (size_t)H);
+    ref_index_query_prep(c, b->q + (size_t)t * (size_t)H * (size_t)D, b->w + (size_t)t * (size_t)H,
+                         (int)b->positions[t], q8, NULL, w_eff);
+    for (size_t i = 0; i < (size_t)H * (size_t)D; i++)
+        qd[i] = ref_e4m3_decode(q8[i]);
+    /* the k-th score of the reference's set: its lowest */
+    double kth = INFINITY, mag_k = 0;
+    for (int j = 0; j < K && ref[j] >= 0; j++) {
+        double m;
+        const float s = key_score(c, cache, table, qd, w_eff, ref[j], &m);
+        if (s < kth)
+            kth = s, mag_k = m;
+    }
+    int ok = 1, n = 0;
+    for (int side = 0; side < 2; side++) {
+        const int32_t *x = side ? ref : got, *y = side ? got : ref;
+        for (int j = 0; j < K && x[j] >= 0; j++) {
+            if (row_contains(y, K, x[j]))
+                continue;
+            double m;
+            const float s = key_score(c, cache, table, qd, w_eff, x[j], &m);
+            const double tol = ldexp(fmax(m, mag_k), -16);
+            n++;
+            if (!(fabs(s - kth) <= tol)) {
+                if (log)
+                    fprintf(log, "FAIL row %d: position %d (%s only) has score %.9g, the k-th is %.9g "
+                            "(tolerance %.3g)\n", t, x[j], side ? "reference" : "GPU", s, kth, tol);
+                ok = 0;
+            }
+        }
+    }
+    if (ok && log)
+        fprintf(log, "note row %d: %d positions differ, each within rounding of the k-th score %.9g\n", t, n, kth);
+    if (differ)
+        *differ = n;
+    free(q8), free(qd), free(w_eff);
+    return ok;
 }

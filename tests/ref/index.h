@@ -60,6 +60,7 @@
 #define DSA_INDEX_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 #include "ref.h"
 
@@ -137,5 +138,18 @@ int ref_index_row(const ref_index_cfg *c, const ref_index_batch *b, const ref_in
 void ref_index_dcp1(const ref_index_cfg *c, const ref_index_batch *b, const ref_index_cache *cache, int32_t *out);
 void ref_index_simulate(const ref_index_cfg *c, int W, int I, const ref_index_batch *b,
                         const ref_index_cache *caches, int32_t *out);
+
+/* Row t of a GPU's top-k (got [K]) against the reference's (ref [K], ref_index_row over cache, the
+ * unsharded DCP = 1 cache of the same keys). got must be ascending positions of the row's candidates
+ * (step 3), then -1 padding. Its set must equal ref's, except where each key in one set and not the
+ * other has a reference score within rounding of the k-th (the lowest score of ref's set): the GPU
+ * sums the dot products on tensor cores and the heads in a tree, the reference in sequence, so a
+ * score may differ by a few ulps of its magnitude m = |k_scale| * sum_h |w'_h| * relu(dot_h); the
+ * tolerance is 2^-16 m, the larger m of the key and the k-th (the sums have at most 256 terms, each
+ * rounding at most 2^-24 of the running magnitude). Writes to log (NULL: nowhere) a "FAIL row t: ..."
+ * line per fault, or a "note row t: ..." line for an accepted difference. Returns 1 when
+ * acceptable, else 0; *differ (may be NULL) gets the number of keys in one set only. */
+int ref_index_check_row(const ref_index_cfg *c, const ref_index_batch *b, const ref_index_cache *cache, int t,
+                        const int32_t *got, const int32_t *ref, int *differ, FILE *log);
 
 #endif

@@ -23,7 +23,7 @@ static void compare(const char *what, int W, int I, int fmt, int mode, unsigned 
 {
     world_t w;
     /* a small world of the shipped latent and rope widths: block 16, 4 heads per rank, top-k 64 */
-    const world_shape_t shape = {W, I, 16, fmt, 512, 64, world_cache_bytes(fmt, 512, 64), 4, 64};
+    const world_shape_t shape = {W, I, 16, fmt, 512, 64, world_cache_bytes(fmt, 512, 64), 4, 64, 0};
     world_build(&w, &shape, mode, seed);
     size_t n = (size_t)W * (size_t)w.T * (size_t)w.H, lat = (size_t)w.latent;
     float *eo = malloc(sizeof(float) * n * lat), *el = malloc(sizeof(float) * n);

@@ -12,6 +12,7 @@
  * and the shipped geometries (DeepSeek-V3.2: 64 heads NeoX, GLM-5.2: 32 heads interleaved, K 2048,
  * bs 64). */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -549,6 +550,104 @@ static void test_shipped(unsigned seed)
     }
 }
 
+/* ref_index_check_row on rows of t (at DCP = 1): its verdict, and its log must contain want (NULL:
+ * the log stays empty). */
+static int check_row(const iworld_t *w, int t, const int32_t *got, const int32_t *ref, int *differ, const char *want)
+{
+    const ref_index_batch b = iworld_batch(w);
+    const ref_index_cache whole = iworld_cache(w, w->W);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *log = open_memstream(&text, &len);
+    const int ok = ref_index_check_row(&w->cfg, &b, &whole, t, got, ref, differ, log);
+    fclose(log);
+    const int logged = want ? strstr(text, want) != NULL : len == 0;
+    if (!logged)
+        printf("FAIL check_row row %d: logged '%s', want '%s'\n", t, text, want ? want : "nothing");
+    CHECK(logged);
+    free(text);
+    return ok;
+}
+
+static int cmp_i32(const void *a, const void *b)
+{
+    const int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The rule GPU rows are judged by (ref_index_check_row; test_index and dsa-demo use it): the
+ * reference's own row passes silently; a key swapped for an exact tie at the cut passes with a
+ * note; a key far below the k-th fails, and so do rows out of order, beyond the row's position,
+ * with padding in the middle, naming an absent key, or with keys where the row has none. */
+static void test_check_row(unsigned seed)
+{
+    const ref_index_cfg c = small_cfg(0, 16);
+    const iworld_opts_t o = std_opts(1, 1, seed);
+    iworld_t w;
+    iworld_build(&w, &c, &o);
+    const int K = c.K, t = 3; /* request 3 at position 299: 300 keys, cut to 16 */
+    const size_t rowb = sizeof(int32_t) * (size_t)K;
+    CHECK(w.req_of[t] == 3 && w.positions[t] == 299);
+    ref_index_batch b = iworld_batch(&w);
+    ref_index_cache whole = iworld_cache(&w, w.W);
+    ref_index_cfg every = c;
+    every.K = 300;
+    ref_index_cand *order = malloc(sizeof *order * 300);
+    CHECK(ref_index_local(&every, 1, 1, 0, &b, &whole, t, order, NULL) == 300);
+    /* the first key outside the top K takes the k-th key's bytes: an exact tie at the cut */
+    const int32_t kth = order[K - 1].pos, next = order[K].pos, low = order[299].pos;
+    const int bs = c.bs, D = c.D;
+    int64_t sk = iworld_slot(&w, w.W, 3, kth), sn = iworld_slot(&w, w.W, 3, next);
+    uint8_t *pk = w.cache[w.W].pages + (size_t)(sk / bs) * (size_t)bs * (size_t)(D + 4);
+    uint8_t *pn = w.cache[w.W].pages + (size_t)(sn / bs) * (size_t)bs * (size_t)(D + 4);
+    memcpy(pn + (size_t)(sn % bs) * (size_t)D, pk + (size_t)(sk % bs) * (size_t)D, (size_t)D);
+    memcpy(pn + (size_t)bs * (size_t)D + 4 * (size_t)(sn % bs), pk + (size_t)bs * (size_t)D + 4 * (size_t)(sk % bs), 4);
+    int32_t *ref = malloc(rowb), *got = malloc(rowb);
+    CHECK(ref_index_row(&c, &b, &whole, t, ref) == K);
+    int differ = -1;
+    CHECK(check_row(&w, t, ref, ref, &differ, NULL) == 1 && differ == 0);
+    /* the tie partner that ref lacks, in place of the one it has */
+    int at = -1;
+    for (int k = 0; k < K; k++)
+        if (ref[k] == kth || ref[k] == next)
+            at = k;
+    CHECK(at >= 0);
+    if (at < 0)
+        at = 0;
+    memcpy(got, ref, rowb);
+    got[at] = ref[at] == kth ? next : kth;
+    qsort(got, (size_t)K, sizeof *got, cmp_i32);
+    CHECK(check_row(&w, t, got, ref, &differ, "note row 3: 2 positions differ") == 1 && differ == 2);
+    /* the lowest-ranked key instead */
+    memcpy(got, ref, rowb);
+    got[at] = low;
+    qsort(got, (size_t)K, sizeof *got, cmp_i32);
+    char want[64];
+    snprintf(want, sizeof want, "FAIL row 3: position %d (GPU only)", (int)low);
+    CHECK(check_row(&w, t, got, ref, NULL, want) == 0);
+    /* malformed rows */
+    memcpy(got, ref, rowb);
+    got[0] = ref[1], got[1] = ref[0];
+    CHECK(check_row(&w, t, got, ref, NULL, "FAIL row 3: the GPU row is not ascending") == 0);
+    memcpy(got, ref, rowb);
+    got[K - 1] = 300; /* past the row's position */
+    CHECK(check_row(&w, t, got, ref, NULL, "FAIL row 3: the GPU row is not ascending") == 0);
+    memcpy(got, ref, rowb);
+    got[0] = -1; /* padding before a position */
+    CHECK(check_row(&w, t, got, ref, NULL, "FAIL row 3: the GPU row is not ascending") == 0);
+    /* rows 5 (an empty request) and 6 (a request whose blocks no cache has): no candidates */
+    for (int r = 5; r <= 6; r++) {
+        CHECK(w.req_of[r] == r);
+        CHECK(ref_index_row(&c, &b, &whole, r, ref) == 0);
+        CHECK(check_row(&w, r, ref, ref, NULL, NULL) == 1);
+        memcpy(got, ref, rowb);
+        got[0] = 0;
+        CHECK(check_row(&w, r, got, ref, NULL, "the GPU row is not ascending") == 0);
+    }
+    free(order), free(ref), free(got);
+    iworld_free(&w);
+}
+
 int main(int argc, char **argv)
 {
     unsigned seed = argc > 1 ? (unsigned)strtoul(argv[1], NULL, 0) : (unsigned)time(NULL);
@@ -563,5 +662,6 @@ int main(int argc, char **argv)
     test_signed_zero(seed);
     test_bad_rows(seed);
     test_shipped(seed);
+    test_check_row(seed);
     CHECK_DONE();
 }

@@ -96,10 +96,11 @@ int world_cache_bytes(int fmt, int latent, int rope)
 void world_build(world_t *w, const world_shape_t *shape, int mode, unsigned seed)
 {
     const int W = shape->W, I = shape->I, bs = shape->bs, K = shape->K;
-    if (W < 1 || W > 8 || shape->bpt != world_cache_bytes(shape->fmt, shape->latent, shape->rope)) {
+    const int32_t n = shape->long_len ? shape->long_len : 1000; /* the long request's tokens */
+    if (W < 1 || W > 8 || shape->bpt != world_cache_bytes(shape->fmt, shape->latent, shape->rope) || n < 64) {
         fprintf(stderr, "world_build: W %d, format %d with latent %d and rope %d: %d bytes per token, the reference "
-                "encodes %d\n", W, shape->fmt, shape->latent, shape->rope, shape->bpt,
-                world_cache_bytes(shape->fmt, shape->latent, shape->rope));
+                "encodes %d; long request %d (at least 64)\n", W, shape->fmt, shape->latent, shape->rope, shape->bpt,
+                world_cache_bytes(shape->fmt, shape->latent, shape->rope), n);
         abort();
     }
     memset(w, 0, sizeof *w);
@@ -108,13 +109,13 @@ void world_build(world_t *w, const world_shape_t *shape, int mode, unsigned seed
     w->latent = shape->latent, w->kv_dim = shape->latent + shape->rope;
     w->bpt = shape->bpt;
     w->scale = 0.0625f;
-    static const int32_t lens[] = {1, 37, 300, 1000, 129};
+    const int32_t lens[] = {1, 37, 300, n, 129};
     w->nreq = 5;
     w->len = malloc(sizeof lens);
     memcpy(w->len, lens, sizeof lens);
     /* rows: a decode row per request, then 6 prefill rows of request 3 at positions 0, 1, 63,
-     * 500, 998, 999 (their top-k only reaches positions <= their own) */
-    static const int64_t prefill[] = {0, 1, 63, 500, 998, 999};
+     * n / 2, n - 2, n - 1 (their top-k only reaches positions <= their own) */
+    const int64_t prefill[] = {0, 1, 63, n / 2, n - 2, n - 1};
     w->T = w->nreq + 6;
     w->req_of = malloc(sizeof(int32_t) * (size_t)w->T);
     w->pos_of = malloc(sizeof(int64_t) * (size_t)w->T);

@@ -43,13 +43,17 @@ typedef struct world_shape {
     int latent, rope;  /* kv_lora_rank, qk_rope_dim */
     int bpt;           /* cache bytes per token: must be world_cache_bytes(fmt, latent, rope) */
     int H, K;          /* query heads per rank, top-k entries per row */
+    int long_len;      /* 0: the long request (3) has 1000 tokens; n >= 64: n tokens */
 } world_shape_t;
 
 /* Bytes per token of the reference's encoding of format fmt (ref.h), -1 for an unknown format. */
 int world_cache_bytes(int fmt, int latent, int rope);
 
 /* Builds the world of that shape, top-k rows drawn by mode (TOPK_*); aborts with a message when the
- * shape is not one the reference can encode (bpt other than its format's size, W out of range). */
+ * shape is not one the reference can encode (bpt other than its format's size, W out of range, a
+ * long request shorter than 64). Requests of 1, 37, 300, n (shape->long_len, 1000 by default) and
+ * 129 tokens; a decode row per request (at len - 1), then prefill rows of request 3 at positions 0,
+ * 1, 63, n / 2, n - 2, n - 1. */
 void world_build(world_t *w, const world_shape_t *shape, int mode, unsigned seed);
 void world_free(world_t *w);
 

@@ -1,6 +1,7 @@
-/* Argument checks of dsa_prologue and dsa_attend (see args.h). The bounds keep every offset the
- * calls and kernels compute inside int64 (tokens and strides) or int32 (slots in the attend
- * kernel). */
+/* Argument checks of dsa_prologue, dsa_attend and dsa_index (see args.h). The bounds keep every
+ * offset the calls and kernels compute inside int64 (tokens and strides, cache bytes) or int32
+ * (slots in the attend kernel, block-table entries). tests/runtime/test_runtime.c tests each at
+ * the bound and one past it, on a context without a device. */
 #include <stdint.h>
 
 #include "args.h"
@@ -116,7 +117,7 @@ dsa_result_t dsa_check_attend(dsa_ctx_t ctx, const dsa_attend_args_t *a, dsa_att
         return rc;
     if (a->num_requests <= 0 || a->num_requests > INT32_MAX)
         return FAIL("dsa_attend: args->num_requests is %lld, must be 1..2^31-1", (long long)a->num_requests);
-    /* the kernel indexes the block table as req * max_blocks + b in 32 bits */
+    /* the kernels index the block table as req * max_blocks + b: below 2^31, so 32 bits hold it */
     if (a->max_blocks <= 0 || a->max_blocks > INT32_MAX / a->num_requests)
         return FAIL("dsa_attend: args->max_blocks is %lld, must be 1..%lld (num_requests x max_blocks < 2^31)",
                     (long long)a->max_blocks, (long long)(INT32_MAX / a->num_requests));

@@ -593,6 +593,30 @@ static void test_jit_target(void)
     dsa_jit_out_t out[DSA_NMODULES];
     CHECK(dsa_jit_compile(p, bad[4], dir, DSA_LOG_QUIET, out, err, sizeof err) == DSA_ERROR_INVALID_ARGUMENT);
     CHECK(!strcmp(err, "target 'sm_90aaaaaaaaaaaaaaaaaaaaaaaaaaa' is not an architecture like sm_90a"));
+
+    /* opts->target is checked by dsa_ctx_create before anything else (no device needed), so a
+     * long one is never cut to the context's 15 characters and taken for another name */
+    dsa_options_t o = DSA_OPTIONS_INIT;
+    o.cache_dir = dir;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        if (!bad[i])
+            continue; /* NULL: the configuration's own target */
+        dsa_ctx_t ctx = (dsa_ctx_t)1;
+        o.target = bad[i];
+        dsa_result_t r = dsa_ctx_create("tiny_tp4_dcp1_i1_bf16", &o, &ctx);
+        snprintf(want, sizeof want, "dsa_ctx_create: opts->target '%.32s' is not an architecture like sm_90a", bad[i]);
+        if (r == DSA_ERROR_INVALID_ARGUMENT && ctx == NULL && !strcmp(dsa_last_error(NULL), want)) {
+            check_passed++;
+        } else {
+            check_failed++;
+            printf("FAIL opts->target %zu: result %d, '%s'\n", i, (int)r, dsa_last_error(NULL));
+        }
+    }
+    o.target = bad[4];
+    CHECK(dsa_ctx_create("tiny_tp4_dcp1_i1_bf16", &o, &(dsa_ctx_t){NULL}) == DSA_ERROR_INVALID_ARGUMENT);
+    CHECK(!strcmp(dsa_last_error(NULL),
+                  "dsa_ctx_create: opts->target 'sm_90aaaaaaaaaaaaaaaaaaaaaaaaaaa' is not an architecture like sm_90a"));
+    CHECK(access(dir, F_OK) != 0);
 }
 
 static char cache_dir[256];

@@ -422,6 +422,25 @@ static void test_prologue_checks(void)
     WANT_ERROR(dsa_check_prologue(ctx, &a, &s), ctx, "dsa_prologue: args->kv_norm_w is not 16-byte aligned");
     a = good_prologue(), a.slot_mapping = NULL;
     WANT_ERROR(dsa_check_prologue(ctx, &a, &s), ctx, "dsa_prologue: args->slot_mapping is NULL");
+    /* every pointer aligned as its kernel loads or stores it: a misaligned one would fault on the
+     * device (bf16 cache entries and top-k rows are written 16 bytes at a time; dsa_index reads the
+     * indexer cache so) */
+    a = good_prologue(), a.kv_cache = DEV(11, 8);
+    WANT_ERROR(dsa_check_prologue(ctx, &a, &s), ctx, "dsa_prologue: args->kv_cache is not 16-byte aligned");
+    a = good_prologue(), a.idx_cache = DEV(12, 4);
+    WANT_ERROR(dsa_check_prologue(ctx, &a, &s), ctx, "dsa_prologue: args->idx_cache is not 16-byte aligned");
+    a = good_prologue(), a.topk = DEV(13, 4);
+    WANT_ERROR(dsa_check_prologue(ctx, &a, &s), ctx, "dsa_prologue: args->topk is not 16-byte aligned");
+    a.clear_topk = 0; /* topk is not written */
+    CHECK(dsa_check_prologue(ctx, &a, &s) == DSA_SUCCESS);
+    a = good_prologue(), a.idx_k = DEV(4, 1);
+    WANT_ERROR(dsa_check_prologue(ctx, &a, &s), ctx, "dsa_prologue: args->idx_k is not 2-byte aligned");
+    a = good_prologue(), a.idx_norm_b = DEV(10, 3);
+    WANT_ERROR(dsa_check_prologue(ctx, &a, &s), ctx, "dsa_prologue: args->idx_norm_b is not 2-byte aligned");
+    a = good_prologue(), a.slot_mapping = DEV(6, 4);
+    WANT_ERROR(dsa_check_prologue(ctx, &a, &s), ctx, "dsa_prologue: args->slot_mapping is not 8-byte aligned");
+    a = good_prologue(), a.idx_k = DEV(4, 2), a.idx_norm_w = DEV(9, 2), a.idx_norm_b = DEV(10, 2), a.q_c = DEV(1, 16);
+    CHECK(dsa_check_prologue(ctx, &a, &s) == DSA_SUCCESS); /* element-aligned is enough there */
     a = good_prologue(), a.idx_cache = NULL;
     WANT_ERROR(dsa_check_prologue(ctx, &a, &s), ctx, "dsa_prologue: args->idx_k is given, so args->idx_cache must be too");
     a = good_prologue(), a.topk = NULL;
@@ -496,6 +515,16 @@ static void test_attend_checks(void)
     WANT_ERROR(dsa_check_attend(ctx, &a, &s), ctx, "dsa_attend: args->kv_cache is not 16-byte aligned");
     a = good_attend(), a.block_table = NULL;
     WANT_ERROR(dsa_check_attend(ctx, &a, &s), ctx, "dsa_attend: args->block_table is NULL");
+    a = good_attend(), a.out = DEV(9, 2); /* bf16 pairs are stored as 4 bytes */
+    WANT_ERROR(dsa_check_attend(ctx, &a, &s), ctx, "dsa_attend: args->out is not 4-byte aligned");
+    a = good_attend(), a.lse = DEV(10, 2);
+    WANT_ERROR(dsa_check_attend(ctx, &a, &s), ctx, "dsa_attend: args->lse is not 4-byte aligned");
+    a = good_attend(), a.q_pe = DEV(2, 1);
+    WANT_ERROR(dsa_check_attend(ctx, &a, &s), ctx, "dsa_attend: args->q_pe is not 2-byte aligned");
+    a = good_attend(), a.block_table = DEV(7, 2);
+    WANT_ERROR(dsa_check_attend(ctx, &a, &s), ctx, "dsa_attend: args->block_table is not 4-byte aligned");
+    a = good_attend(), a.q_lat = DEV(1, 2), a.q_pe = DEV(2, 6), a.topk = DEV(4, 4), a.out = DEV(9, 4);
+    CHECK(dsa_check_attend(ctx, &a, &s) == DSA_SUCCESS);
     a = good_attend(), a.size = 0;
     char want[256];
     snprintf(want, sizeof want, "dsa_attend: args->size is 0, expected %zu", sizeof a);
@@ -556,6 +585,12 @@ static void test_index_checks(void)
     WANT_ERROR(dsa_check_index(ctx, &a, &s), ctx, "dsa_index: args->idx_cache is not 16-byte aligned");
     a = good_index(), a.weights = NULL;
     WANT_ERROR(dsa_check_index(ctx, &a, &s), ctx, "dsa_index: args->weights is NULL");
+    a = good_index(), a.weights = DEV(2, 2);
+    WANT_ERROR(dsa_check_index(ctx, &a, &s), ctx, "dsa_index: args->weights is not 4-byte aligned");
+    a = good_index(), a.positions = DEV(3, 4);
+    WANT_ERROR(dsa_check_index(ctx, &a, &s), ctx, "dsa_index: args->positions is not 8-byte aligned");
+    a = good_index(), a.topk = DEV(8, 1);
+    WANT_ERROR(dsa_check_index(ctx, &a, &s), ctx, "dsa_index: args->topk is not 4-byte aligned");
     a = good_index(), a.size = sizeof a / 2;
     char want[256];
     snprintf(want, sizeof want, "dsa_index: args->size is %zu, expected %zu", sizeof a / 2, sizeof a);

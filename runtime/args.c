@@ -1,7 +1,7 @@
 /* Argument checks of dsa_prologue, dsa_attend and dsa_index (see args.h). The bounds keep every
  * offset the calls and kernels compute inside int64 (tokens and strides, cache bytes) or int32
  * (slots in the attend kernel, block-table entries). tests/runtime/test_runtime.c tests each at
- * the bound and one past it, on a context without a device. */
+ * the bound and one past it, on a context without a device; tests/fuzz/fuzz_args.c fuzzes them. */
 #include <stdint.h>
 
 #include "args.h"

@@ -1,6 +1,7 @@
-/* Argument checks of dsa_prologue and dsa_attend (see args.h). The bounds keep every offset the
- * calls and kernels compute inside int64 (tokens and strides) or int32 (slots in the attend
- * kernel). */
+/* Argument checks of dsa_prologue, dsa_attend and dsa_index (see args.h). The bounds keep every
+ * offset the calls and kernels compute inside int64 (tokens and strides, cache bytes) or int32
+ * (slots in the attend kernel, block-table entries). tests/runtime/test_runtime.c tests each at
+ * the bound and one past it, on a context without a device; tests/fuzz/fuzz_args.c fuzzes them. */
 #include <stdint.h>
 
 #include "args.h"
@@ -8,15 +9,13 @@
 #define MAX_TOKENS INT32_MAX         /* per call */
 #define MAX_STRIDE ((int64_t)1 << 24) /* elements per row: 2^31 rows x 2^24 x 2 bytes fits int64 */
 
-static int misaligned(const void *p)
-{
-    return ((uintptr_t)p & 15u) != 0;
-}
-
+/* A pointer the kernels dereference, and the alignment of their loads or stores there: 16 where
+ * they move 16 bytes at a time (or where the same buffer is read so by another call: the caches),
+ * else the element's size. A misaligned access would fault on the device and end the context. */
 typedef struct need {
     const void *ptr;
     const char *name;
-    int vec; /* read in 16-byte chunks by the kernels */
+    unsigned align;
 } need_t;
 
 static dsa_result_t check_pointers(dsa_ctx_t ctx, const char *fn, const need_t *need, size_t n)
@@ -24,8 +23,9 @@ static dsa_result_t check_pointers(dsa_ctx_t ctx, const char *fn, const need_t *
     for (size_t i = 0; i < n; i++) {
         if (!need[i].ptr)
             return dsa_fail(ctx, DSA_ERROR_INVALID_ARGUMENT, "%s: args->%s is NULL", fn, need[i].name);
-        if (need[i].vec && misaligned(need[i].ptr))
-            return dsa_fail(ctx, DSA_ERROR_INVALID_ARGUMENT, "%s: args->%s is not 16-byte aligned", fn, need[i].name);
+        if ((uintptr_t)need[i].ptr % need[i].align)
+            return dsa_fail(ctx, DSA_ERROR_INVALID_ARGUMENT, "%s: args->%s is not %u-byte aligned", fn, need[i].name,
+                            need[i].align);
     }
     return DSA_SUCCESS;
 }
@@ -68,17 +68,25 @@ dsa_result_t dsa_check_prologue(dsa_ctx_t ctx, const dsa_prologue_args_t *a, dsa
     dsa_result_t rc = check_tokens(ctx, fn, a->num_tokens);
     if (rc != DSA_SUCCESS || a->num_tokens == 0)
         return rc;
-    const need_t need[] = {{a->q_c, "q_c", 1},           {a->q_c_out, "q_c_out", 1},   {a->kv, "kv", 1},
-                           {a->positions, "positions", 0}, {a->slot_mapping, "slot_mapping", 0},
-                           {a->q_norm_w, "q_norm_w", 1},   {a->kv_norm_w, "kv_norm_w", 1}, {a->kv_cache, "kv_cache", 0}};
+    const need_t need[] = {{a->q_c, "q_c", 16},           {a->q_c_out, "q_c_out", 16},   {a->kv, "kv", 16},
+                           {a->positions, "positions", 8}, {a->slot_mapping, "slot_mapping", 8},
+                           {a->q_norm_w, "q_norm_w", 16},   {a->kv_norm_w, "kv_norm_w", 16},
+                           {a->kv_cache, "kv_cache", 16}}; /* bf16 entries are stored 16 bytes at a time */
     rc = check_pointers(ctx, fn, need, sizeof need / sizeof need[0]);
     if (rc != DSA_SUCCESS)
         return rc;
     if (a->idx_k && (!a->idx_norm_w || !a->idx_norm_b || !a->idx_cache))
         return FAIL("dsa_prologue: args->idx_k is given, so args->%s must be too",
                     !a->idx_norm_w ? "idx_norm_w" : !a->idx_norm_b ? "idx_norm_b" : "idx_cache");
+    const need_t idx[] = {{a->idx_k, "idx_k", 2}, {a->idx_norm_w, "idx_norm_w", 2}, {a->idx_norm_b, "idx_norm_b", 2},
+                          {a->idx_cache, "idx_cache", 16}}; /* dsa_index loads its pages 16 bytes at a time */
+    if (a->idx_k && (rc = check_pointers(ctx, fn, idx, sizeof idx / sizeof idx[0])) != DSA_SUCCESS)
+        return rc;
     if (a->clear_topk && !a->topk)
         return FAIL("dsa_prologue: args->clear_topk is set but args->topk is NULL");
+    const need_t topk[] = {{a->topk, "topk", 16}}; /* its rows are cleared 16 bytes at a time */
+    if (a->clear_topk && (rc = check_pointers(ctx, fn, topk, 1)) != DSA_SUCCESS)
+        return rc;
     /* slots are int64 in the prologue; a cache of more bytes than int64 holds is no real cache */
     const int64_t max_blocks = INT64_MAX / g->block_size / (g->cache_bytes_per_token + g->idx_bytes_per_token);
     if (a->num_cache_blocks <= 0 || a->num_cache_blocks > max_blocks)
@@ -106,17 +114,20 @@ dsa_result_t dsa_check_attend(dsa_ctx_t ctx, const dsa_attend_args_t *a, dsa_att
     dsa_result_t rc = check_tokens(ctx, fn, a->num_tokens);
     if (rc != DSA_SUCCESS || a->num_tokens == 0)
         return rc;
-    const need_t need[] = {{a->q_lat, "q_lat", 0},           {a->q_pe, "q_pe", 0},
-                           {a->positions, "positions", 0},   {a->topk, "topk", 0},
-                           {a->req_of_token, "req_of_token", 0}, {a->seq_lens, "seq_lens", 0},
-                           {a->block_table, "block_table", 0}, {a->kv_cache, "kv_cache", 1},
-                           {a->out, "out", 0}};
+    const need_t need[] = {{a->q_lat, "q_lat", 2},           {a->q_pe, "q_pe", 2},
+                           {a->positions, "positions", 8},   {a->topk, "topk", 4},
+                           {a->req_of_token, "req_of_token", 4}, {a->seq_lens, "seq_lens", 4},
+                           {a->block_table, "block_table", 4}, {a->kv_cache, "kv_cache", 16},
+                           {a->out, "out", 4}}; /* out: bf16 pairs */
     rc = check_pointers(ctx, fn, need, sizeof need / sizeof need[0]);
     if (rc != DSA_SUCCESS)
         return rc;
+    const need_t lse[] = {{a->lse, "lse", 4}};
+    if (a->lse && (rc = check_pointers(ctx, fn, lse, 1)) != DSA_SUCCESS)
+        return rc;
     if (a->num_requests <= 0 || a->num_requests > INT32_MAX)
         return FAIL("dsa_attend: args->num_requests is %lld, must be 1..2^31-1", (long long)a->num_requests);
-    /* the kernel indexes the block table as req * max_blocks + b in 32 bits */
+    /* the kernels index the block table as req * max_blocks + b: below 2^31, so 32 bits hold it */
     if (a->max_blocks <= 0 || a->max_blocks > INT32_MAX / a->num_requests)
         return FAIL("dsa_attend: args->max_blocks is %lld, must be 1..%lld (num_requests x max_blocks < 2^31)",
                     (long long)a->max_blocks, (long long)(INT32_MAX / a->num_requests));
@@ -145,14 +156,14 @@ dsa_result_t dsa_check_index(dsa_ctx_t ctx, const dsa_index_args_t *a, dsa_index
     dsa_result_t rc = check_tokens(ctx, fn, a->num_tokens);
     if (rc != DSA_SUCCESS || a->num_tokens == 0)
         return rc;
-    const need_t need[] = {{a->q, "q", 1},
-                           {a->weights, "weights", 0},
-                           {a->positions, "positions", 0},
-                           {a->req_of_token, "req_of_token", 0},
-                           {a->seq_lens, "seq_lens", 0},
-                           {a->block_table, "block_table", 0},
-                           {a->idx_cache, "idx_cache", 1},
-                           {a->topk, "topk", 0}};
+    const need_t need[] = {{a->q, "q", 16},
+                           {a->weights, "weights", 4},
+                           {a->positions, "positions", 8},
+                           {a->req_of_token, "req_of_token", 4},
+                           {a->seq_lens, "seq_lens", 4},
+                           {a->block_table, "block_table", 4},
+                           {a->idx_cache, "idx_cache", 16},
+                           {a->topk, "topk", 4}};
     rc = check_pointers(ctx, fn, need, sizeof need / sizeof need[0]);
     if (rc != DSA_SUCCESS)
         return rc;

@@ -260,6 +260,10 @@ static dsa_result_t check_options(const dsa_options_t *opts, dsa_options_t *o)
         return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT,
                         "dsa_ctx_create: opts->index_tokens is %lld, must be 0 (default) to 2^31-1",
                         (long long)o->index_tokens);
+    /* checked here, before the context's target[16] would cut a long one to a valid-looking name */
+    if (o->target && !dsa_target_ok(o->target))
+        return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT,
+                        "dsa_ctx_create: opts->target '%.32s' is not an architecture like sm_90a", o->target);
     return DSA_SUCCESS;
 }
 

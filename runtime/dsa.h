@@ -135,7 +135,8 @@ DSA_API int dsa_ctx_kernels(dsa_ctx_t ctx, const dsa_kernel_info_t **info);
 /* Stage A for num_tokens tokens (docs/design.md, "The step"): q_c RMSNorm for every token, the top-k row set to -1
  * (clear_topk), then for slot >= 0 only: KV latent norm + rope into the MLA cache entry, indexer
  * key into its page (idx_k non-NULL). All tensors are device pointers, activations and weights
- * bf16; q_c, q_c_out, kv, the norm weights 16-byte aligned, row strides multiples of 8 elements.
+ * bf16; q_c, q_c_out, kv, q_norm_w, kv_norm_w, both caches and (with clear_topk) topk 16-byte
+ * aligned, every other pointer to its element; row strides of q_c and kv multiples of 8 elements.
  * Enqueued on stream (a CUstream / cudaStream_t; NULL: the default stream) with no allocation,
  * synchronisation or compilation, so it can be captured in a CUDA graph. Tokens whose slot is
  * >= num_cache_blocks * block_size or whose position is outside [0, max_positions) write no cache
@@ -169,7 +170,8 @@ DSA_API dsa_result_t dsa_prologue(dsa_ctx_t ctx, const dsa_prologue_args_t *args
  * the smaller position; a NaN score (the host's NaN in q or weights) ranks below every number.
  * Every rank of the group must make the same calls with the same num_tokens. Enqueued on stream;
  * no allocation, synchronisation or compilation. Layers that share the previous layer's top-k
- * skip this call (and pass clear_topk = 0 to the prologue). */
+ * skip this call (and pass clear_topk = 0 to the prologue). q and idx_cache are 16-byte aligned,
+ * every other pointer to its element. */
 typedef struct dsa_index_args {
     size_t size;                 /* sizeof(dsa_index_args_t) */
     int64_t num_tokens;
@@ -195,7 +197,8 @@ DSA_API dsa_result_t dsa_index(dsa_ctx_t ctx, const dsa_index_args_t *args, void
  * table lacks, are -1 and never read); sparse MLA over them for every gathered head; with
  * dcp > 1 the exchange of partial outputs and LSEs and their merge in fp32, in rank order. Every
  * rank of the group must make the same calls with the same num_tokens. Enqueued on stream; no
- * allocation, synchronisation or compilation. Rows with no key anywhere give 0 and LSE -inf. */
+ * allocation, synchronisation or compilation. Rows with no key anywhere give 0 and LSE -inf.
+ * kv_cache is 16-byte aligned, out 4-byte (bf16 pairs), every other pointer to its element. */
 typedef struct dsa_attend_args {
     size_t size;                 /* sizeof(dsa_attend_args_t) */
     int64_t num_tokens;

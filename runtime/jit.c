@@ -298,6 +298,15 @@ static const char *default_cache_dir(char *buf, size_t n, const char *given)
     return buf;
 }
 
+/* The target reaches NVRTC's options and the cache's file names: sm_ and 1..12 lower-case letters or
+ * digits. */
+int dsa_target_ok(const char *target)
+{
+    size_t tl = target ? strlen(target) : 0;
+    return tl >= 4 && tl <= 15 && strncmp(target, "sm_", 3) == 0 &&
+           strspn(target + 3, "0123456789abcdefghijklmnopqrstuvwxyz") == tl - 3;
+}
+
 dsa_result_t dsa_jit_compile(const dsa_cfg_t *cfg, const char *target, const char *cache_dir, int log_level,
                              dsa_jit_out_t *out, char *err, size_t errlen)
 {
@@ -307,9 +316,7 @@ dsa_result_t dsa_jit_compile(const dsa_cfg_t *cfg, const char *target, const cha
                  DSA_MAX_HEADERS);
         return DSA_ERROR_INTERNAL;
     }
-    /* the target reaches NVRTC's options and the cache's file names: sm_ and letters or digits */
-    size_t tl = target ? strlen(target) : 0;
-    if (tl < 4 || tl > 15 || strncmp(target, "sm_", 3) != 0 || strspn(target + 3, "0123456789abcdefghijklmnopqrstuvwxyz") != tl - 3) {
+    if (!dsa_target_ok(target)) {
         snprintf(err, errlen, "target '%.32s' is not an architecture like sm_90a", target ? target : "(null)");
         return DSA_ERROR_INVALID_ARGUMENT;
     }

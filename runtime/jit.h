@@ -21,6 +21,10 @@ typedef struct dsa_jit_out {
     dsa_kernel_info_t info;
 } dsa_jit_out_t;
 
+/* 1 when target is an architecture name like sm_90a (sm_ and 1..12 lower-case letters or digits,
+ * what a context's target[16] holds), the only targets the JIT takes; 0 otherwise (NULL too). */
+DSA_HIDDEN int dsa_target_ok(const char *target);
+
 /* Compiles (or loads from the disk cache) every module of cfg for target; out has DSA_NMODULES
  * entries. cache_dir NULL: $DSA_CACHE_DIR or ~/.cache/dsagen; "": no cache. */
 DSA_HIDDEN dsa_result_t dsa_jit_compile(const dsa_cfg_t *cfg, const char *target, const char *cache_dir,

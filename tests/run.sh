@@ -272,6 +272,19 @@ else
   skip=$((skip + 1))
 fi
 
+# The fuzzer of the runtime's argument checks (on a context without a device) for 30 s, alongside;
+# it needs the CUDA headers, like the runtime. Longer runs: tests/fuzz/run.sh args SECONDS.
+afuzz_pid=
+if ! command -v clang >/dev/null 2>&1 || [ ! -f .cuda/include/cuda.h ]; then
+  echo "SKIPPED: the argument-check fuzzer: no clang with libFuzzer or no CUDA headers at .cuda (tools/setup.sh installs both)"
+  skip=$((skip + 1))
+elif ninja fuzz-args >"$tmp/afuzz.log" 2>&1; then
+  (tests/fuzz/run.sh args 30 >"$tmp/afuzz.log" 2>&1; echo $? >"$tmp/afuzz.rc") &
+  afuzz_pid=$!
+else
+  bad "ninja fuzz-args: $(tail -5 "$tmp/afuzz.log")"
+fi
+
 # ---- CPU unit tests (each binary prints its own pass/fail count as 'N passed, N failed') ----
 for t in build/tests/test_ref build/asan/tests/test_ref build/tests/test_attend_ref build/asan/tests/test_attend_ref \
     build/tests/test_index_ref build/asan/tests/test_index_ref; do
@@ -362,6 +375,16 @@ if [ -n "$fuzz_pid" ]; then
     echo "fuzzer: $(grep -E '^Done [0-9]+ runs' "$tmp/fuzz.log"), corpus in build/fuzz/corpus"
   else
     bad "spec fuzzer (tests/fuzz/run.sh): $(grep -E 'ERROR|SUMMARY|runtime error|deadly|Test unit written' "$tmp/fuzz.log" | head -10)"
+  fi
+fi
+
+if [ -n "$afuzz_pid" ]; then
+  wait "$afuzz_pid"
+  if [ "$(cat "$tmp/afuzz.rc")" -eq 0 ]; then
+    ok
+    echo "argument-check fuzzer: $(grep -E '^Done [0-9]+ runs' "$tmp/afuzz.log"), corpus in build/fuzz/args-corpus"
+  else
+    bad "argument-check fuzzer (tests/fuzz/run.sh args): $(grep -E '^fuzz_args:|ERROR|SUMMARY|runtime error|deadly|Test unit written' "$tmp/afuzz.log" | head -10)"
   fi
 fi
 

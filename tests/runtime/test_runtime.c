@@ -1,9 +1,13 @@
-/* CPU tests of libdsa (no GPU needed): argument checks with exact messages, a clear result on a
- * machine without a CUDA device, the rope table against the reference, the JIT disk cache
+/* CPU tests of libdsa (no GPU needed): argument checks with exact messages (the per-layer calls'
+ * on a context built by hand, no device: every bound that keeps the calls' offsets inside int64 or
+ * int32, at the bound and one past it; the JIT's target), a clear result on a machine without a
+ * CUDA device, the rope table against the reference, the JIT disk cache
  * (hit, truncated, bit-flipped, another key, unwritable folder), NVRTC failures through a fake
  * NVRTC (run as a second process: `test_runtime --fake-nvrtc` with DSA_NVRTC_LIBRARY set), and
  * out-of-memory at every host allocation of the JIT through the fault injector. */
+#include <limits.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +17,7 @@
 
 #include "../check.h"
 #include "../ref/ref.h"
+#include "args.h"
 #include "jit.h"
 
 static const dsa_cfg_t *plan_named(const char *name)
@@ -280,6 +285,375 @@ static void test_rope_freqs(void)
     }
 }
 
+/* ---- the per-layer calls' argument checks (runtime/args.c), on a context without a device ---- */
+
+/* A context as dsa_ctx_create leaves it for the checks: only its plan (they read nothing else). */
+static struct dsa_ctx *fake_ctx(const char *config)
+{
+    struct dsa_ctx *c = calloc(1, sizeof *c);
+    if (c)
+        c->cfg = plan_named(config);
+    CHECK(c != NULL && c->cfg != NULL);
+    return c && c->cfg ? c : (free(c), NULL);
+}
+
+/* A device address that is never dereferenced: 256-byte aligned plus off. */
+#define DEV(n, off) ((void *)(uintptr_t)(0x7f0000000000ull + 0x100000ull * (n) + (off)))
+
+/* r must be an invalid-argument error whose message is exactly want. */
+static void want_error(int line, dsa_result_t r, dsa_ctx_t ctx, const char *want)
+{
+    if (r == DSA_ERROR_INVALID_ARGUMENT && !strcmp(dsa_last_error(ctx), want)) {
+        check_passed++;
+        return;
+    }
+    check_failed++;
+    printf("FAIL %s:%d: result %d, message '%s'\n  want '%s'\n", __FILE__, line, (int)r, dsa_last_error(ctx), want);
+}
+#define WANT_ERROR(r, ctx, want) want_error(__LINE__, (r), (ctx), (want))
+
+static dsa_prologue_args_t good_prologue(void)
+{
+    dsa_prologue_args_t a;
+    memset(&a, 0, sizeof a);
+    a.size = sizeof a;
+    a.num_tokens = 4;
+    a.q_c = DEV(1, 0), a.q_c_out = DEV(2, 0), a.kv = DEV(3, 0), a.idx_k = DEV(4, 0);
+    a.positions = DEV(5, 0), a.slot_mapping = DEV(6, 0), a.q_norm_w = DEV(7, 0), a.kv_norm_w = DEV(8, 0);
+    a.idx_norm_w = DEV(9, 0), a.idx_norm_b = DEV(10, 0), a.kv_cache = DEV(11, 0), a.idx_cache = DEV(12, 0);
+    a.num_cache_blocks = 100;
+    a.topk = DEV(13, 0), a.clear_topk = 1;
+    return a;
+}
+
+static dsa_attend_args_t good_attend(void)
+{
+    dsa_attend_args_t a;
+    memset(&a, 0, sizeof a);
+    a.size = sizeof a;
+    a.num_tokens = 4;
+    a.q_lat = DEV(1, 0), a.q_pe = DEV(2, 0), a.positions = DEV(3, 0), a.topk = DEV(4, 0);
+    a.req_of_token = DEV(5, 0), a.seq_lens = DEV(6, 0), a.block_table = DEV(7, 0);
+    a.num_requests = 2, a.max_blocks = 10;
+    a.kv_cache = DEV(8, 0), a.num_cache_blocks = 100, a.out = DEV(9, 0), a.lse = DEV(10, 0);
+    return a;
+}
+
+static dsa_index_args_t good_index(void)
+{
+    dsa_index_args_t a;
+    memset(&a, 0, sizeof a);
+    a.size = sizeof a;
+    a.num_tokens = 4;
+    a.q = DEV(1, 0), a.weights = DEV(2, 0), a.positions = DEV(3, 0), a.req_of_token = DEV(4, 0);
+    a.seq_lens = DEV(5, 0), a.block_table = DEV(6, 0), a.num_requests = 2, a.max_blocks = 10;
+    a.idx_cache = DEV(7, 0), a.num_cache_blocks = 100, a.topk = DEV(8, 0);
+    return a;
+}
+
+/* The prologue of glm5.2_tp4_dcp4_i1_fp8_ds_mla (block_size 64, 656 + 132 cache bytes per token,
+ * q_lora_rank 2048, kv_dim 576, idx_head_dim 128). Without each bound the call would pass the
+ * checks and form an offset beyond int64 (calls.c, kernels/dsa_prologue.cuh). */
+static void test_prologue_checks(void)
+{
+    struct dsa_ctx *ctx = fake_ctx("glm5.2_tp4_dcp4_i1_fp8_ds_mla");
+    if (!ctx)
+        return;
+    dsa_prologue_strides_t s;
+    dsa_prologue_args_t a = good_prologue();
+    CHECK(dsa_check_prologue(ctx, &a, &s) == DSA_SUCCESS);
+    CHECK(s.q_c == 2048 && s.kv == 576 && s.idx_k == 128); /* 0: dense */
+    /* every bound, exactly: still valid */
+    a.num_tokens = INT32_MAX;
+    a.num_cache_blocks = 182887294512507; /* INT64_MAX / 64 / (656 + 132) */
+    a.q_c_stride = a.kv_stride = a.idx_k_stride = 1 << 24;
+    CHECK(dsa_check_prologue(ctx, &a, &s) == DSA_SUCCESS);
+    CHECK(s.q_c == 1 << 24 && s.kv == 1 << 24 && s.idx_k == 1 << 24);
+    a = good_prologue(), a.idx_k = NULL, a.idx_norm_w = a.idx_norm_b = a.idx_cache = NULL, a.clear_topk = 0;
+    a.topk = NULL;
+    CHECK(dsa_check_prologue(ctx, &a, &s) == DSA_SUCCESS && s.idx_k == 0); /* not an indexer layer */
+    memset(&a, 0, sizeof a), a.size = sizeof a;
+    CHECK(dsa_check_prologue(ctx, &a, &s) == DSA_SUCCESS); /* no tokens: nothing else is read */
+
+    /* num_cache_blocks: num_slots = blocks * 64 (calls.c) and slot * 656 (the kernel) in int64 */
+    a = good_prologue(), a.num_cache_blocks = INT64_MAX;
+    WANT_ERROR(dsa_check_prologue(ctx, &a, &s), ctx,
+               "dsa_prologue: args->num_cache_blocks is 9223372036854775807, must be 1..182887294512507");
+    a.num_cache_blocks = 182887294512508;
+    WANT_ERROR(dsa_check_prologue(ctx, &a, &s), ctx,
+               "dsa_prologue: args->num_cache_blocks is 182887294512508, must be 1..182887294512507");
+    a.num_cache_blocks = 0;
+    WANT_ERROR(dsa_check_prologue(ctx, &a, &s), ctx, "dsa_prologue: args->num_cache_blocks is 0, must be 1..182887294512507");
+    a.num_cache_blocks = -1;
+    WANT_ERROR(dsa_check_prologue(ctx, &a, &s), ctx, "dsa_prologue: args->num_cache_blocks is -1, must be 1..182887294512507");
+    /* strides: t0 * stride (calls.c) for t0 < 2^31 */
+    a = good_prologue(), a.q_c_stride = (1 << 24) + 8;
+    WANT_ERROR(dsa_check_prologue(ctx, &a, &s), ctx,
+               "dsa_prologue: args->q_c_stride is 16777224, at least q_lora_rank (2048), a multiple of 8, at most 16777216");
+    a.q_c_stride = INT64_MAX & ~(int64_t)7;
+    WANT_ERROR(dsa_check_prologue(ctx, &a, &s), ctx,
+               "dsa_prologue: args->q_c_stride is 9223372036854775800, at least q_lora_rank (2048), a multiple of 8, at most 16777216");
+    a = good_prologue(), a.kv_stride = -8;
+    WANT_ERROR(dsa_check_prologue(ctx, &a, &s), ctx,
+               "dsa_prologue: args->kv_stride is -8, at least kv_dim (576), a multiple of 8, at most 16777216");
+    a.kv_stride = INT64_MIN;
+    WANT_ERROR(dsa_check_prologue(ctx, &a, &s), ctx,
+               "dsa_prologue: args->kv_stride is -9223372036854775808, at least kv_dim (576), a multiple of 8, at most 16777216");
+    a.kv_stride = 580;
+    WANT_ERROR(dsa_check_prologue(ctx, &a, &s), ctx,
+               "dsa_prologue: args->kv_stride is 580, at least kv_dim (576), a multiple of 8, at most 16777216");
+    a = good_prologue(), a.idx_k_stride = (1 << 24) + 1;
+    WANT_ERROR(dsa_check_prologue(ctx, &a, &s), ctx,
+               "dsa_prologue: args->idx_k_stride is 16777217, at least idx_head_dim (128), at most 16777216");
+    a.idx_k_stride = -1;
+    WANT_ERROR(dsa_check_prologue(ctx, &a, &s), ctx,
+               "dsa_prologue: args->idx_k_stride is -1, at least idx_head_dim (128), at most 16777216");
+    /* tokens: a launch takes them as int32 */
+    a = good_prologue(), a.num_tokens = (int64_t)1 << 31;
+    WANT_ERROR(dsa_check_prologue(ctx, &a, &s), ctx, "dsa_prologue: args->num_tokens is 2147483648, at most 2^31-1 per call");
+    a.num_tokens = INT64_MIN;
+    WANT_ERROR(dsa_check_prologue(ctx, &a, &s), ctx, "dsa_prologue: args->num_tokens is -9223372036854775808, must be >= 0");
+    /* pointers */
+    a = good_prologue(), a.q_c = NULL;
+    WANT_ERROR(dsa_check_prologue(ctx, &a, &s), ctx, "dsa_prologue: args->q_c is NULL");
+    a = good_prologue(), a.q_c = DEV(1, 8);
+    WANT_ERROR(dsa_check_prologue(ctx, &a, &s), ctx, "dsa_prologue: args->q_c is not 16-byte aligned");
+    a = good_prologue(), a.kv_norm_w = DEV(8, 2);
+    WANT_ERROR(dsa_check_prologue(ctx, &a, &s), ctx, "dsa_prologue: args->kv_norm_w is not 16-byte aligned");
+    a = good_prologue(), a.slot_mapping = NULL;
+    WANT_ERROR(dsa_check_prologue(ctx, &a, &s), ctx, "dsa_prologue: args->slot_mapping is NULL");
+    /* every pointer aligned as its kernel loads or stores it: a misaligned one would fault on the
+     * device (bf16 cache entries and top-k rows are written 16 bytes at a time; dsa_index reads the
+     * indexer cache so) */
+    a = good_prologue(), a.kv_cache = DEV(11, 8);
+    WANT_ERROR(dsa_check_prologue(ctx, &a, &s), ctx, "dsa_prologue: args->kv_cache is not 16-byte aligned");
+    a = good_prologue(), a.idx_cache = DEV(12, 4);
+    WANT_ERROR(dsa_check_prologue(ctx, &a, &s), ctx, "dsa_prologue: args->idx_cache is not 16-byte aligned");
+    a = good_prologue(), a.topk = DEV(13, 4);
+    WANT_ERROR(dsa_check_prologue(ctx, &a, &s), ctx, "dsa_prologue: args->topk is not 16-byte aligned");
+    a.clear_topk = 0; /* topk is not written */
+    CHECK(dsa_check_prologue(ctx, &a, &s) == DSA_SUCCESS);
+    a = good_prologue(), a.idx_k = DEV(4, 1);
+    WANT_ERROR(dsa_check_prologue(ctx, &a, &s), ctx, "dsa_prologue: args->idx_k is not 2-byte aligned");
+    a = good_prologue(), a.idx_norm_b = DEV(10, 3);
+    WANT_ERROR(dsa_check_prologue(ctx, &a, &s), ctx, "dsa_prologue: args->idx_norm_b is not 2-byte aligned");
+    a = good_prologue(), a.slot_mapping = DEV(6, 4);
+    WANT_ERROR(dsa_check_prologue(ctx, &a, &s), ctx, "dsa_prologue: args->slot_mapping is not 8-byte aligned");
+    a = good_prologue(), a.idx_k = DEV(4, 2), a.idx_norm_w = DEV(9, 2), a.idx_norm_b = DEV(10, 2), a.q_c = DEV(1, 16);
+    CHECK(dsa_check_prologue(ctx, &a, &s) == DSA_SUCCESS); /* element-aligned is enough there */
+    a = good_prologue(), a.idx_cache = NULL;
+    WANT_ERROR(dsa_check_prologue(ctx, &a, &s), ctx, "dsa_prologue: args->idx_k is given, so args->idx_cache must be too");
+    a = good_prologue(), a.topk = NULL;
+    WANT_ERROR(dsa_check_prologue(ctx, &a, &s), ctx, "dsa_prologue: args->clear_topk is set but args->topk is NULL");
+    /* the struct's size, the arguments themselves */
+    char want[256];
+    a = good_prologue(), a.size = 8;
+    snprintf(want, sizeof want, "dsa_prologue: args->size is 8, expected %zu", sizeof a);
+    WANT_ERROR(dsa_check_prologue(ctx, &a, &s), ctx, want);
+    a.size = sizeof a - 1;
+    snprintf(want, sizeof want, "dsa_prologue: args->size is %zu, expected %zu", sizeof a - 1, sizeof a);
+    WANT_ERROR(dsa_check_prologue(ctx, &a, &s), ctx, want);
+    WANT_ERROR(dsa_check_prologue(ctx, NULL, &s), ctx, "dsa_prologue: args is NULL");
+    WANT_ERROR(dsa_check_prologue(NULL, &a, &s), NULL, "dsa_prologue: ctx is NULL");
+    free(ctx);
+}
+
+/* The attend call of glm5.2_tp4_dcp4_i1_fp8_ds_mla (heads_local 16, kv_lora_rank 512, idx_topk
+ * 2048, block_size 64). */
+static void test_attend_checks(void)
+{
+    struct dsa_ctx *ctx = fake_ctx("glm5.2_tp4_dcp4_i1_fp8_ds_mla");
+    if (!ctx)
+        return;
+    dsa_attend_strides_t s;
+    dsa_attend_args_t a = good_attend();
+    CHECK(dsa_check_attend(ctx, &a, &s) == DSA_SUCCESS);
+    CHECK(s.q_lat == 16 * 512 && s.q_pe == 16 * 64 && s.topk == 2048);
+    a.num_tokens = INT32_MAX;
+    a.num_requests = 65536, a.max_blocks = 32767; /* 2^31 - 2^16 entries */
+    a.num_cache_blocks = 33554431;               /* (2^31 - 1) / 64 */
+    a.q_lat_stride = a.q_pe_stride = a.topk_stride = 1 << 24;
+    CHECK(dsa_check_attend(ctx, &a, &s) == DSA_SUCCESS);
+    a = good_attend(), a.num_requests = INT32_MAX, a.max_blocks = 1, a.lse = NULL;
+    CHECK(dsa_check_attend(ctx, &a, &s) == DSA_SUCCESS);
+
+    /* num_cache_blocks: the kernel keeps slots (blocks * 64) in 32 bits */
+    a = good_attend(), a.num_cache_blocks = INT64_MAX;
+    WANT_ERROR(dsa_check_attend(ctx, &a, &s), ctx,
+               "dsa_attend: args->num_cache_blocks is 9223372036854775807, must be 1..33554431 (slots are 32-bit in the attend kernel)");
+    a.num_cache_blocks = 33554432;
+    WANT_ERROR(dsa_check_attend(ctx, &a, &s), ctx,
+               "dsa_attend: args->num_cache_blocks is 33554432, must be 1..33554431 (slots are 32-bit in the attend kernel)");
+    a.num_cache_blocks = -5;
+    WANT_ERROR(dsa_check_attend(ctx, &a, &s), ctx,
+               "dsa_attend: args->num_cache_blocks is -5, must be 1..33554431 (slots are 32-bit in the attend kernel)");
+    /* the block table: req * max_blocks + b (kernels/dsa_attend.cuh) below 2^31 */
+    a = good_attend(), a.num_requests = 65536, a.max_blocks = 32768;
+    WANT_ERROR(dsa_check_attend(ctx, &a, &s), ctx,
+               "dsa_attend: args->max_blocks is 32768, must be 1..32767 (num_requests x max_blocks < 2^31)");
+    a.num_requests = 1, a.max_blocks = INT64_MAX;
+    WANT_ERROR(dsa_check_attend(ctx, &a, &s), ctx,
+               "dsa_attend: args->max_blocks is 9223372036854775807, must be 1..2147483647 (num_requests x max_blocks < 2^31)");
+    a = good_attend(), a.num_requests = (int64_t)1 << 31;
+    WANT_ERROR(dsa_check_attend(ctx, &a, &s), ctx, "dsa_attend: args->num_requests is 2147483648, must be 1..2^31-1");
+    a.num_requests = 0;
+    WANT_ERROR(dsa_check_attend(ctx, &a, &s), ctx, "dsa_attend: args->num_requests is 0, must be 1..2^31-1");
+    /* strides */
+    a = good_attend(), a.q_lat_stride = (1 << 24) + 1;
+    WANT_ERROR(dsa_check_attend(ctx, &a, &s), ctx,
+               "dsa_attend: args->q_lat_stride is 16777217, at least heads_local x kv_lora_rank (8192), at most 16777216");
+    a = good_attend(), a.q_pe_stride = -1;
+    WANT_ERROR(dsa_check_attend(ctx, &a, &s), ctx,
+               "dsa_attend: args->q_pe_stride is -1, at least heads_local x qk_rope_dim (1024), at most 16777216");
+    a = good_attend(), a.topk_stride = INT64_MAX;
+    WANT_ERROR(dsa_check_attend(ctx, &a, &s), ctx,
+               "dsa_attend: args->topk_stride is 9223372036854775807, at least idx_topk (2048), at most 16777216");
+    a = good_attend(), a.num_tokens = (int64_t)1 << 31;
+    WANT_ERROR(dsa_check_attend(ctx, &a, &s), ctx, "dsa_attend: args->num_tokens is 2147483648, at most 2^31-1 per call");
+    /* pointers and size */
+    a = good_attend(), a.kv_cache = DEV(8, 8);
+    WANT_ERROR(dsa_check_attend(ctx, &a, &s), ctx, "dsa_attend: args->kv_cache is not 16-byte aligned");
+    a = good_attend(), a.block_table = NULL;
+    WANT_ERROR(dsa_check_attend(ctx, &a, &s), ctx, "dsa_attend: args->block_table is NULL");
+    a = good_attend(), a.out = DEV(9, 2); /* bf16 pairs are stored as 4 bytes */
+    WANT_ERROR(dsa_check_attend(ctx, &a, &s), ctx, "dsa_attend: args->out is not 4-byte aligned");
+    a = good_attend(), a.lse = DEV(10, 2);
+    WANT_ERROR(dsa_check_attend(ctx, &a, &s), ctx, "dsa_attend: args->lse is not 4-byte aligned");
+    a = good_attend(), a.q_pe = DEV(2, 1);
+    WANT_ERROR(dsa_check_attend(ctx, &a, &s), ctx, "dsa_attend: args->q_pe is not 2-byte aligned");
+    a = good_attend(), a.block_table = DEV(7, 2);
+    WANT_ERROR(dsa_check_attend(ctx, &a, &s), ctx, "dsa_attend: args->block_table is not 4-byte aligned");
+    a = good_attend(), a.q_lat = DEV(1, 2), a.q_pe = DEV(2, 6), a.topk = DEV(4, 4), a.out = DEV(9, 4);
+    CHECK(dsa_check_attend(ctx, &a, &s) == DSA_SUCCESS);
+    a = good_attend(), a.size = 0;
+    char want[256];
+    snprintf(want, sizeof want, "dsa_attend: args->size is 0, expected %zu", sizeof a);
+    WANT_ERROR(dsa_check_attend(ctx, &a, &s), ctx, want);
+    WANT_ERROR(dsa_check_attend(ctx, NULL, &s), ctx, "dsa_attend: args is NULL");
+    free(ctx);
+}
+
+/* The index call of glm5.2_tp4_dcp4_i1_fp8_ds_mla (32 heads of 128, idx_topk 2048, 8448-byte
+ * pages). */
+static void test_index_checks(void)
+{
+    struct dsa_ctx *ctx = fake_ctx("glm5.2_tp4_dcp4_i1_fp8_ds_mla");
+    if (!ctx)
+        return;
+    dsa_index_strides_t s;
+    dsa_index_args_t a = good_index();
+    CHECK(dsa_check_index(ctx, &a, &s) == DSA_SUCCESS);
+    CHECK(s.q == 32 * 128 && s.weights == 32 && s.topk == 2048);
+    a.num_tokens = INT32_MAX;
+    a.num_requests = 3, a.max_blocks = 715827882; /* (2^31 - 1) / 3 */
+    a.num_cache_blocks = 1091781727847392;        /* INT64_MAX / 8448 */
+    a.q_stride = a.weights_stride = a.topk_stride = 1 << 24;
+    CHECK(dsa_check_index(ctx, &a, &s) == DSA_SUCCESS);
+
+    /* num_cache_blocks: num_slots and blk * 8448 (kernels/dsa_index.cuh) in int64 */
+    a = good_index(), a.num_cache_blocks = INT64_MAX;
+    WANT_ERROR(dsa_check_index(ctx, &a, &s), ctx,
+               "dsa_index: args->num_cache_blocks is 9223372036854775807, must be 1..1091781727847392");
+    a.num_cache_blocks = 1091781727847393;
+    WANT_ERROR(dsa_check_index(ctx, &a, &s), ctx,
+               "dsa_index: args->num_cache_blocks is 1091781727847393, must be 1..1091781727847392");
+    /* the block table: (int64_t)req * max_blocks (kernels/dsa_index.cuh) below 2^31 */
+    a = good_index(), a.num_requests = 3, a.max_blocks = 715827883;
+    WANT_ERROR(dsa_check_index(ctx, &a, &s), ctx,
+               "dsa_index: args->max_blocks is 715827883, must be 1..715827882 (num_requests x max_blocks < 2^31)");
+    a.num_requests = INT64_MAX;
+    WANT_ERROR(dsa_check_index(ctx, &a, &s), ctx, "dsa_index: args->num_requests is 9223372036854775807, must be 1..2^31-1");
+    /* strides */
+    a = good_index(), a.q_stride = (1 << 24) + 8;
+    WANT_ERROR(dsa_check_index(ctx, &a, &s), ctx,
+               "dsa_index: args->q_stride is 16777224, at least idx_heads x idx_head_dim (4096), a multiple of 8, at most 16777216");
+    a.q_stride = -4096;
+    WANT_ERROR(dsa_check_index(ctx, &a, &s), ctx,
+               "dsa_index: args->q_stride is -4096, at least idx_heads x idx_head_dim (4096), a multiple of 8, at most 16777216");
+    a = good_index(), a.weights_stride = -1;
+    WANT_ERROR(dsa_check_index(ctx, &a, &s), ctx,
+               "dsa_index: args->weights_stride is -1, at least idx_heads (32), at most 16777216");
+    a = good_index(), a.topk_stride = (1 << 24) + 1;
+    WANT_ERROR(dsa_check_index(ctx, &a, &s), ctx,
+               "dsa_index: args->topk_stride is 16777217, at least idx_topk (2048), at most 16777216");
+    a = good_index(), a.num_tokens = (int64_t)1 << 31;
+    WANT_ERROR(dsa_check_index(ctx, &a, &s), ctx, "dsa_index: args->num_tokens is 2147483648, at most 2^31-1 per call");
+    /* pointers and size */
+    a = good_index(), a.q = DEV(1, 2);
+    WANT_ERROR(dsa_check_index(ctx, &a, &s), ctx, "dsa_index: args->q is not 16-byte aligned");
+    a = good_index(), a.idx_cache = DEV(7, 4);
+    WANT_ERROR(dsa_check_index(ctx, &a, &s), ctx, "dsa_index: args->idx_cache is not 16-byte aligned");
+    a = good_index(), a.weights = NULL;
+    WANT_ERROR(dsa_check_index(ctx, &a, &s), ctx, "dsa_index: args->weights is NULL");
+    a = good_index(), a.weights = DEV(2, 2);
+    WANT_ERROR(dsa_check_index(ctx, &a, &s), ctx, "dsa_index: args->weights is not 4-byte aligned");
+    a = good_index(), a.positions = DEV(3, 4);
+    WANT_ERROR(dsa_check_index(ctx, &a, &s), ctx, "dsa_index: args->positions is not 8-byte aligned");
+    a = good_index(), a.topk = DEV(8, 1);
+    WANT_ERROR(dsa_check_index(ctx, &a, &s), ctx, "dsa_index: args->topk is not 4-byte aligned");
+    a = good_index(), a.size = sizeof a / 2;
+    char want[256];
+    snprintf(want, sizeof want, "dsa_index: args->size is %zu, expected %zu", sizeof a / 2, sizeof a);
+    WANT_ERROR(dsa_check_index(ctx, &a, &s), ctx, want);
+    WANT_ERROR(dsa_check_index(NULL, &a, &s), NULL, "dsa_index: ctx is NULL");
+    free(ctx);
+}
+
+/* The JIT's target reaches NVRTC's options and the cache's file names: anything but sm_ and
+ * letters or digits (at most 15 characters) is refused before NVRTC is loaded or the cache folder
+ * is made. */
+static void test_jit_target(void)
+{
+    const dsa_cfg_t *p = plan_named("tiny_tp4_dcp1_i1_bf16");
+    char dir[256], err[1024], want[256];
+    snprintf(dir, sizeof dir, "/tmp/dsa-test-target-%ld", (long)getpid());
+    const char *bad[] = {"sm_90a/../../x", "sm_", "", NULL, "sm_90aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "sm_90a;rm",
+                         "sm_90a\n", "SM_90A", "sm_90a ", "sm_9.0", "sm_90a$(id)"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        dsa_jit_out_t out[DSA_NMODULES];
+        memset(out, 0, sizeof out);
+        dsa_result_t r = dsa_jit_compile(p, bad[i], dir, DSA_LOG_QUIET, out, err, sizeof err);
+        snprintf(want, sizeof want, "target '%.32s' is not an architecture like sm_90a", bad[i] ? bad[i] : "(null)");
+        if (r == DSA_ERROR_INVALID_ARGUMENT && !strcmp(err, want)) {
+            check_passed++;
+        } else {
+            check_failed++;
+            printf("FAIL target %zu: result %d, '%s'\n", i, (int)r, err);
+        }
+        CHECK(access(dir, F_OK) != 0); /* no cache folder, so no file in it */
+        for (int m = 0; m < DSA_NMODULES; m++)
+            free(out[m].cubin);
+    }
+    /* the 40-character one is quoted to 32 characters */
+    dsa_jit_out_t out[DSA_NMODULES];
+    CHECK(dsa_jit_compile(p, bad[4], dir, DSA_LOG_QUIET, out, err, sizeof err) == DSA_ERROR_INVALID_ARGUMENT);
+    CHECK(!strcmp(err, "target 'sm_90aaaaaaaaaaaaaaaaaaaaaaaaaaa' is not an architecture like sm_90a"));
+
+    /* opts->target is checked by dsa_ctx_create before anything else (no device needed), so a
+     * long one is never cut to the context's 15 characters and taken for another name */
+    dsa_options_t o = DSA_OPTIONS_INIT;
+    o.cache_dir = dir;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        if (!bad[i])
+            continue; /* NULL: the configuration's own target */
+        dsa_ctx_t ctx = (dsa_ctx_t)1;
+        o.target = bad[i];
+        dsa_result_t r = dsa_ctx_create("tiny_tp4_dcp1_i1_bf16", &o, &ctx);
+        snprintf(want, sizeof want, "dsa_ctx_create: opts->target '%.32s' is not an architecture like sm_90a", bad[i]);
+        if (r == DSA_ERROR_INVALID_ARGUMENT && ctx == NULL && !strcmp(dsa_last_error(NULL), want)) {
+            check_passed++;
+        } else {
+            check_failed++;
+            printf("FAIL opts->target %zu: result %d, '%s'\n", i, (int)r, dsa_last_error(NULL));
+        }
+    }
+    o.target = bad[4];
+    CHECK(dsa_ctx_create("tiny_tp4_dcp1_i1_bf16", &o, &(dsa_ctx_t){NULL}) == DSA_ERROR_INVALID_ARGUMENT);
+    CHECK(!strcmp(dsa_last_error(NULL),
+                  "dsa_ctx_create: opts->target 'sm_90aaaaaaaaaaaaaaaaaaaaaaaaaaa' is not an architecture like sm_90a"));
+    CHECK(access(dir, F_OK) != 0);
+}
+
 static char cache_dir[256];
 
 /* Compiles (or loads) every kernel of configuration name; info gets the first kernel's report and
@@ -416,6 +790,10 @@ int main(int argc, char **argv)
         return fake_nvrtc_main();
     test_configs_and_arguments();
     test_config_info();
+    test_prologue_checks();
+    test_attend_checks();
+    test_index_checks();
+    test_jit_target();
     test_plan_folders();
     test_plan_errors();
     test_no_device();

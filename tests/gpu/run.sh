@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # GPU tests and benchmarks in one call (for the H200 machines, which have CUDA, NCCL and PyTorch
 # but no Lua): builds the runtime and GPU tests from the committed out/ with `ninja gpu`, then runs
-# them. Usage: tests/gpu/run.sh [test|bench|all|stagec|stageb] (default test); the NCCL test needs 2 GPUs and
+# them. Usage: tests/gpu/run.sh [test|bench|all|stagec|stageb|sanitize] (default test); the NCCL test needs 2 GPUs and
 # says SKIPPED on one. Logs go to $OUT when set.
 set -uo pipefail
 status=0
@@ -40,6 +40,21 @@ if [ "$mode" = test ] || [ "$mode" = all ]; then
   DSA_TEST_CACHE=$cache t build/tests/gpu/test_soak nccl 2>&1 | tee "$log/test_soak_nccl.log" || status=1
   echo "== test_dcp nccl (two processes, one GPU each)"
   DSA_TEST_CACHE=$cache t build/tests/gpu/test_dcp nccl 2>&1 | tee "$log/test_dcp_nccl.log" || status=1
+fi
+if [ "$mode" = sanitize ]; then # compute-sanitizer's four tools over every kernel family
+  cache=$(mktemp -d)
+  cs=/usr/local/cuda/bin/compute-sanitizer
+  for run in "memcheck test_prologue" "racecheck test_prologue" "memcheck test_attend tiny" \
+             "racecheck test_attend tiny" "synccheck test_attend tiny" "initcheck test_attend tiny" \
+             "memcheck test_attend deepseek_v32_tp1" "memcheck test_index ref" "racecheck test_index ref" \
+             "synccheck test_index ref" "initcheck test_index ref"; do
+    set -- $run
+    tool=$1 prog=$2; shift 2
+    echo "== compute-sanitizer --tool $tool $prog $*"
+    DSA_TEST_CACHE=$cache timeout 300 "$cs" --tool "$tool" --error-exitcode 9 "build/tests/gpu/$prog" "$@" \
+      > "$log/${tool}_${prog}${1:+_$1}.log" 2>&1 || { status=1; echo "FAIL: $tool $prog $*"; }
+    tail -1 "$log/${tool}_${prog}${1:+_$1}.log"
+  done
 fi
 if [ "$mode" = stageb ]; then # stage B alone: the GPU test in every mode
   cache=$(mktemp -d)

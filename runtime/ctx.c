@@ -263,7 +263,8 @@ static dsa_result_t check_options(const dsa_options_t *opts, dsa_options_t *o)
     /* checked here, before the context's target[16] would cut a long one to a valid-looking name */
     if (o->target && !dsa_target_ok(o->target))
         return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT,
-                        "dsa_ctx_create: opts->target '%.32s' is not an architecture like sm_90a", o->target);
+                        "dsa_ctx_create: opts->target '%s' is not an architecture like sm_90a",
+                        dsa_escape(o->target, (char[37]){0}, 37)); /* 32 characters at most */
     return DSA_SUCCESS;
 }
 

@@ -61,6 +61,17 @@ dsa_result_t dsa_cu_fail(dsa_ctx_t ctx, CUresult r, const char *what, const char
                     "%s failed: %s (%s) at %s:%d", what, n, s, file, line);
 }
 
+const char *dsa_escape(const char *in, char *out, size_t n)
+{
+    size_t k = 0;
+    for (const unsigned char *c = (const unsigned char *)in; in && *c && k + 5 < n; c++)
+        k += (size_t)(*c >= 0x20 && *c < 0x7f && *c != '\\' ? snprintf(out + k, n - k, "%c", *c)
+                                                             : snprintf(out + k, n - k, "\\x%02x", *c));
+    if (n)
+        out[k < n ? k : n - 1] = '\0';
+    return out;
+}
+
 long dsa_fault_after = -1;
 
 static int inject_fault(void)

@@ -26,6 +26,10 @@ DSA_HIDDEN char *dsa_err_buf(dsa_ctx_t ctx);
 /* Copies ctx's last error to this thread's (what dsa_last_error(NULL) reports). */
 DSA_HIDDEN void dsa_err_publish(dsa_ctx_t ctx);
 
+/* A caller's string made safe to print in a message: bytes outside printable ASCII as \xHH, cut
+ * to fit out (n bytes); returns out. A bad argument must not forge lines or terminal escapes. */
+DSA_HIDDEN const char *dsa_escape(const char *in, char *out, size_t n);
+
 /* Host allocation of the runtime; dsa_fault_after counts the allocations that still succeed (-1:
  * all do), so tests can fail each one in turn. */
 DSA_HIDDEN void *dsa_malloc(size_t n);

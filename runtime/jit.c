@@ -317,7 +317,9 @@ dsa_result_t dsa_jit_compile(const dsa_cfg_t *cfg, const char *target, const cha
         return DSA_ERROR_INTERNAL;
     }
     if (!dsa_target_ok(target)) {
-        snprintf(err, errlen, "target '%.32s' is not an architecture like sm_90a", target ? target : "(null)");
+        char safe[37]; /* 32 characters at most */
+        snprintf(err, errlen, "target '%s' is not an architecture like sm_90a",
+                 target ? dsa_escape(target, safe, sizeof safe) : "(null)");
         return DSA_ERROR_INVALID_ARGUMENT;
     }
     if (dsa_load_nvrtc(err, errlen) != 0)

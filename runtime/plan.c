@@ -116,6 +116,9 @@ static __attribute__((format(printf, 2, 3))) dsa_result_t perr(parser_t *p, cons
     va_start(ap, fmt);
     vsnprintf(p->err + n, p->errlen - (size_t)n, fmt, ap);
     va_end(ap);
+    for (char *c = p->err; *c; c++) /* the plan's own bytes: no control character reaches a message */
+        if ((unsigned char)*c < 0x20 || *c == 0x7f)
+            *c = '?';
     return DSA_ERROR_INVALID_ARGUMENT;
 }
 

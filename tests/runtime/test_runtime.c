@@ -602,6 +602,21 @@ static void test_index_checks(void)
 /* The JIT's target reaches NVRTC's options and the cache's file names: anything but sm_ and
  * letters or digits (at most 15 characters) is refused before NVRTC is loaded or the cache folder
  * is made. */
+/* A bad target is printed escaped: a newline or a terminal escape in it cannot forge a line. */
+static void test_escape(void)
+{
+    char out[37];
+    CHECK(!strcmp(dsa_escape("sm_90a\n\033[2Jx", out, sizeof out), "sm_90a\\x0a\\x1b[2Jx"));
+    CHECK(!strcmp(dsa_escape("a\\b", out, sizeof out), "a\\x5cb"));
+    CHECK(strlen(dsa_escape("sm_90aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", out, sizeof out)) == 32);
+    CHECK(strlen(dsa_escape("\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01", out, sizeof out)) <= 32);
+    dsa_ctx_t ctx;
+    dsa_options_t o = DSA_OPTIONS_INIT;
+    o.target = "sm_90a\nsrc/x.c:1: error: forged";
+    CHECK(dsa_ctx_create("tiny_tp4_dcp1_i1_bf16", &o, &ctx) == DSA_ERROR_INVALID_ARGUMENT);
+    CHECK(!strchr(dsa_last_error(NULL), '\n') && strstr(dsa_last_error(NULL), "sm_90a\\x0asrc/x.c:1: error:"));
+}
+
 static void test_jit_target(void)
 {
     const dsa_cfg_t *p = plan_named("tiny_tp4_dcp1_i1_bf16");
@@ -613,7 +628,9 @@ static void test_jit_target(void)
         dsa_jit_out_t out[DSA_NMODULES];
         memset(out, 0, sizeof out);
         dsa_result_t r = dsa_jit_compile(p, bad[i], dir, DSA_LOG_QUIET, out, err, sizeof err);
-        snprintf(want, sizeof want, "target '%.32s' is not an architecture like sm_90a", bad[i] ? bad[i] : "(null)");
+        char safe[37];
+        snprintf(want, sizeof want, "target '%s' is not an architecture like sm_90a",
+                 bad[i] ? dsa_escape(bad[i], safe, sizeof safe) : "(null)");
         if (r == DSA_ERROR_INVALID_ARGUMENT && !strcmp(err, want)) {
             check_passed++;
         } else {
@@ -639,7 +656,9 @@ static void test_jit_target(void)
         dsa_ctx_t ctx = (dsa_ctx_t)1;
         o.target = bad[i];
         dsa_result_t r = dsa_ctx_create("tiny_tp4_dcp1_i1_bf16", &o, &ctx);
-        snprintf(want, sizeof want, "dsa_ctx_create: opts->target '%.32s' is not an architecture like sm_90a", bad[i]);
+        char safe[37];
+        snprintf(want, sizeof want, "dsa_ctx_create: opts->target '%s' is not an architecture like sm_90a",
+                 dsa_escape(bad[i], safe, sizeof safe));
         if (r == DSA_ERROR_INVALID_ARGUMENT && ctx == NULL && !strcmp(dsa_last_error(NULL), want)) {
             check_passed++;
         } else {
@@ -790,6 +809,7 @@ int main(int argc, char **argv)
         return fake_nvrtc_main();
     test_configs_and_arguments();
     test_config_info();
+    test_escape();
     test_prologue_checks();
     test_attend_checks();
     test_index_checks();

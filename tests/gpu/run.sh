@@ -47,7 +47,10 @@ if [ "$mode" = sanitize ]; then # compute-sanitizer's four tools over every kern
   for run in "memcheck test_prologue" "racecheck test_prologue" "memcheck test_attend tiny" \
              "racecheck test_attend tiny" "synccheck test_attend tiny" "initcheck test_attend tiny" \
              "memcheck test_attend deepseek_v32_tp1" "memcheck test_index ref" "racecheck test_index ref" \
-             "synccheck test_index ref" "initcheck test_index ref"; do
+             "synccheck test_index ref" "initcheck test_index ref" "racecheck test_attend deepseek_v32_tp1" \
+             "synccheck test_attend deepseek_v32_tp1" "initcheck test_attend deepseek_v32_tp1" \
+             "memcheck test_index dcp" "racecheck test_index dcp" "synccheck test_index dcp" \
+             "initcheck test_index dcp"; do
     set -- $run
     tool=$1 prog=$2; shift 2
     echo "== compute-sanitizer --tool $tool $prog $*"

@@ -322,6 +322,23 @@ if [ -f .cuda/include/cuda.h ] && [ -f .cuda/include/nvrtc.h ]; then
       echo "SKIPPED: ctypes binding check (tests/bench/dsa_ctypes.py): no python3"
       skip=$((skip + 1))
     fi
+    # the Python package (python/dsagen, nanobind): built into build/python, its CPU tests
+    if python3 -c 'import nanobind, numpy' 2>/dev/null; then
+      if out=$(ninja python 2>&1); then
+        ok
+        out=$(python3 tests/python/test_package.py 2>&1); rc=$?
+        line=$(printf '%s\n' "$out" | tail -1)
+        printf '%s\n' "$out" | grep -E '^FAIL|Error' | head -20
+        p=$(sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\1/p' <<<"$line")
+        f=$(sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\2/p' <<<"$line")
+        if [ -z "$p" ] || [ $rc -ne 0 ]; then bad "tests/python/test_package.py exited $rc: $line"; else pass=$((pass + p)); fail=$((fail + f)); fi
+      else
+        bad "ninja python: $(printf '%s' "$out" | tail -20)"
+      fi
+    else
+      echo "SKIPPED: the Python package: python3 lacks nanobind or numpy (tools/setup.sh installs them)"
+      skip=$((skip + 1))
+    fi
     if out=$(build/dsa-jit 2>&1); then
       ok
       echo "NVRTC: every generated kernel compiles without local memory ($(($(printf '%s\n' "$out" | wc -l) - 1)) kernels)"

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Installs what dsagen needs on a Debian machine (as root), once: compiler, ninja, Lua 5.4,
 # Penlight, OpenSSL's libcrypto (SHA-256 for provenance hashes), valgrind and clang's libFuzzer
-# (tests/run.sh).
+# (tests/run.sh), and for the Python package (python/dsagen) g++, the python3 headers, nanobind and
+# numpy (the tests' arrays).
 set -eu
 cd "$(dirname "$0")/.."
 need=()
 need_cuda=()
-for p in gcc ninja-build liblua5.4-dev lua-penlight libssl-dev valgrind clang libclang-rt-dev; do
+for p in gcc g++ ninja-build liblua5.4-dev lua-penlight libssl-dev valgrind clang libclang-rt-dev; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || need+=("$p")
 done
 if [ ${#need[@]} -gt 0 ]; then
@@ -40,4 +41,17 @@ elif [ ! -f build/cuda/nvidia/cu13/include/nvrtc.h ]; then
   ln -sfn build/cuda/nvidia/cu13 .cuda
 else
   ln -sfn build/cuda/nvidia/cu13 .cuda
+fi
+
+# The Python package: nanobind and numpy for the python3 on PATH (pip; on a Debian python3 that
+# refuses pip installs, with --break-system-packages), and its headers (python3-dev) when missing.
+if ! python3 -c 'import sysconfig, os, sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))'; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq python3-dev >/dev/null
+fi
+if ! python3 -c 'import nanobind, numpy' 2>/dev/null; then
+  python3 -m pip --version >/dev/null 2>&1 || { export DEBIAN_FRONTEND=noninteractive; apt-get update -qq; apt-get install -y -qq python3-pip >/dev/null; }
+  echo "setup: installing nanobind and numpy for $(command -v python3)"
+  python3 -m pip install -q nanobind numpy 2>/dev/null || python3 -m pip install -q --break-system-packages nanobind numpy
 fi

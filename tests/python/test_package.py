@@ -89,10 +89,14 @@ ok(isinstance(e, RuntimeError) and e.code == 1 and e.code_name == "DSA_ERROR_INV
 # ---- contexts without a GPU: DsaError, not a crash ----
 has_gpu = os.path.exists("/dev/nvidia0")
 if not has_gpu:
-    e = raises(dsagen.DsaError, "DSA_ERROR_CUDA (CUDA error): dsa_ctx_create: no CUDA driver on this machine "
-               "(cannot load libcuda.so.1: libcuda.so: cannot open shared object file: No such file or directory)",
-               dsagen.Context, "tiny_tp4_dcp1_i1_bf16", cache_dir="")
-    ok(e is not None and "no CUDA driver" in e.detail and e.code_name == "DSA_ERROR_CUDA", "no-driver DsaError")
+    # the loader's own words after "(" vary by machine: the message is exact up to them
+    want = "DSA_ERROR_CUDA (CUDA error): dsa_ctx_create: no CUDA driver on this machine (cannot load libcuda.so.1"
+    try:
+        dsagen.Context("tiny_tp4_dcp1_i1_bf16", cache_dir="")
+        ok(False, "Context without a GPU did not raise")
+    except dsagen.DsaError as e1:
+        ok(str(e1).startswith(want) and e1.code_name == "DSA_ERROR_CUDA" and isinstance(e1, RuntimeError),
+           f"Context without a GPU: want {want}..., got {e1}")
     with_dir = os.path.join(ROOT, "out", "tiny_tp4_dcp1_i1_bf16")
     try:
         dsagen.Context(dir=with_dir, cache_dir="")

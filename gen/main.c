@@ -239,6 +239,7 @@ static void push_env(lua_State *L, const loaded *l, const dsg_config *c, const c
     set_int(L, "exchange_lse_block", dv.exchange_lse_block);
     set_int(L, "ws_attend_row", dv.ws_attend_row);
     set_int(L, "q_lat_row", dv.q_lat_row);
+    set_int(L, "idx_q_row", dv.idx_q_row);
     set_int(L, "q_pe_row", dv.q_pe_row);
     set_int(L, "out_row", dv.out_row);
     set_int(L, "lse_row", dv.lse_row);

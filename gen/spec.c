@@ -798,6 +798,7 @@ void dsg_derive(const dsg_geometry *g, const dsg_config *c, dsg_derived *o)
     o->exchange_out_block = o->heads_local * L * 4;
     o->exchange_lse_block = o->heads_local * 4;
     o->q_lat_row = o->heads_local * L;
+    o->idx_q_row = g->idx_heads * g->idx_head_dim;
     o->q_pe_row = o->heads_local * R;
     o->out_row = o->heads_local * L;
     o->lse_row = o->heads_local;

@@ -69,9 +69,9 @@ typedef struct dsg_derived {
     int ws_q_packed, ws_q_gathered, ws_partial_out, ws_partial_lse;
     int gather_send, gather_recv, exchange_send, exchange_recv;
     int exchange_out_block, exchange_lse_block; /* one rank's block of the two all-to-alls */
-    int ws_attend_row;
-    /* the host's tensors of the attend call, elements per token (dense) */
-    int q_lat_row, q_pe_row, out_row, lse_row; /* device workspace of the attend step per row of a chunk */
+    int ws_attend_row; /* device workspace of the attend step per row of a chunk */
+    /* the host's tensors of the attend and index calls, elements per token (dense) */
+    int q_lat_row, q_pe_row, out_row, lse_row, idx_q_row;
     /* launch shapes: threads per CTA of each kernel, CTAs per token where a token spans several */
     int prologue_threads, rope_threads, pack_threads, attend_threads, merge_threads;
     int pack_ctas_per_token, attend_ctas_per_token;

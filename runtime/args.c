@@ -53,21 +53,43 @@ static dsa_result_t check_tokens(dsa_ctx_t ctx, const char *fn, int64_t n)
     return DSA_SUCCESS;
 }
 
+/* What every call checks first, in this order: ctx, args, args->size, args->num_tokens (size and
+ * num_tokens are read only when args is given). */
+static dsa_result_t check_call(dsa_ctx_t ctx, const char *fn, const void *args, size_t size, size_t want,
+                               int64_t num_tokens)
+{
+    if (!ctx)
+        return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT, "%s: ctx is NULL", fn);
+    if (!args)
+        return dsa_fail(ctx, DSA_ERROR_INVALID_ARGUMENT, "%s: args is NULL", fn);
+    if (size < want)
+        return dsa_fail(ctx, DSA_ERROR_INVALID_ARGUMENT, "%s: args->size is %zu, expected %zu", fn, size, want);
+    return check_tokens(ctx, fn, num_tokens);
+}
+
+/* The requests and their block table: the kernels index it as req * max_blocks + b, kept below
+ * 2^31 so that 32 bits hold it. */
+static dsa_result_t check_tables(dsa_ctx_t ctx, const char *fn, int64_t num_requests, int64_t max_blocks)
+{
+    if (num_requests <= 0 || num_requests > INT32_MAX)
+        return dsa_fail(ctx, DSA_ERROR_INVALID_ARGUMENT, "%s: args->num_requests is %lld, must be 1..2^31-1", fn,
+                        (long long)num_requests);
+    if (max_blocks <= 0 || max_blocks > INT32_MAX / num_requests)
+        return dsa_fail(ctx, DSA_ERROR_INVALID_ARGUMENT,
+                        "%s: args->max_blocks is %lld, must be 1..%lld (num_requests x max_blocks < 2^31)", fn,
+                        (long long)max_blocks, (long long)(INT32_MAX / num_requests));
+    return DSA_SUCCESS;
+}
+
 #define FAIL(...) dsa_fail(ctx, DSA_ERROR_INVALID_ARGUMENT, __VA_ARGS__)
 
 dsa_result_t dsa_check_prologue(dsa_ctx_t ctx, const dsa_prologue_args_t *a, dsa_prologue_strides_t *s)
 {
     const char *fn = "dsa_prologue";
-    if (!ctx)
-        return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT, "dsa_prologue: ctx is NULL");
-    if (!a)
-        return FAIL("dsa_prologue: args is NULL");
-    if (a->size < sizeof *a)
-        return FAIL("dsa_prologue: args->size is %zu, expected %zu", a->size, sizeof *a);
-    const dsa_config_info_t *g = &ctx->cfg->info;
-    dsa_result_t rc = check_tokens(ctx, fn, a->num_tokens);
+    dsa_result_t rc = check_call(ctx, fn, a, a ? a->size : 0, sizeof *a, a ? a->num_tokens : 0);
     if (rc != DSA_SUCCESS || a->num_tokens == 0)
         return rc;
+    const dsa_config_info_t *g = &ctx->cfg->info;
     const need_t need[] = {{a->q_c, "q_c", 16},           {a->q_c_out, "q_c_out", 16},   {a->kv, "kv", 16},
                            {a->positions, "positions", 8}, {a->slot_mapping, "slot_mapping", 8},
                            {a->q_norm_w, "q_norm_w", 16},   {a->kv_norm_w, "kv_norm_w", 16},
@@ -104,16 +126,10 @@ dsa_result_t dsa_check_prologue(dsa_ctx_t ctx, const dsa_prologue_args_t *a, dsa
 dsa_result_t dsa_check_attend(dsa_ctx_t ctx, const dsa_attend_args_t *a, dsa_attend_strides_t *s)
 {
     const char *fn = "dsa_attend";
-    if (!ctx)
-        return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT, "dsa_attend: ctx is NULL");
-    if (!a)
-        return FAIL("dsa_attend: args is NULL");
-    if (a->size < sizeof *a)
-        return FAIL("dsa_attend: args->size is %zu, expected %zu", a->size, sizeof *a);
-    const dsa_config_info_t *g = &ctx->cfg->info;
-    dsa_result_t rc = check_tokens(ctx, fn, a->num_tokens);
+    dsa_result_t rc = check_call(ctx, fn, a, a ? a->size : 0, sizeof *a, a ? a->num_tokens : 0);
     if (rc != DSA_SUCCESS || a->num_tokens == 0)
         return rc;
+    const dsa_config_info_t *g = &ctx->cfg->info;
     const need_t need[] = {{a->q_lat, "q_lat", 2},           {a->q_pe, "q_pe", 2},
                            {a->positions, "positions", 8},   {a->topk, "topk", 4},
                            {a->req_of_token, "req_of_token", 4}, {a->seq_lens, "seq_lens", 4},
@@ -125,12 +141,8 @@ dsa_result_t dsa_check_attend(dsa_ctx_t ctx, const dsa_attend_args_t *a, dsa_att
     const need_t lse[] = {{a->lse, "lse", 4}};
     if (a->lse && (rc = check_pointers(ctx, fn, lse, 1)) != DSA_SUCCESS)
         return rc;
-    if (a->num_requests <= 0 || a->num_requests > INT32_MAX)
-        return FAIL("dsa_attend: args->num_requests is %lld, must be 1..2^31-1", (long long)a->num_requests);
-    /* the kernels index the block table as req * max_blocks + b: below 2^31, so 32 bits hold it */
-    if (a->max_blocks <= 0 || a->max_blocks > INT32_MAX / a->num_requests)
-        return FAIL("dsa_attend: args->max_blocks is %lld, must be 1..%lld (num_requests x max_blocks < 2^31)",
-                    (long long)a->max_blocks, (long long)(INT32_MAX / a->num_requests));
+    if ((rc = check_tables(ctx, fn, a->num_requests, a->max_blocks)) != DSA_SUCCESS)
+        return rc;
     if (a->num_cache_blocks <= 0 || a->num_cache_blocks > INT32_MAX / g->block_size)
         return FAIL("dsa_attend: args->num_cache_blocks is %lld, must be 1..%d (slots are 32-bit in the attend kernel)",
                     (long long)a->num_cache_blocks, INT32_MAX / g->block_size);
@@ -146,16 +158,10 @@ dsa_result_t dsa_check_attend(dsa_ctx_t ctx, const dsa_attend_args_t *a, dsa_att
 dsa_result_t dsa_check_index(dsa_ctx_t ctx, const dsa_index_args_t *a, dsa_index_strides_t *s)
 {
     const char *fn = "dsa_index";
-    if (!ctx)
-        return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT, "dsa_index: ctx is NULL");
-    if (!a)
-        return FAIL("dsa_index: args is NULL");
-    if (a->size < sizeof *a)
-        return FAIL("dsa_index: args->size is %zu, expected %zu", a->size, sizeof *a);
-    const dsa_config_info_t *g = &ctx->cfg->info;
-    dsa_result_t rc = check_tokens(ctx, fn, a->num_tokens);
+    dsa_result_t rc = check_call(ctx, fn, a, a ? a->size : 0, sizeof *a, a ? a->num_tokens : 0);
     if (rc != DSA_SUCCESS || a->num_tokens == 0)
         return rc;
+    const dsa_config_info_t *g = &ctx->cfg->info;
     const need_t need[] = {{a->q, "q", 16},
                            {a->weights, "weights", 4},
                            {a->positions, "positions", 8},
@@ -167,17 +173,14 @@ dsa_result_t dsa_check_index(dsa_ctx_t ctx, const dsa_index_args_t *a, dsa_index
     rc = check_pointers(ctx, fn, need, sizeof need / sizeof need[0]);
     if (rc != DSA_SUCCESS)
         return rc;
-    if (a->num_requests <= 0 || a->num_requests > INT32_MAX)
-        return FAIL("dsa_index: args->num_requests is %lld, must be 1..2^31-1", (long long)a->num_requests);
-    if (a->max_blocks <= 0 || a->max_blocks > INT32_MAX / a->num_requests)
-        return FAIL("dsa_index: args->max_blocks is %lld, must be 1..%lld (num_requests x max_blocks < 2^31)",
-                    (long long)a->max_blocks, (long long)(INT32_MAX / a->num_requests));
+    if ((rc = check_tables(ctx, fn, a->num_requests, a->max_blocks)) != DSA_SUCCESS)
+        return rc;
     const int64_t max_blocks = INT64_MAX / g->idx_page_bytes;
     if (a->num_cache_blocks <= 0 || a->num_cache_blocks > max_blocks)
         return FAIL("dsa_index: args->num_cache_blocks is %lld, must be 1..%lld", (long long)a->num_cache_blocks,
                     (long long)max_blocks);
-    if ((rc = stride(ctx, fn, "q_stride", a->q_stride, (int64_t)g->idx_heads * g->idx_head_dim,
-                     "idx_heads x idx_head_dim", 8, &s->q)) != DSA_SUCCESS ||
+    if ((rc = stride(ctx, fn, "q_stride", a->q_stride, ctx->cfg->idx_q_row, "idx_heads x idx_head_dim", 8,
+                     &s->q)) != DSA_SUCCESS ||
         (rc = stride(ctx, fn, "weights_stride", a->weights_stride, g->idx_heads, "idx_heads", 1, &s->weights)) !=
             DSA_SUCCESS)
         return rc;

@@ -56,6 +56,7 @@ static const field_t fields[] = {
     INT("idx_bytes_per_token", info.idx_bytes_per_token, 1, 1 << 20),
     INT("idx_page_bytes", info.idx_page_bytes, 1, 1 << 30),
     {"q_lat_row", F_I64, M(q_lat_row), 1, 1 << 24},
+    {"idx_q_row", F_I64, M(idx_q_row), 1, 1 << 24},
     {"q_pe_row", F_I64, M(q_pe_row), 1, 1 << 24},
     {"out_row", F_I64, M(out_row), 1, 1 << 24},
     {"lse_row", F_I64, M(lse_row), 1, 1 << 24},

@@ -32,6 +32,7 @@ struct Config {
         idx_score_threads = DSA_IDX_SCORE_THREADS,
         idx_topk_threads = DSA_IDX_TOPK_THREADS,
         idx_score_min_ctas = DSA_IDX_SCORE_MIN_CTAS,
+        idx_score_keys_per_cta = DSA_IDX_SCORE_KEYS_PER_CTA,
         // topology: DCP ranks, their interleave, this rank's heads and the heads it attends for
         dcp = DSA_DCP,
         interleave = DSA_INTERLEAVE,

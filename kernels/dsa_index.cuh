@@ -119,7 +119,8 @@ template <class C> __device__ __forceinline__ void index_score(const dsa_index_s
     uint32_t *keys = p.keys + (int64_t)t * p.key_stride;
     // G groups of 8 keys per warp step: every group's loads are issued before the first mma, so a
     // warp keeps G KiB of key rows in flight (the kernel is bound by how many bytes are in flight)
-    constexpr int G = 4; // = the plan's index_score_keys_per_cta / (8 keys x warps)
+    constexpr int G = C::idx_score_keys_per_cta / (WARPS * 8); // the plan's split assumes this step
+    static_assert(G * WARPS * 8 == C::idx_score_keys_per_cta, "a warp step is G groups of 8 keys");
     const int64_t step = (int64_t)gridDim.y * WARPS * 8 * G;
     for (int64_t l0 = ((int64_t)blockIdx.y * WARPS + warp) * 8 * G; l0 < n; l0 += step) {
         uint32_t b[G][2 * KS];

@@ -72,6 +72,7 @@
 #define DSA_IDX_Q_THREADS 256
 #define DSA_IDX_SCORE_THREADS 128
 #define DSA_IDX_TOPK_THREADS 1024
+#define DSA_IDX_SCORE_KEYS_PER_CTA 128 /* keys a score CTA takes per step */
 #define DSA_IDX_SCORE_MIN_CTAS 0 /* per SM: the score kernel's register cap */
 
 /* ---- indexer K cache page: [bs x 128 e4m3][bs x fp32 scale] ---- */

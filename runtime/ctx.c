@@ -70,8 +70,8 @@ void dsa_ctx_destroy(dsa_ctx_t ctx)
     if (ctx->cu) {
         dsa_cu.cuCtxPushCurrent(ctx->cu);
         for (int i = 0; i < DSA_NMODULES; i++)
-            if (ctx->kernels[i].module)
-                dsa_cu.cuModuleUnload(ctx->kernels[i].module);
+            if (ctx->modules[i])
+                dsa_cu.cuModuleUnload(ctx->modules[i]);
         CUdeviceptr mem[] = {ctx->rope_cos,   ctx->rope_sin,    ctx->rejected,      ctx->ws_q,     ctx->ws_qg,
                              ctx->ws_po_send, ctx->ws_po_recv,  ctx->ws_pl_send,    ctx->ws_pl_recv, ctx->ws_iq8,
                              ctx->ws_iwq,     ctx->ws_ikeys,    ctx->ws_icand,      ctx->ws_icand_recv, ctx->ws_imerged};
@@ -118,10 +118,9 @@ static dsa_result_t load_modules(dsa_ctx_t ctx)
     if (rc != DSA_SUCCESS)
         goto fail;
     for (int i = 0; i < DSA_NMODULES; i++) {
-        dsa_kernel_t *k = &ctx->kernels[i];
         CUfunction fn;
-        CU_CHECK(ctx, dsa_cu.cuModuleLoadData(&k->module, out[i].cubin));
-        CU_CHECK(ctx, dsa_cu.cuModuleGetFunction(&fn, k->module, ctx->cfg->modules[i].entry));
+        CU_CHECK(ctx, dsa_cu.cuModuleLoadData(&ctx->modules[i], out[i].cubin));
+        CU_CHECK(ctx, dsa_cu.cuModuleGetFunction(&fn, ctx->modules[i], ctx->cfg->modules[i].entry));
         int regs = 0, local = 0, shared = 0;
         CU_CHECK(ctx, dsa_cu.cuFuncGetAttribute(&regs, CU_FUNC_ATTRIBUTE_NUM_REGS, fn));
         CU_CHECK(ctx, dsa_cu.cuFuncGetAttribute(&local, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, fn));
@@ -129,7 +128,7 @@ static dsa_result_t load_modules(dsa_ctx_t ctx)
         out[i].info.registers = regs;
         out[i].info.local_bytes = local;
         out[i].info.shared_bytes = shared;
-        k->info = ctx->info[i] = out[i].info;
+        ctx->info[i] = out[i].info;
     }
 fail:
     for (int i = 0; i < DSA_NMODULES; i++)
@@ -148,7 +147,7 @@ static dsa_result_t make_rope_table(dsa_ctx_t ctx)
     const size_t n = (size_t)cfg->rope_entries;
     double mscale = cfg->rope_mscale;
     CUfunction fn;
-    CU_CHECK(ctx, dsa_cu.cuModuleGetFunction(&fn, ctx->kernels[DSA_MODULE_PROLOGUE].module, cfg->entry_rope_table));
+    CU_CHECK(ctx, dsa_cu.cuModuleGetFunction(&fn, ctx->modules[DSA_MODULE_PROLOGUE], cfg->entry_rope_table));
     CU_CHECK(ctx, dsa_cu.cuMemAlloc(&ctx->rope_cos, n * sizeof(float)));
     CU_CHECK(ctx, dsa_cu.cuMemAlloc(&ctx->rope_sin, n * sizeof(float)));
     CU_CHECK(ctx, dsa_cu.cuMemAlloc(&freq_d, sizeof cfg->rope_freq));
@@ -169,7 +168,7 @@ static dsa_result_t prepare_calls(dsa_ctx_t ctx)
 {
     const dsa_cfg_t *cfg = ctx->cfg;
     dsa_result_t rc = DSA_SUCCESS;
-    CUmodule pro = ctx->kernels[DSA_MODULE_PROLOGUE].module, att = ctx->kernels[DSA_MODULE_ATTEND].module;
+    CUmodule pro = ctx->modules[DSA_MODULE_PROLOGUE], att = ctx->modules[DSA_MODULE_ATTEND];
     CU_CHECK(ctx, dsa_cu.cuModuleGetFunction(&ctx->prologue_fn, pro, cfg->entry_prologue));
     CU_CHECK(ctx, dsa_cu.cuModuleGetFunction(&ctx->pack_fn, att, cfg->entry_pack_q));
     CU_CHECK(ctx, dsa_cu.cuModuleGetFunction(&ctx->attend_fn, att, cfg->entry_attend));
@@ -211,7 +210,7 @@ static dsa_result_t prepare_index(dsa_ctx_t ctx)
 {
     const dsa_cfg_t *cfg = ctx->cfg;
     dsa_result_t rc = DSA_SUCCESS;
-    CUmodule m = ctx->kernels[DSA_MODULE_INDEX].module;
+    CUmodule m = ctx->modules[DSA_MODULE_INDEX];
     CU_CHECK(ctx, dsa_cu.cuModuleGetFunction(&ctx->index_q_fn, m, cfg->entry_index_q));
     CU_CHECK(ctx, dsa_cu.cuModuleGetFunction(&ctx->index_score_fn, m, cfg->entry_index_score));
     CU_CHECK(ctx, dsa_cu.cuModuleGetFunction(&ctx->index_topk_fn, m, cfg->entry_index_topk));

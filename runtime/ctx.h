@@ -7,11 +7,6 @@
 #include "plan.h"
 #include "transport.h"
 
-typedef struct dsa_kernel {
-    CUmodule module;
-    dsa_kernel_info_t info;
-} dsa_kernel_t;
-
 struct dsa_ctx {
     dsa_err_slot_t err;      /* first: error.c records messages here */
     const dsa_cfg_t *cfg;    /* the plan */
@@ -20,8 +15,8 @@ struct dsa_ctx {
     char target[16];
     CUdevice dev;
     CUcontext cu;
-    dsa_kernel_t kernels[DSA_NMODULES];
-    dsa_kernel_info_t info[DSA_NMODULES];
+    CUmodule modules[DSA_NMODULES];
+    dsa_kernel_info_t info[DSA_NMODULES]; /* what dsa_ctx_kernels reports */
     CUfunction prologue_fn, pack_fn, attend_fn, merge_fn;
     CUfunction index_q_fn, index_score_fn, index_topk_fn, index_merge_fn;
     int score_slots;                /* index score CTAs resident at once on the device: its split */

@@ -44,13 +44,13 @@ fi
 if [ "$mode" = sanitize ]; then # compute-sanitizer's four tools over every kernel family
   cache=$(mktemp -d)
   cs=/usr/local/cuda/bin/compute-sanitizer
-  for run in "memcheck test_prologue" "racecheck test_prologue" "memcheck test_attend tiny" \
-             "racecheck test_attend tiny" "synccheck test_attend tiny" "initcheck test_attend tiny" \
-             "memcheck test_attend deepseek_v32_tp1" "memcheck test_index ref" "racecheck test_index ref" \
-             "synccheck test_index ref" "initcheck test_index ref" "racecheck test_attend deepseek_v32_tp1" \
-             "synccheck test_attend deepseek_v32_tp1" "initcheck test_attend deepseek_v32_tp1" \
+  for run in "racecheck test_attend deepseek_v32_tp1" "synccheck test_attend deepseek_v32_tp1" \
+             "initcheck test_attend deepseek_v32_tp1" "memcheck test_attend deepseek_v32_tp1" \
              "memcheck test_index dcp" "racecheck test_index dcp" "synccheck test_index dcp" \
-             "initcheck test_index dcp"; do
+             "initcheck test_index dcp" "memcheck test_index ref" "racecheck test_index ref" \
+             "synccheck test_index ref" "initcheck test_index ref" "memcheck test_prologue" \
+             "racecheck test_prologue" "memcheck test_attend tiny" "racecheck test_attend tiny" \
+             "synccheck test_attend tiny" "initcheck test_attend tiny"; do
     set -- $run
     tool=$1 prog=$2; shift 2
     echo "== compute-sanitizer --tool $tool $prog $*"

@@ -250,6 +250,7 @@ static void push_env(lua_State *L, const loaded *l, const dsg_config *c, const c
     set_int(L, "merge_threads", dv.merge_threads);
     set_int(L, "pack_ctas_per_token", dv.pack_ctas_per_token);
     set_int(L, "attend_ctas_per_token", dv.attend_ctas_per_token);
+    set_int(L, "attend_max_splits", dv.attend_max_splits);
     set_int(L, "rope_entries", dv.rope_entries);
     set_int(L, "idx_max_local", dv.idx_max_local);
     set_int(L, "ws_idx_q8", dv.ws_idx_q8);
@@ -273,7 +274,7 @@ static void push_env(lua_State *L, const loaded *l, const dsg_config *c, const c
     /* kernel entry names: the instantiations define them, the plan names them */
     lua_newtable(L);
     static const char *const entries[] = {"prologue",    "rope_table",  "pack_q",     "attend",     "merge",
-                                          "attend_smem", "index_q",     "index_score", "index_topk", "index_merge"};
+                                          "split_merge", "attend_smem", "index_q",     "index_score", "index_topk", "index_merge"};
     for (size_t i = 0; i < sizeof entries / sizeof entries[0]; i++) {
         char e[192];
         snprintf(e, sizeof e, "dsa_%s_%s", entries[i], c->symbol);

@@ -15,7 +15,7 @@ typedef unsigned long long uint64_t;
 #endif
 
 /* Bumped whenever a parameter block changes; generated glue and the runtime check it. */
-#define DSA_ABI_VERSION 2
+#define DSA_ABI_VERSION 3
 
 /* Stage A, one launch: one CTA per token. Activations and weights are bf16 (as uint16_t bits). */
 typedef struct dsa_prologue_params {
@@ -98,7 +98,9 @@ typedef struct dsa_pack_params {
 } dsa_pack_params;
 
 /* Stage C.3-4: top-k to local slots and sparse MLA over this rank's keys, for every gathered
- * head. Grid (T, heads_gathered / heads per CTA). */
+ * head. Grid (T, heads_gathered / heads per CTA, splits): with splits > 1 (a power of two) the CTA
+ * of split s takes the row's top-k entries k with k % splits == s and writes its fp32 partial to
+ * split_out / split_lse, which the split merge (Stage C.4b) combines. */
 typedef struct dsa_attend_params {
     const uint16_t *q;            /* [W][T][heads_local][kv_dim]: the gathered queries, rank-major */
     const int32_t *topk;          /* [T, topk_stride] global positions, -1 padded */
@@ -110,9 +112,24 @@ typedef struct dsa_attend_params {
     float *lse;                   /* DCP = 1: [T, heads_local], may be NULL */
     float *part_out;              /* DCP > 1: [W dest][T][heads_local][kv_lora_rank] fp32 */
     float *part_lse;              /* DCP > 1: [W dest][T][heads_local] */
+    float *split_out;             /* splits > 1: [splits][T][heads_gathered][kv_lora_rank] fp32 */
+    float *split_lse;             /* splits > 1: [splits][T][heads_gathered] */
     int64_t num_slots, max_blocks, num_requests, topk_stride;
-    int32_t num_tokens, rank;
+    int32_t num_tokens, rank, splits;
 } dsa_attend_params;
+
+/* Stage C.4b (splits > 1): the LSE merge of a row's split partials, in split order, into what
+ * attend writes with one split: out and lse (DCP = 1), or the partials for the exchange (DCP > 1).
+ * Grid (T, heads_gathered). */
+typedef struct dsa_split_merge_params {
+    const float *split_out;       /* [splits][T][heads_gathered][kv_lora_rank] */
+    const float *split_lse;       /* [splits][T][heads_gathered] */
+    uint16_t *out;                /* DCP = 1: [T, heads_local, kv_lora_rank] bf16 */
+    float *lse;                   /* DCP = 1: [T, heads_local], may be NULL */
+    float *part_out;              /* DCP > 1: [W dest][T][heads_local][kv_lora_rank] fp32 */
+    float *part_lse;              /* DCP > 1: [W dest][T][heads_local] */
+    int32_t num_tokens, splits;
+} dsa_split_merge_params;
 
 /* Stage C.5: LSE merge of the W partials of this rank's heads, in rank order. Grid (T, heads_local). */
 typedef struct dsa_merge_params {

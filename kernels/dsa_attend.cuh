@@ -101,13 +101,16 @@ template <class C> struct QueryChunks {
     }
 };
 
-// slot_of(k): the local slot of entry k of the token's top-k row on this rank, or -1.
+// slot_of(k): the local slot of entry k of the token's top-k row on this rank, or -1; with splits > 1
+// only the entries of this CTA's split (k % splits == split; splits a power of two, mask = splits - 1).
 template <class C> struct SlotOfTopk {
     const dsa_attend_params &p;
     const int32_t *row;
-    int32_t req;
+    int32_t req, split, mask;
     __device__ __forceinline__ int64_t operator()(int k) const
     {
+        if ((k & mask) != split)
+            return -1;
         return local_slot<C::dcp, C::interleave, C::block_size>(row[k], req, p);
     }
 };
@@ -149,20 +152,52 @@ template <class C> struct StorePartial {
     }
 };
 
+// splits > 1: store(h, d, x0, x1) writes the fp32 partial of this CTA's split to the split workspace
+// ([splits][T][heads_gathered]); the split merge (dsa_merge.cuh) combines a row's splits.
+template <class C> struct StoreSplit {
+    const dsa_attend_params &p;
+    int t, hg0, split;
+    __device__ __forceinline__ void operator()(int h, int d, float x0, float x1) const
+    {
+        const int hg = hg0 + h;
+        if (hg >= C::heads_gathered)
+            return;
+        const int64_t srow = ((int64_t)split * p.num_tokens + t) * C::heads_gathered + hg;
+        if (d < 0)
+            p.split_lse[srow] = x0;
+        else
+            *reinterpret_cast<float2 *>(p.split_out + srow * C::kv_lora_rank + d) = make_float2(x0, x1);
+    }
+};
+
+// The store of the CTA: its split's partial when the row is split, else the output (DCP = 1) or the
+// partial for the exchange (DCP > 1). p.splits is the same for every CTA of the launch.
+template <class C> struct StoreAttend {
+    typename Select<C::dcp == 1, StoreOut<C>, StorePartial<C>>::type whole;
+    StoreSplit<C> part;
+    __device__ __forceinline__ void operator()(int h, int d, float x0, float x1) const
+    {
+        if (part.p.splits > 1)
+            part(h, d, x0, x1);
+        else
+            whole(h, d, x0, x1);
+    }
+};
+
 // Top-k positions to this rank's slots (compacted: only this rank's keys are computed), then
-// attention of HB heads per CTA over the kept keys. Grid (T, heads_gathered / HB). A row with no kept
-// key gives output 0 and LSE -inf (the merge's neutral element).
+// attention of HB heads per CTA over the kept keys. Grid (T, heads_gathered / HB, splits). A row (or
+// split) with no kept key gives output 0 and LSE -inf (the merges' neutral element).
 template <class C> __device__ __forceinline__ void attend(const dsa_attend_params &p)
 {
     constexpr int HB = C::attend_heads_per_cta;
     extern __shared__ __align__(16) uint8_t smem[];
-    const int t = blockIdx.x, hg0 = blockIdx.y * HB;
+    const int t = blockIdx.x, hg0 = blockIdx.y * HB, split = blockIdx.z;
     const int32_t req = p.req_of_token[t];
     const QueryChunks<C> q_chunk{p, t, hg0};
-    const SlotOfTopk<C> slot_of{p, p.topk + t * p.topk_stride, req};
-    using Store = typename Select<C::dcp == 1, StoreOut<C>, StorePartial<C>>::type;
+    const SlotOfTopk<C> slot_of{p, p.topk + t * p.topk_stride, req, split, p.splits - 1};
+    const StoreAttend<C> store{{p, t, hg0}, {p, t, hg0, split}};
     sparse_mla<HB, C::kv_dim, C::kv_lora_rank, C::idx_topk, C::cache_format, C::cache_bytes, C::cache_scale_offset,
-               C::cache_rope_offset>(smem, p.kv_cache, C::softmax_scale(), q_chunk, slot_of, Store{p, t, hg0});
+               C::cache_rope_offset>(smem, p.kv_cache, C::softmax_scale(), q_chunk, slot_of, store);
 }
 
 } // namespace dsa

@@ -1,21 +1,23 @@
-// Stage C.5, the merge kernel body (DCP > 1): the W ranks' partial outputs of a head, by their LSEs.
+// Stage C's LSE merges: a row's split partials (C.4b, when attend splits a row's keys over CTAs) and
+// the DCP ranks' partials (C.5, DCP > 1). Both are one function, lse_merge.
 #pragma once
 #include "dsa_numerics.cuh"
 
 namespace dsa {
 
-// For each (token, head of this rank): over the DCP ranks' partials IN RANK ORDER and in fp32, so
-// the result is bit-for-bit repeatable. NaN or +inf LSEs count as -inf, -inf partials weigh 0, an
-// all-empty row is output 0 and LSE -inf (docs/design.md, "DCP"). Grid (T, heads_local).
-template <class C> __device__ __forceinline__ void merge(const dsa_merge_params &p)
+// The merge of the n <= MaxN partials of one (token, head), IN THE ORDER r = 0 .. n - 1 and in fp32,
+// so the result is bit-for-bit repeatable: lse_at(r) is partial r's LSE, part_at(r, d) its output at
+// latent dim d; put(d, v) takes the merged output for the dims of this thread (d = threadIdx.x, then
+// by blockDim.x, below L); returns the merged LSE. NaN or +inf LSEs count as -inf, -inf partials
+// weigh 0, and an all-empty (token, head) is output 0 and LSE -inf (docs/design.md, "DCP").
+template <int MaxN, int L, class LseAt, class PartAt, class Put>
+__device__ __forceinline__ float lse_merge(int n, LseAt lse_at, PartAt part_at, Put put)
 {
-    constexpr int W = C::dcp, H = C::heads_local, L = C::kv_lora_rank;
-    const int t = blockIdx.x, hl = blockIdx.y;
-    float lse[W];
+    float lse[MaxN];
     float m = neg_inf();
 #pragma unroll
-    for (int r = 0; r < W; r++) {
-        const float x = p.part_lse[((int64_t)r * p.num_tokens + t) * H + hl];
+    for (int r = 0; r < MaxN; r++) {
+        const float x = r < n ? lse_at(r) : neg_inf();
         lse[r] = (x != x || x == -neg_inf()) ? neg_inf() : x;
         m = fmaxf(m, lse[r]);
     }
@@ -23,21 +25,60 @@ template <class C> __device__ __forceinline__ void merge(const dsa_merge_params 
     if (m != neg_inf()) {
         float sum = 0.0f;
 #pragma unroll
-        for (int r = 0; r < W; r++)
-            sum += lse[r] == neg_inf() ? 0.0f : expf(lse[r] - m);
+        for (int r = 0; r < MaxN; r++)
+            if (lse[r] != neg_inf())
+                sum += expf(lse[r] - m);
         total = m + logf(sum);
     }
-    uint16_t *o = p.out + ((int64_t)t * H + hl) * L;
     for (int d = threadIdx.x; d < L; d += blockDim.x) {
         float v = 0.0f;
 #pragma unroll
-        for (int r = 0; r < W; r++)
+        for (int r = 0; r < MaxN; r++)
             if (lse[r] != neg_inf())
-                v += expf(lse[r] - total) * p.part_out[(((int64_t)r * p.num_tokens + t) * H + hl) * L + d];
-        o[d] = float_to_bf16(v);
+                v += expf(lse[r] - total) * part_at(r, d);
+        put(d, v);
     }
+    return total;
+}
+
+// C.5: for each (token, head of this rank), the W ranks' partials in rank order, to bf16 out and
+// lse. Grid (T, heads_local).
+template <class C> __device__ __forceinline__ void merge(const dsa_merge_params &p)
+{
+    constexpr int W = C::dcp, H = C::heads_local, L = C::kv_lora_rank;
+    const int t = blockIdx.x, hl = blockIdx.y;
+    const auto row = [&](int r) { return ((int64_t)r * p.num_tokens + t) * H + hl; };
+    uint16_t *o = p.out + ((int64_t)t * H + hl) * L;
+    const float total = lse_merge<W, L>(
+        W, [&](int r) { return p.part_lse[row(r)]; }, [&](int r, int d) { return p.part_out[row(r) * L + d]; },
+        [&](int d, float v) { o[d] = float_to_bf16(v); });
     if (threadIdx.x == 0 && p.lse)
         p.lse[(int64_t)t * H + hl] = total;
+}
+
+// C.4b: for each (token, gathered head), the row's splits in split order, to what attend writes
+// with one split: bf16 out and lse (DCP = 1), or the fp32 partial and LSE of the rank that owns the
+// head, in the exchange's layout (DCP > 1; dsa_attend.cuh, StorePartial). Grid (T, heads_gathered).
+template <class C> __device__ __forceinline__ void split_merge(const dsa_split_merge_params &p)
+{
+    constexpr int HG = C::heads_gathered, H = C::heads_local, L = C::kv_lora_rank;
+    const int t = blockIdx.x, hg = blockIdx.y;
+    const auto row = [&](int s) { return ((int64_t)s * p.num_tokens + t) * HG + hg; };
+    const auto lse_at = [&](int s) { return p.split_lse[row(s)]; };
+    const auto part_at = [&](int s, int d) { return p.split_out[row(s) * L + d]; };
+    if constexpr (C::dcp == 1) {
+        uint16_t *o = p.out + ((int64_t)t * H + hg) * L;
+        const float total =
+            lse_merge<C::attend_max_splits, L>(p.splits, lse_at, part_at, [&](int d, float v) { o[d] = float_to_bf16(v); });
+        if (threadIdx.x == 0 && p.lse)
+            p.lse[(int64_t)t * H + hg] = total;
+    } else {
+        const int64_t prow = ((int64_t)(hg / H) * p.num_tokens + t) * H + hg % H;
+        float *o = p.part_out + prow * L;
+        const float total = lse_merge<C::attend_max_splits, L>(p.splits, lse_at, part_at, [&](int d, float v) { o[d] = v; });
+        if (threadIdx.x == 0)
+            p.part_lse[prow] = total;
+    }
 }
 
 } // namespace dsa

@@ -22,11 +22,11 @@ static void pop(void)
     dsa_cu.cuCtxPopCurrent(&dummy);
 }
 
-static dsa_result_t launch(dsa_ctx_t ctx, const char *fn, CUfunction f, unsigned gx, unsigned gy, unsigned threads,
-                           unsigned smem, void *params, CUstream stream, const char *what)
+static dsa_result_t launch_grid(dsa_ctx_t ctx, const char *fn, CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+                                unsigned threads, unsigned smem, void *params, CUstream stream, const char *what)
 {
     void *args[] = {params};
-    CUresult r = dsa_cu.cuLaunchKernel(f, gx, gy, 1, threads, 1, 1, smem, stream, args, NULL);
+    CUresult r = dsa_cu.cuLaunchKernel(f, gx, gy, gz, threads, 1, 1, smem, stream, args, NULL);
     if (r != CUDA_SUCCESS) {
         const char *s = "?";
         dsa_cu.cuGetErrorString(r, &s);
@@ -34,6 +34,12 @@ static dsa_result_t launch(dsa_ctx_t ctx, const char *fn, CUfunction f, unsigned
                         ctx->cfg->info.name, s);
     }
     return DSA_SUCCESS;
+}
+
+static dsa_result_t launch(dsa_ctx_t ctx, const char *fn, CUfunction f, unsigned gx, unsigned gy, unsigned threads,
+                           unsigned smem, void *params, CUstream stream, const char *what)
+{
+    return launch_grid(ctx, fn, f, gx, gy, 1, threads, smem, params, stream, what);
 }
 
 dsa_result_t dsa_prologue(dsa_ctx_t ctx, const dsa_prologue_args_t *a, void *stream)
@@ -128,7 +134,46 @@ dsa_result_t dsa_dcp_alltoall(dsa_ctx_t ctx, const void *send, void *recv, size_
     return dcp_collective(ctx, 1, send, recv, bytes, stream);
 }
 
-/* One chunk of n rows from t0: pack, (gather), attend, (exchange, merge). */
+/* The CTAs each row's top-k is split over in a chunk of n rows: the largest power of two up to the
+ * plan's attend_max_splits that keeps the launch within one wave (attend_slots CTAs resident at
+ * once), so a split only ever adds CTAs to a device that rows alone leave idle. Every rank of a
+ * DCP group computes the same number from the same n on the same kind of device; the choice
+ * changes the rounding of the result, never its repeatability. */
+static int attend_splits(const dsa_ctx_t ctx, int64_t n)
+{
+    if (ctx->force_splits)
+        return ctx->force_splits;
+    const int64_t ctas = n * (int64_t)ctx->cfg->attend_ctas_per_token;
+    int s = 1;
+    while (s < (int)ctx->cfg->attend_max_splits && ctas * 2 * s <= ctx->attend_slots)
+        s *= 2;
+    return s;
+}
+
+int dsa_testing_attend_splits(dsa_ctx_t ctx, int64_t rows)
+{
+    return ctx && rows > 0 ? attend_splits(ctx, rows < ctx->ws_tokens ? rows : ctx->ws_tokens) : 0;
+}
+
+dsa_result_t dsa_testing_force_attend_splits(dsa_ctx_t ctx, int splits)
+{
+    if (!ctx)
+        return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT, "dsa_testing_force_attend_splits: ctx is NULL");
+    const int max = (int)ctx->cfg->attend_max_splits;
+    if (splits < 0 || splits > max || (splits & (splits - 1)))
+        return dsa_fail(ctx, DSA_ERROR_INVALID_ARGUMENT,
+                        "dsa_testing_force_attend_splits: splits is %d, must be 0 (automatic) or a power of two up to %d",
+                        splits, max);
+    if (splits > 1 && ctx->ws_tokens * splits > ctx->split_rows)
+        return dsa_fail(ctx, DSA_ERROR_INVALID_ARGUMENT,
+                        "dsa_testing_force_attend_splits: %d splits of %lld-row chunks need %lld split partials, the "
+                        "workspace holds %lld (a smaller attend_tokens)",
+                        splits, (long long)ctx->ws_tokens, (long long)(ctx->ws_tokens * splits), (long long)ctx->split_rows);
+    ctx->force_splits = splits;
+    return DSA_SUCCESS;
+}
+
+/* One chunk of n rows from t0: pack, (gather), attend, (split merge), (exchange, merge). */
 static dsa_result_t attend_chunk(dsa_ctx_t ctx, const dsa_attend_args_t *a, const dsa_attend_strides_t *st,
                                  int64_t t0, int64_t n, CUstream stream)
 {
@@ -170,9 +215,26 @@ static dsa_result_t attend_chunk(dsa_ctx_t ctx, const dsa_attend_args_t *a, cons
     at.topk_stride = st->topk;
     at.num_tokens = (int32_t)n;
     at.rank = ctx->dcp ? ctx->dcp->rank : 0;
-    if ((rc = launch(ctx, "dsa_attend", ctx->attend_fn, (unsigned)n, cfg->attend_ctas_per_token, cfg->attend_threads,
-                     ctx->attend_smem, &at, stream, "attend")) != DSA_SUCCESS)
+    at.splits = attend_splits(ctx, n);
+    at.split_out = (float *)(uintptr_t)ctx->ws_so;
+    at.split_lse = (float *)(uintptr_t)ctx->ws_sl;
+    if ((rc = launch_grid(ctx, "dsa_attend", ctx->attend_fn, (unsigned)n, cfg->attend_ctas_per_token,
+                          (unsigned)at.splits, cfg->attend_threads, ctx->attend_smem, &at, stream, "attend")) != DSA_SUCCESS)
         return rc;
+    if (at.splits > 1) { /* 4b. the splits of each row merged into what one split writes */
+        dsa_split_merge_params sm = {0};
+        sm.split_out = at.split_out;
+        sm.split_lse = at.split_lse;
+        sm.out = at.out;
+        sm.lse = at.lse;
+        sm.part_out = at.part_out;
+        sm.part_lse = at.part_lse;
+        sm.num_tokens = (int32_t)n;
+        sm.splits = at.splits;
+        if ((rc = launch(ctx, "dsa_attend", ctx->split_merge_fn, (unsigned)n, (unsigned)cfg->info.heads_gathered,
+                         cfg->merge_threads, 0, &sm, stream, "split merge")) != DSA_SUCCESS)
+            return rc;
+    }
     if (!dcp)
         return DSA_SUCCESS;
     /* 5. the exchange (each rank receives every rank's partials of its own heads), then the merge */

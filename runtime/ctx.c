@@ -74,6 +74,7 @@ void dsa_ctx_destroy(dsa_ctx_t ctx)
                 dsa_cu.cuModuleUnload(ctx->modules[i]);
         CUdeviceptr mem[] = {ctx->rope_cos,   ctx->rope_sin,    ctx->rejected,      ctx->ws_q,     ctx->ws_qg,
                              ctx->ws_po_send, ctx->ws_po_recv,  ctx->ws_pl_send,    ctx->ws_pl_recv, ctx->ws_iq8,
+                             ctx->ws_so,      ctx->ws_sl,
                              ctx->ws_iwq,     ctx->ws_ikeys,    ctx->ws_icand,      ctx->ws_icand_recv, ctx->ws_imerged};
         for (size_t i = 0; i < sizeof mem / sizeof mem[0]; i++)
             if (mem[i])
@@ -172,6 +173,7 @@ static dsa_result_t prepare_calls(dsa_ctx_t ctx)
     CU_CHECK(ctx, dsa_cu.cuModuleGetFunction(&ctx->prologue_fn, pro, cfg->entry_prologue));
     CU_CHECK(ctx, dsa_cu.cuModuleGetFunction(&ctx->pack_fn, att, cfg->entry_pack_q));
     CU_CHECK(ctx, dsa_cu.cuModuleGetFunction(&ctx->attend_fn, att, cfg->entry_attend));
+    CU_CHECK(ctx, dsa_cu.cuModuleGetFunction(&ctx->split_merge_fn, att, cfg->entry_split_merge));
     if (cfg->entry_merge[0])
         CU_CHECK(ctx, dsa_cu.cuModuleGetFunction(&ctx->merge_fn, att, cfg->entry_merge));
     CUdeviceptr smem_d;
@@ -190,6 +192,18 @@ static dsa_result_t prepare_calls(dsa_ctx_t ctx)
                         cfg->info.name, ctx->attend_smem, ctx->opts.device, optin);
     CU_CHECK(ctx, dsa_cu.cuFuncSetAttribute(ctx->attend_fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                             (int)ctx->attend_smem));
+    /* Splitting a row's keys over CTAs fills at most one wave of the device (dsa_attend_splits), so
+     * its workspaces hold attend_slots / ctas-per-row (row, split) partials at most. */
+    int sms = 0, per_sm = 0;
+    CU_CHECK(ctx, dsa_cu.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, ctx->dev));
+    CU_CHECK(ctx, dsa_cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, ctx->attend_fn, (int)cfg->attend_threads,
+                                                                     ctx->attend_smem));
+    ctx->attend_slots = sms * (per_sm > 0 ? per_sm : 1);
+    ctx->split_rows = cfg->attend_max_splits > 1 ? ctx->attend_slots / (int64_t)cfg->attend_ctas_per_token : 0;
+    if (ctx->split_rows >= 2) {
+        CU_CHECK(ctx, dsa_cu.cuMemAlloc(&ctx->ws_so, (size_t)ctx->split_rows * (size_t)cfg->ws_partial_out));
+        CU_CHECK(ctx, dsa_cu.cuMemAlloc(&ctx->ws_sl, (size_t)ctx->split_rows * (size_t)cfg->ws_partial_lse));
+    }
     const size_t T = (size_t)ctx->ws_tokens;
     CU_CHECK(ctx, dsa_cu.cuMemAlloc(&ctx->ws_q, T * (size_t)cfg->ws_q_packed));
     if (cfg->info.dcp > 1) {

@@ -17,16 +17,20 @@ struct dsa_ctx {
     CUcontext cu;
     CUmodule modules[DSA_NMODULES];
     dsa_kernel_info_t info[DSA_NMODULES]; /* what dsa_ctx_kernels reports */
-    CUfunction prologue_fn, pack_fn, attend_fn, merge_fn;
+    CUfunction prologue_fn, pack_fn, attend_fn, split_merge_fn, merge_fn;
     CUfunction index_q_fn, index_score_fn, index_topk_fn, index_merge_fn;
     int score_slots;                /* index score CTAs resident at once on the device: its split */
     unsigned attend_smem;           /* dynamic shared memory of attend_fn, exported by its module */
+    int attend_slots;               /* attend CTAs resident at once on the device: what splits fill */
+    int force_splits;               /* 0, or the splits every attend call uses (dsa_testing.h) */
     CUdeviceptr rope_cos, rope_sin; /* [max_positions, qk_rope_dim / 2] fp32 */
     CUdeviceptr rejected;           /* 2 x u64 */
     dsa_transport_t *dcp;           /* NULL at dcp 1 */
     int64_t ws_tokens;              /* rows per attend chunk: the workspaces below hold this many */
     CUdeviceptr ws_q, ws_qg;        /* packed query; gathered query (dcp > 1) */
     CUdeviceptr ws_po_send, ws_po_recv, ws_pl_send, ws_pl_recv; /* partials (dcp > 1) */
+    int64_t split_rows;             /* (row, split) partials the split workspaces hold: attend_slots / ctas per row */
+    CUdeviceptr ws_so, ws_sl;       /* split partials: outputs, LSEs */
     int64_t idx_tokens;             /* rows per index chunk */
     CUdeviceptr ws_iq8, ws_iwq, ws_ikeys;           /* index query, weights, score keys */
     CUdeviceptr ws_icand, ws_icand_recv, ws_imerged; /* candidates (dcp > 1) */

@@ -23,6 +23,15 @@ DSA_API dsa_result_t dsa_dcp_allgather(dsa_ctx_t ctx, const void *send, void *re
  * rank (block p goes to rank p); recv receives one block from each rank. */
 DSA_API dsa_result_t dsa_dcp_alltoall(dsa_ctx_t ctx, const void *send, void *recv, size_t bytes, void *stream);
 
+/* The CTAs dsa_attend splits each row's top-k over in a call of `rows` rows (its chunk of them):
+ * 1 when rows alone fill the device. 0 for a NULL ctx or rows <= 0. */
+DSA_API int dsa_testing_attend_splits(dsa_ctx_t ctx, int64_t rows);
+
+/* Every later dsa_attend call of ctx splits each row over `splits` CTAs (0: the automatic choice
+ * again), so a test can run both paths on the same rows: a power of two up to the plan's
+ * attend_max_splits, with the ctx's chunk of rows times splits within its split workspace. */
+DSA_API dsa_result_t dsa_testing_force_attend_splits(dsa_ctx_t ctx, int splits);
+
 #ifdef __cplusplus
 }
 #endif

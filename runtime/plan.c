@@ -71,6 +71,7 @@ static const field_t fields[] = {
     {"entry_pack_q", F_NAME, M(entry_pack_q), 0, 0},
     {"entry_attend", F_NAME, M(entry_attend), 0, 0},
     {"entry_merge", F_ENTRY, M(entry_merge), 0, 0},
+    {"entry_split_merge", F_NAME, M(entry_split_merge), 0, 0},
     {"entry_attend_smem", F_NAME, M(entry_attend_smem), 0, 0},
     {"entry_index_q", F_NAME, M(entry_index_q), 0, 0},
     {"entry_index_score", F_NAME, M(entry_index_score), 0, 0},
@@ -83,6 +84,7 @@ static const field_t fields[] = {
     {"merge_threads", F_U32, M(merge_threads), 32, 1024},
     {"pack_ctas_per_token", F_U32, M(pack_ctas_per_token), 1, 65535},
     {"attend_ctas_per_token", F_U32, M(attend_ctas_per_token), 1, 65535},
+    {"attend_max_splits", F_U32, M(attend_max_splits), 1, 16},
     {"index_q_threads", F_U32, M(index_q_threads), 32, 1024},
     {"index_q_ctas_per_token", F_U32, M(index_q_ctas_per_token), 1, 65535},
     {"index_score_threads", F_U32, M(index_score_threads), 32, 1024},
@@ -323,6 +325,8 @@ static dsa_result_t parse(parser_t *p, const char *text, size_t len, dsa_cfg_t *
     if (c->info.dcp > 1 && (!c->entry_merge[0] || !c->entry_index_merge[0]))
         return perr(p, "%s: dcp %d needs a merge kernel", !c->entry_merge[0] ? "entry_merge" : "entry_index_merge",
                     c->info.dcp);
+    if (c->attend_max_splits & (c->attend_max_splits - 1))
+        return perr(p, "attend_max_splits %u is not a power of two", c->attend_max_splits);
     c->info.size = sizeof c->info;
     c->info.name = c->name;
     c->info.target = c->targets[0];

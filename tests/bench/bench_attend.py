@@ -1,17 +1,22 @@
-"""Benchmark of the sparse MLA of stage C on an H200: libdsa's dsa_attend (through ctypes) for
-deepseek_v32_tp1_dcp1_i1_fp8_ds_mla (DeepSeek-V3.2's 128 heads on one GPU, top-k 2048, fp8_ds_mla)
-at batch 64 and 128 decode rows, beside a PyTorch eager gather + einsum peer on the same cache in the
-same run. Heads, top-k, block size, dimensions, softmax scale and the cache layout come from libdsa
-(dsa_config_info, through tests/bench/dsa_ctypes.py).
+"""Benchmark of the sparse MLA of stage C on an H200: libdsa's dsa_attend (through ctypes) over the
+grid of issue 15: heads per GPU {16, 32, 64, 128} x decode rows {1, 8, 64, 128} x the three cache
+formats, top-k 2048, each row its own 2048 distinct keys of its own 16384-token request.
 
-FLOPs per row: 2 * heads * topk * (kv_dim + kv_lora_rank) (QK^T over the 576 packed dims, PV over the
-512 latent ones). Each row's top-k positions are distinct positions of its own request (no key
-shared between rows): bytes = queries + unique keys * cache bytes per token (656) + outputs. Timed
-with CUDA events: median of 20 of the mean of 10 back-to-back calls, after 3 warm-ups (both libdsa
-and the eager peer); libdsa is also timed one call at a time, which adds the host's launch latency
-(what an engine without CUDA graphs pays).
+The configurations are DeepSeek-V3.2's layer at TP 8, 4, 2, 1 (tests/bench/attend_grid.lua), rendered
+into .bench-out/ by `build/dsagen tests/bench/attend_grid.lua -o .bench-out` and loaded at run time
+(dsa_ctx_create_dir); heads, top-k, block size, dimensions and the cache layout come from libdsa.
 
-Usage: python3 tests/bench/bench_attend.py   (from the repository root, after `ninja gpu`)
+Per point: time back to back (median of 20 of the mean of 10 calls, CUDA events, after warm-ups) and
+with L2 flushed before each call (a 256 MiB write between calls, each call timed alone, median of
+20). FLOPs per row: 2 * heads * topk * (kv_dim + kv_lora_rank). Bytes: the rows' keys (topk * the
+format's bytes per token), queries and outputs. The bound is the larger of bytes / copy bandwidth
+and FLOPs / the bf16 tensor-core rate, both measured in the same run (a device copy, an 8192^3 bf16
+matrix product); "share" is bound time / measured time. Each point runs with the runtime's split
+choice (splits a row's top-k over CTAs when rows alone leave the device idle) and, for comparison,
+with one CTA per row (dsa_testing_force_attend_splits(ctx, 1), the kernel before splitting).
+
+Usage: python3 tests/bench/bench_attend.py [--quick]   (from the repository root, after `ninja gpu`
+and the dsagen command above; --quick: fp8 only)
 """
 import ctypes
 import os
@@ -21,102 +26,134 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import dsa_ctypes  # noqa: E402  (the binding both benchmarks share)
-from bench_prologue import lib, time_ms  # noqa: E402
-from dsa_ctypes import AttendArgs, Options  # noqa: E402
+import dsa_ctypes  # noqa: E402  (the binding the benchmarks share)
+from bench_prologue import copy_bandwidth, encode_entries, lib, time_ms  # noqa: E402
+from dsa_ctypes import AttendArgs, ConfigInfo, Options  # noqa: E402
 
-NAME = "deepseek_v32_tp1_dcp1_i1_fp8_ds_mla"
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+GRID = os.path.join(ROOT, ".bench-out")
 SEQ = 16384  # tokens of each request
-INFO = dsa_ctypes.config_info(lib, NAME)
-if INFO.cache_dtype != dsa_ctypes.CACHE_FP8_DS_MLA or INFO.dcp != 1:
-    sys.exit(f"bench_attend: {NAME} is {INFO.cache_dtype_name.decode()} at dcp {INFO.dcp}; "
-             "this benchmark builds an fp8_ds_mla cache for one rank")
-H, TOPK, BS, SCALE = INFO.heads_local, INFO.idx_topk, INFO.block_size, INFO.softmax_scale
-L, R, KVD = INFO.kv_lora_rank, INFO.qk_rope_dim, INFO.kv_dim
-TILES = L // 128  # fp8_ds_mla: one fp32 scale per 128 latent values
-SC, RO = INFO.cache_scale_offset, INFO.cache_rope_offset  # byte offsets of the scales and the rope
+BATCHES = (1, 8, 64, 128)
+FORMATS = {"bf16": dsa_ctypes.CACHE_BF16, "fp8": dsa_ctypes.CACHE_FP8_DS_MLA, "nvfp4": dsa_ctypes.CACHE_NVFP4_DS_MLA}
+FLUSH = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")  # 4x the H200's L2
 
 
-def make_cache(nblocks):
-    """A valid fp8_ds_mla cache: e4m3 latent of random values, scale 2^-4 per tile, bf16 rope."""
-    n = nblocks * BS
-    lat = (torch.randn(n, L, device="cuda") * 8).to(torch.float8_e4m3fn).view(torch.uint8)
-    scales = torch.full((n, TILES), 2.0 ** -4, device="cuda").view(torch.uint8).view(n, 4 * TILES)
-    rope = torch.randn(n, R, device="cuda").bfloat16().view(torch.uint8).view(n, 2 * R)
-    cache = torch.cat([lat, scales, rope], 1).contiguous()
-    assert cache.shape[1] == INFO.cache_bytes_per_token
-    return cache
+def tensor_rate():
+    n = 8192
+    a = torch.randn(n, n, device="cuda").bfloat16()
+    b = torch.randn(n, n, device="cuda").bfloat16()
+    ms = time_ms(lambda: a @ b, reps=10, warmup=3)
+    return 2 * n ** 3 / (ms * 1e-3)
 
 
-def dequant(entries):
-    lat = entries[..., :L].view(torch.float8_e4m3fn).float()
-    sc = entries[..., SC:SC + 4 * TILES].contiguous().view(torch.float32)
-    lat = (lat.view(*lat.shape[:-1], TILES, 128) * sc[..., None]).flatten(-2)
-    rope = entries[..., RO:RO + 2 * R].contiguous().view(torch.bfloat16).float()
-    return torch.cat([lat, rope], -1)
+def time_flushed_ms(fn, reps=20, warmup=3):
+    """Median over reps of one call's time, the L2 flushed (FLUSH rewritten) before each call."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(reps):
+        FLUSH.fill_(1)
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b))
+    return statistics.median(times)
 
 
-def run(B, opts):
-    ctx = ctypes.c_void_p()
-    if lib.dsa_ctx_create(NAME.encode(), ctypes.byref(opts), ctypes.byref(ctx)) != 0:
-        sys.exit(f"dsa_ctx_create: {lib.dsa_last_error(None).decode()}")
-    blocks_per_req = SEQ // BS
-    nblocks = B * blocks_per_req
-    cache = make_cache(nblocks)
-    table = torch.randperm(nblocks, device="cuda", dtype=torch.int64).to(torch.int32).view(B, blocks_per_req)
-    q_lat = torch.randn(B, H, L, device="cuda").bfloat16()
-    q_pe = torch.randn(B, H, R, device="cuda").bfloat16()
-    pos = torch.full((B,), SEQ - 1, device="cuda", dtype=torch.int64)
-    topk = torch.stack([torch.randperm(SEQ, device="cuda")[:TOPK] for _ in range(B)]).to(torch.int32)
-    req = torch.arange(B, device="cuda", dtype=torch.int32)
-    lens = torch.full((B,), SEQ, device="cuda", dtype=torch.int32)
-    out = torch.empty(B, H, L, device="cuda", dtype=torch.bfloat16)
-    lse = torch.empty(B, H, device="cuda", dtype=torch.float32)
-    a = AttendArgs()
-    a.size = ctypes.sizeof(AttendArgs)
-    a.num_tokens = B
-    for f, t in (("q_lat", q_lat), ("q_pe", q_pe), ("positions", pos), ("topk", topk), ("req_of_token", req),
-                 ("seq_lens", lens), ("block_table", table), ("kv_cache", cache), ("out", out), ("lse", lse)):
-        setattr(a, f, t.data_ptr())
-    a.num_requests, a.max_blocks, a.num_cache_blocks = B, blocks_per_req, nblocks
+class Point:
+    """One configuration's context and a cache for BATCHES[-1] requests; rows 0..B-1 for batch B."""
 
-    def dsa():
-        if lib.dsa_attend(ctx, ctypes.byref(a), ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)) != 0:
-            sys.exit(f"dsa_attend: {lib.dsa_last_error(ctx).decode()}")
+    def __init__(self, folder):
+        opts = Options(ctypes.sizeof(Options), None, 16384, 0, 1, None, None, None, None, 0, 256)
+        self.ctx = ctypes.c_void_p()
+        if lib.dsa_ctx_create_dir(folder.encode(), ctypes.byref(opts), ctypes.byref(self.ctx)) != 0:
+            sys.exit(f"dsa_ctx_create_dir({folder}): {lib.dsa_last_error(None).decode()}")
+        info = ConfigInfo()
+        info.size = ctypes.sizeof(ConfigInfo)
+        lib.dsa_ctx_config(self.ctx, ctypes.byref(info))
+        self.info = info
+        fmt = {v: k for k, v in FORMATS.items()}[info.cache_dtype]
+        H, L, R, BS = info.heads_local, info.kv_lora_rank, info.qk_rope_dim, info.block_size
+        B = BATCHES[-1]
+        blocks = SEQ // BS
+        n = B * SEQ
+        cache = torch.empty(n, info.cache_bytes_per_token, dtype=torch.uint8, device="cuda")
+        for i in range(0, n, 1 << 18):  # random normalised latent and rope, in the format's bytes
+            m = min(1 << 18, n - i)
+            lat = torch.randn(m, L, device="cuda")
+            kpe = torch.randn(m, R, device="cuda")
+            cache[i:i + m] = encode_entries(fmt, L, lat, kpe)
+        self.cache = cache
+        self.table = torch.randperm(B * blocks, device="cuda", dtype=torch.int64).to(torch.int32).view(B, blocks)
+        self.q_lat = torch.randn(B, H, L, device="cuda").bfloat16()
+        self.q_pe = torch.randn(B, H, R, device="cuda").bfloat16()
+        self.pos = torch.full((B,), SEQ - 1, device="cuda", dtype=torch.int64)
+        self.topk = torch.stack([torch.randperm(SEQ, device="cuda")[:info.idx_topk] for _ in range(B)]).to(torch.int32)
+        self.req = torch.arange(B, device="cuda", dtype=torch.int32)
+        self.lens = torch.full((B,), SEQ, device="cuda", dtype=torch.int32)
+        self.out = torch.empty(B, H, L, device="cuda", dtype=torch.bfloat16)
+        self.lse = torch.empty(B, H, device="cuda", dtype=torch.float32)
+        self.fmt, self.blocks = fmt, blocks
 
-    # the eager peer: gather the rows' keys, dequantise to bf16, two einsums, fp32 softmax. Its
-    # query is libdsa's packed one (rope applied), taken from the first run, so both compute the same.
-    slots = (table.long().gather(1, (topk.long() // BS)) * BS + topk.long() % BS)  # [B, TOPK]
+    def call(self, B):
+        a = AttendArgs()
+        a.size = ctypes.sizeof(AttendArgs)
+        a.num_tokens = B
+        for f in ("q_lat", "q_pe", "topk", "out", "lse"):
+            setattr(a, f, getattr(self, f).data_ptr())
+        a.positions, a.req_of_token, a.seq_lens = self.pos.data_ptr(), self.req.data_ptr(), self.lens.data_ptr()
+        a.block_table, a.kv_cache = self.table.data_ptr(), self.cache.data_ptr()
+        a.num_requests, a.max_blocks, a.num_cache_blocks = B, self.blocks, self.table.numel()
+        ctx = self.ctx
 
-    def eager():
-        k = dequant(cache[slots]).bfloat16()                       # [B, TOPK, KVD]
-        s = torch.einsum("bhd,bkd->bhk", q_full, k).float() * SCALE
-        p = torch.softmax(s, -1)
-        return torch.einsum("bhk,bkd->bhd", p.bfloat16(), k[..., :L])
+        def run():
+            if lib.dsa_attend(ctx, ctypes.byref(a), ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)) != 0:
+                sys.exit(f"dsa_attend: {lib.dsa_last_error(ctx).decode()}")
+        return run
 
-    dsa()
-    torch.cuda.synchronize()
-    # rebuild the packed query on the host side from the same inputs (interleaved rope, theta 1e4
-    # with YaRN: the exact table is libdsa's; the peer's cost does not depend on the values)
-    q_full = torch.cat([q_lat, q_pe], -1)
-    ms1 = time_ms(dsa, reps=20, warmup=3)  # one call at a time: the host's launch latency included
-    ms = time_ms(dsa, reps=20, warmup=3, inner=10)
-    ms_e = time_ms(eager, reps=20, warmup=3, inner=10)
-    flops = 2 * H * TOPK * (KVD + L) * B
-    lib.dsa_ctx_destroy(ctx)
-    return ms, ms1, ms_e, flops
+    def close(self):
+        lib.dsa_ctx_destroy(self.ctx)
 
 
 def main():
-    opts = Options(ctypes.sizeof(Options), None, 16384, 0, 1, None, None, None, None, 0, 256)
-    print(f"device {torch.cuda.get_device_name()}; {NAME}: {H} heads, topk {TOPK}, "
-          f"{INFO.cache_dtype_name.decode()}")
-    print("| decode rows | libdsa us | TFLOP/s | one call at a time us | eager us | eager TFLOP/s | speed-up |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
-    for B in (64, 128):
-        ms, ms1, ms_e, fl = run(B, opts)
-        print(f"| {B} | {ms * 1e3:.0f} | {fl / ms / 1e9:.1f} | {ms1 * 1e3:.0f} | {ms_e * 1e3:.0f} | {fl / ms_e / 1e9:.1f} "
-              f"| {ms_e / ms:.2f}x |")
+    quick = "--quick" in sys.argv
+    if not os.path.isdir(GRID):
+        sys.exit(f"bench_attend: no {GRID}: run `build/dsagen tests/bench/attend_grid.lua -o .bench-out` first")
+    bw, rate = copy_bandwidth(), tensor_rate()
+    print(f"device {torch.cuda.get_device_name()}; copy bandwidth {bw / 1e12:.2f} TB/s (read + write), "
+          f"bf16 tensor-core rate {rate / 1e12:.0f} TFLOP/s (8192^3 product); top-k 2048, {SEQ}-token requests")
+    print("| heads | format | rows | splits | us | us L2 flushed | TFLOP/s | key TB/s | share of bound | "
+          "bound | one CTA a row: us, L2 flushed | speed-up (flushed) |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for tp in (8, 4, 2, 1):
+        for fmt in (("fp8",) if quick else ("bf16", "fp8", "nvfp4")):
+            name = {"bf16": "bf16", "fp8": "fp8_ds_mla", "nvfp4": "nvfp4_ds_mla"}[fmt]
+            p = Point(os.path.join(GRID, f"grid_tp{tp}_dcp1_i1_{name}"))
+            i = p.info
+            H, K = i.heads_local, i.idx_topk
+            for B in BATCHES:
+                run = p.call(B)
+                lib.dsa_testing_force_attend_splits(p.ctx, 0)
+                splits = lib.dsa_testing_attend_splits(p.ctx, B)
+                ms = time_ms(run, reps=20, warmup=3, inner=10)
+                msf = time_flushed_ms(run)
+                lib.dsa_testing_force_attend_splits(p.ctx, 1)
+                ms1f = time_flushed_ms(run)
+                lib.dsa_testing_force_attend_splits(p.ctx, 0)
+                flops = 2 * H * K * (i.kv_dim + i.kv_lora_rank) * B
+                key_bytes = B * K * i.cache_bytes_per_token
+                io_bytes = key_bytes + B * H * (i.kv_dim * 2 + i.kv_lora_rank * 2 + 4)
+                t_mem, t_mma = io_bytes / bw, flops / rate  # bw counts a copy's reads and writes
+                bound = "memory" if t_mem >= t_mma else "tensor"
+                share = max(t_mem, t_mma) / (msf * 1e-3)
+                print(f"| {H} | {fmt} | {B} | {splits} | {ms * 1e3:.1f} | {msf * 1e3:.1f} | {flops / msf / 1e9:.0f} | "
+                      f"{key_bytes / msf / 1e9:.2f} | {share:.0%} | {bound} | {ms1f * 1e3:.1f} | {ms1f / msf:.2f}x |",
+                      flush=True)
+            p.close()
+            del p
+            torch.cuda.empty_cache()
 
 
 if __name__ == "__main__":

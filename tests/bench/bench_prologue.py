@@ -105,6 +105,31 @@ def rotate(x, c, s, interleaved):
     return torch.cat([a * c - b * s, a * s + b * c], 1)
 
 
+def encode_entries(fmt, L, lat, kpe):
+    """MLA cache entries [n, bytes per token] of n tokens' normalised latent [n, L] and rotated rope
+    part [n, R] (fp32) in format fmt (bf16, fp8 or nvfp4), laid out as docs/layouts.md says."""
+    n = lat.shape[0]
+    if fmt == "bf16":
+        return torch.cat([lat.bfloat16().view(torch.uint8), kpe.bfloat16().view(torch.uint8)], 1)
+    if fmt == "fp8":
+        tiles = lat.view(n, L // 128, 128)  # one fp32 scale per 128 values
+        scale = (tiles.abs().amax(-1) / 448).clamp(min=torch.finfo(torch.float32).tiny)
+        q8 = (tiles / scale[..., None]).to(torch.float8_e4m3fn).view(torch.uint8).view(n, L)
+        return torch.cat([q8, scale.view(torch.uint8).view(n, 4 * (L // 128)), kpe.bfloat16().view(torch.uint8)], 1)
+    blocks = lat.view(n, L // 16, 16)  # one e4m3 scale per 16 values
+    want = (blocks.abs().amax(-1) / 6).clamp(min=2 ** -9)
+    sc8 = want.to(torch.float8_e4m3fn)
+    sc = sc8.float()
+    v = (blocks / sc[..., None]).abs()
+    code = ((v > 0.25).int() + (v >= 0.75).int() + (v > 1.25).int() + (v >= 1.75).int() + (v > 2.5).int() +
+            (v >= 3.5).int() + (v > 5).int()) | ((blocks < 0).int() << 3)
+    code = code.view(n, L // 2, 2)
+    packed = (code[..., 0] | (code[..., 1] << 4)).to(torch.uint8)
+    # block s's scale at byte (L / 64) * (s % 4) + s // 4 of the scale area
+    scales = sc8.view(torch.uint8).view(n, L // 64, 4).transpose(1, 2).reshape(n, L // 16)
+    return torch.cat([packed, kpe.to(torch.float8_e4m3fn).view(torch.uint8), scales], 1)
+
+
 def eager_prologue(g, t, cos, sin, H):
     """The same stage in PyTorch eager ops: what an engine would write without a fused kernel."""
     L, R, D = g["L"], g["R"], g["D"]
@@ -119,27 +144,7 @@ def eager_prologue(g, t, cos, sin, H):
     lat = lat * torch.rsqrt(lat.pow(2).mean(-1, keepdim=True) + g["eps"]) * t["kvw"].float()
     c, s = cos[pos], sin[pos]
     kpe = rotate(kv[:, L:], c, s, g["rope_il"])
-    n = lat.shape[0]
-    if g["fmt"] == "bf16":
-        entry = torch.cat([lat.bfloat16().view(torch.uint8), kpe.bfloat16().view(torch.uint8)], 1)
-    elif g["fmt"] == "fp8":
-        tiles = lat.view(n, L // 128, 128)  # one fp32 scale per 128 values
-        scale = (tiles.abs().amax(-1) / 448).clamp(min=torch.finfo(torch.float32).tiny)
-        q8 = (tiles / scale[..., None]).to(torch.float8_e4m3fn).view(torch.uint8).view(n, L)
-        entry = torch.cat([q8, scale.view(torch.uint8).view(n, 4 * (L // 128)), kpe.bfloat16().view(torch.uint8)], 1)
-    else:
-        blocks = lat.view(n, L // 16, 16)  # one e4m3 scale per 16 values
-        want = (blocks.abs().amax(-1) / 6).clamp(min=2 ** -9)
-        sc8 = want.to(torch.float8_e4m3fn)
-        sc = sc8.float()
-        v = (blocks / sc[..., None]).abs()
-        code = ((v > 0.25).int() + (v >= 0.75).int() + (v > 1.25).int() + (v >= 1.75).int() + (v > 2.5).int() +
-                (v >= 3.5).int() + (v > 5).int()) | ((blocks < 0).int() << 3)
-        code = code.view(n, L // 2, 2)
-        packed = (code[..., 0] | (code[..., 1] << 4)).to(torch.uint8)
-        # block s's scale at byte (L / 64) * (s % 4) + s // 4 of the scale area
-        scales = sc8.view(torch.uint8).view(n, L // 64, 4).transpose(1, 2).reshape(n, L // 16)
-        entry = torch.cat([packed, kpe.to(torch.float8_e4m3fn).view(torch.uint8), scales], 1)
+    entry = encode_entries(g["fmt"], L, lat, kpe)
     t["cache"].view(-1, g["bpt"])[slot] = entry
     k = t["idx_k"][mask].float()
     k = torch.nn.functional.layer_norm(k, (D,), t["iw"].float(), t["ib"].float(), g["idx_eps"])

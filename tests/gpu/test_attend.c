@@ -187,7 +187,7 @@ static void build_world(world_t *w, const geo_t *g, int mode, unsigned seed)
 
 /* nccl_id NULL: all W ranks in this process (in-process group, one thread each). Otherwise only
  * rank `only_rank`, on GPU only_rank, in a group over NCCL that the other processes join. */
-static void run_world(const char *name, int mode, unsigned seed, const void *nccl_id, int only_rank)
+static void run_world(const char *name, int mode, unsigned seed, const void *nccl_id, int only_rank, int splits)
 {
     geo_t g;
     if (harness_geo(name, &g) != 0) { /* it says why */
@@ -225,6 +225,11 @@ static void run_world(const char *name, int mode, unsigned seed, const void *ncc
             ok = 0;
             break;
         }
+        if (splits && dsa_testing_force_attend_splits(io[r].ctx, splits) != DSA_SUCCESS) {
+            printf("FAIL %s: %s\n", name, dsa_last_error(io[r].ctx));
+            ok = 0;
+            break;
+        }
         io[r].stream = stream;
         setup_rank(&w, &g, r, q_lat[r], q_pe[r], &io[r]);
     }
@@ -245,9 +250,10 @@ static void run_world(const char *name, int mode, unsigned seed, const void *ncc
         bad += compare(&w, r, &io[r], eo, el, worst);
     }
     CHECK(ok && bad == 0);
-    printf("%s %s mode %d%s: %d bad; worst rel err %.2e, min cosine %.7f, worst lse rel %.2e\n",
-           ok && bad == 0 ? "ok  " : "FAIL", name, mode, nccl_id ? " (NCCL rank)" : "", bad, worst[0], worst[1],
-           worst[2]);
+    const int used = ok ? dsa_testing_attend_splits(io[r0].ctx, w.T) : 0; /* per chunk of attend_tokens rows */
+    printf("%s %s mode %d%s, %d split%s a row: %d bad; worst rel err %.2e, min cosine %.7f, worst lse rel %.2e\n",
+           ok && bad == 0 ? "ok  " : "FAIL", name, mode, nccl_id ? " (NCCL rank)" : "", used, used == 1 ? "" : "s", bad,
+           worst[0], worst[1], worst[2]);
     for (int r = r0; r < r1; r++) {
         for (int k = 0; k < 10; k++)
             if (io[r].d[k])
@@ -265,9 +271,11 @@ static void run_world(const char *name, int mode, unsigned seed, const void *ncc
     world_free(&w);
 }
 
-static void test_config(const char *name, int mode, unsigned seed)
+/* splits 0: as the runtime chooses (chunks of 4 rows split each row's top-k over as many CTAs as
+ * the plan allows, where its top-k is long enough); otherwise forced, so both paths see the rows. */
+static void test_config(const char *name, int mode, unsigned seed, int splits)
 {
-    run_world(name, mode, seed, NULL, 0);
+    run_world(name, mode, seed, NULL, 0, splits);
 }
 
 /* dsa_attend's argument checks: each bad argument gives DSA_ERROR_INVALID_ARGUMENT and a message
@@ -353,7 +361,7 @@ static int nccl_rank(int rank, int W, void *arg)
 {
     (void)W;
     const nccl_job_t *j = arg;
-    run_world(j->name, TOPK_MIXED, j->seed, j->id, rank);
+    run_world(j->name, TOPK_MIXED, j->seed, j->id, rank, 0);
     printf("%d passed, %d failed\n", check_passed, check_failed);
     return check_failed ? 1 : 0;
 }
@@ -391,12 +399,18 @@ int main(int argc, char **argv)
     const char *only = argc > 1 ? argv[1] : NULL;
     for (const char *const *n = dsa_configs(); *n; n++)
         if (!only || strstr(*n, only))
-            test_config(*n, TOPK_MIXED, seed++);
+            test_config(*n, TOPK_MIXED, seed++, 0);
     if (!only) {
-        test_config("tiny_tp4_dcp4_i2_fp8_ds_mla", TOPK_ONE_RANK, seed++);
-        test_config("glm5.2_tp4_dcp4_i1_fp8_ds_mla", TOPK_SKIP_LAST, seed++);
-        test_config("tiny_tp4_dcp2_i2_nvfp4_ds_mla", TOPK_EMPTY, seed++);
-        test_config("tiny_tp4_dcp1_i1_bf16", TOPK_EMPTY, seed++);
+        test_config("tiny_tp4_dcp4_i2_fp8_ds_mla", TOPK_ONE_RANK, seed++, 0);
+        test_config("glm5.2_tp4_dcp4_i1_fp8_ds_mla", TOPK_SKIP_LAST, seed++, 0);
+        test_config("tiny_tp4_dcp2_i2_nvfp4_ds_mla", TOPK_EMPTY, seed++, 0);
+        test_config("tiny_tp4_dcp1_i1_bf16", TOPK_EMPTY, seed++, 0);
+        /* the other path of the configurations whose rows split: one CTA a row, or two */
+        test_config("deepseek_v32_tp1_dcp1_i1_fp8_ds_mla", TOPK_MIXED, seed++, 1);
+        test_config("glm5.2_tp4_dcp1_i1_fp8_ds_mla", TOPK_SKIP_LAST, seed++, 1);
+        test_config("glm5.2_tp2_dcp2_i1_nvfp4_ds_mla", TOPK_MIXED, seed++, 1);
+        test_config("glm5.2_tp1_dcp1_i1_bf16", TOPK_EMPTY, seed++, 2);
+        test_config("glm5.2_tp4_dcp1_i1_fp8_ds_mla", TOPK_EMPTY, seed++, 0);
     }
     if (!only || !strcmp(only, "args"))
         test_bad_arguments();

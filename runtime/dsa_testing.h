@@ -23,6 +23,13 @@ DSA_API dsa_result_t dsa_dcp_allgather(dsa_ctx_t ctx, const void *send, void *re
  * rank (block p goes to rank p); recv receives one block from each rank. */
 DSA_API dsa_result_t dsa_dcp_alltoall(dsa_ctx_t ctx, const void *send, void *recv, size_t bytes, void *stream);
 
+/* How many CTAs each row's top-k runs on in a dsa_index call of `rows` rows, in its first chunk
+ * (1: one CTA a row, the kernel for many rows; 0: ctx is NULL or rows < 1). The choice is made per
+ * chunk from the CTAs the device holds at once, queried at context creation. Setting DSA_INDEX_TOPK=one in the environment
+ * before dsa_ctx_create keeps every row in one CTA (DSA_INDEX_TOPK=split, or no value: the default
+ * choice), so that tests and benchmarks can run both kernels in one process. */
+DSA_API int64_t dsa_index_topk_splits(dsa_ctx_t ctx, int64_t rows);
+
 #ifdef __cplusplus
 }
 #endif

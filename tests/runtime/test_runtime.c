@@ -179,7 +179,7 @@ static void test_plan_errors(void)
         {NULL, "heads 16", "plan.txt:%d: error: heads given twice"},
         {NULL, "colour blue", "plan.txt:%d: error: unknown key 'colour'"},
         {"dsa-plan 3", "dsa-plan 2", "plan.txt:%d: error: plan format 2; this libdsa reads format 3: regenerate with its dsagen"},
-        {"kernel-abi 2", "kernel-abi 7", "plan.txt:%d: error: generated for kernel ABI 7; this libdsa has kernel ABI 2: regenerate"},
+        {"kernel-abi 3", "kernel-abi 7", "plan.txt:%d: error: generated for kernel ABI 7; this libdsa has kernel ABI 3: regenerate"},
         {"cache_dtype bf16", "cache_dtype fp4", "plan.txt:%d: error: cache_dtype: 'fp4' is none of bf16, fp8_ds_mla, nvfp4_ds_mla"},
         {"module attend attend.cu", "module attend ../attend.cu", "plan.txt:%d: error: module attend: '../attend.cu' is not a file name in the configuration's folder"},
         {"module attend attend.cu", "module attend gone.cu", "/gone.cu: No such file or directory"},

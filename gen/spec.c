@@ -829,7 +829,21 @@ void dsg_derive(const dsg_geometry *g, const dsg_config *c, dsg_derived *o)
     o->ws_idx_keys = o->idx_max_local * 4;
     o->ws_idx_cand = g->idx_topk * 8;
     o->ws_idx_merged = w * g->idx_topk * 8;
-    o->ws_index_row = o->ws_idx_q8 + o->ws_idx_wq + o->ws_idx_keys + (w > 1 ? o->ws_idx_cand * (1 + w) + o->ws_idx_merged : 0);
+    /* The top-k of few rows spreads each row over several CTAs (kernels/dsa_index_select.cuh,
+     * select_topk_split): radix passes of 11 bits (3 passes, 2048 bins: a pass's histogram is 8 KiB
+     * of shared memory), at least 2048 keys per CTA (one 16-byte load per thread and pass; fewer
+     * would spend more on the barriers and the row-wide histogram than on the keys). The row's
+     * state: 8 counters, a histogram per pass, 2 counts per CTA (SplitState in the kernel). */
+    o->index_topk_split_threads = 512;
+    o->index_topk_radix_bits = 11;
+    o->index_topk_split_keys = 2048;
+    o->index_topk_split_max = (o->idx_max_local + o->index_topk_split_keys - 1) / o->index_topk_split_keys;
+    {
+        const int passes = (32 + o->index_topk_radix_bits - 1) / o->index_topk_radix_bits;
+        o->ws_idx_topk_state = 4 * (8 + passes * (1 << o->index_topk_radix_bits) + 2 * o->index_topk_split_max);
+    }
+    o->ws_index_row = o->ws_idx_q8 + o->ws_idx_wq + o->ws_idx_keys + o->ws_idx_topk_state +
+                      (w > 1 ? o->ws_idx_cand * (1 + w) + o->ws_idx_merged : 0);
     o->index_q_threads = 256;
     o->index_q_ctas_per_token = (g->idx_heads + 7) / 8; /* a warp per head */
     o->index_score_threads = 128;

@@ -15,7 +15,7 @@ typedef unsigned long long uint64_t;
 #endif
 
 /* Bumped whenever a parameter block changes; generated glue and the runtime check it. */
-#define DSA_ABI_VERSION 3
+#define DSA_ABI_VERSION 4
 
 /* Stage A, one launch: one CTA per token. Activations and weights are bf16 (as uint16_t bits). */
 typedef struct dsa_prologue_params {
@@ -70,8 +70,9 @@ typedef struct dsa_index_score_params {
 } dsa_index_score_params;
 
 /* Stage B.3: the top-k of each row over this rank's keys. DCP = 1: the positions, ascending, -1
- * padded; DCP > 1: the candidates (key, position) for the exchange. Grid T. Stage B.4 (DCP > 1):
- * the merge of the W candidate lists of each row into its positions. Grid T. */
+ * padded; DCP > 1: the candidates (key, position) for the exchange. Grid T, or (T, splits) for the
+ * split kernel, whose CTAs of a row share its split_state. Stage B.4 (DCP > 1): the merge of the W
+ * candidate lists of each row into its positions. Grid T. */
 typedef struct dsa_index_topk_params {
     const uint32_t *keys;         /* B.3: [T, key_stride] */
     const uint32_t *cand_in;      /* B.4: [W][T][idx_topk] (key, position) pairs, each list ascending */
@@ -81,7 +82,8 @@ typedef struct dsa_index_topk_params {
     const int32_t *seq_lens;
     uint32_t *cand_out;           /* B.3, DCP > 1: [T][idx_topk] (key, position) pairs */
     int32_t *topk;                /* [T, topk_stride] */
-    int64_t num_requests, key_stride, topk_stride;
+    uint32_t *split_state;        /* B.3 split: [T, state_stride] words, zero before and after a launch */
+    int64_t num_requests, key_stride, topk_stride, state_stride;
     int32_t num_tokens, rank;
 } dsa_index_topk_params;
 

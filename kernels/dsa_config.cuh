@@ -33,6 +33,11 @@ struct Config {
         idx_topk_threads = DSA_IDX_TOPK_THREADS,
         idx_score_min_ctas = DSA_IDX_SCORE_MIN_CTAS,
         idx_score_keys_per_cta = DSA_IDX_SCORE_KEYS_PER_CTA,
+        idx_topk_split_threads = DSA_IDX_TOPK_SPLIT_THREADS,
+        idx_topk_radix_bits = DSA_IDX_TOPK_RADIX_BITS,
+        idx_topk_split_keys = DSA_IDX_TOPK_SPLIT_KEYS,
+        idx_topk_split_max = DSA_IDX_TOPK_SPLIT_MAX,
+        idx_topk_state_bytes = DSA_IDX_TOPK_STATE_BYTES,
         // topology: DCP ranks, their interleave, this rank's heads and the heads it attends for
         dcp = DSA_DCP,
         interleave = DSA_INTERLEAVE,

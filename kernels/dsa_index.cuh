@@ -228,6 +228,42 @@ template <class C> __device__ __forceinline__ void index_topk(const dsa_index_to
     }
 }
 
+// B.3 over several CTAs of a row (grid T x splits, launched cooperatively: the CTAs of a row meet
+// at barriers): the same rows as index_topk, bit for bit (select_topk_split). The row's state
+// (p.split_state) is all zero before the call and again after it.
+template <class C> __device__ __forceinline__ void index_topk_split(const dsa_index_topk_params &p)
+{
+    constexpr int W = C::dcp, I = C::interleave, K = C::idx_topk, Threads = C::idx_topk_split_threads;
+    constexpr int RB = C::idx_topk_radix_bits, SplitKeys = C::idx_topk_split_keys;
+    static_assert(SplitState<RB>::bytes(C::idx_topk_split_max) == C::idx_topk_state_bytes,
+                  "the plan's row state is the kernel's layout");
+    __shared__ uint32_t hist[1 << RB], red[3 + 2 * (Threads / 32)];
+    const int t = blockIdx.x;
+    const int64_t last = row_last(p.positions, p.req_of_token, p.seq_lens, p.num_requests, t);
+    const int64_t n = last < 0 ? 0 : owned_count<W, I>(last, p.rank);
+    const uint32_t *keys = p.keys + (int64_t)t * p.key_stride;
+    uint32_t *state = p.split_state + (int64_t)t * p.state_stride;
+    const int rank = p.rank;
+    if constexpr (W == 1) {
+        int32_t *out = p.topk + (int64_t)t * p.topk_stride;
+        select_topk_split<Threads, RB, SplitKeys>(
+            keys, n, K, [&](int j, int64_t i) { out[j] = (int32_t)i; }, [&](int j) { out[j] = -1; }, state, hist, red);
+    } else {
+        uint32_t *out = p.cand_out + (int64_t)t * K * 2;
+        select_topk_split<Threads, RB, SplitKeys>(
+            keys, n, K,
+            [&](int j, int64_t i) {
+                out[2 * j] = keys[i];
+                out[2 * j + 1] = (uint32_t)global_position<W, I>(i, rank);
+            },
+            [&](int j) {
+                out[2 * j] = 0u;
+                out[2 * j + 1] = 0xffffffffu;
+            },
+            state, hist, red);
+    }
+}
+
 // B.4 (DCP > 1): the W lists of a row, each ascending in position with its candidates first,
 // merged into one ascending list (a candidate's place: its index in its own list plus how many
 // candidates of each other list have a smaller position), then the same selection as B.3. Every

@@ -134,26 +134,27 @@ __device__ uint32_t radix_kth(const uint32_t *keys, int64_t n, int K, uint32_t *
     return prefix;
 }
 
-// The top K of n candidates keys[i * Stride] given in ascending position order: the keys above
-// the K-th largest, and of the keys equal to it the ones of smallest position, passed in
-// ascending position order to emit(j, i) for j = 0, 1, ...; returns how many (min(K, number of
-// keys > 0)). Keys of 0 are no candidates. Each warp takes one contiguous run of the row: it counts
-// its keys above the K-th and equal to it, the block adds up the counts of the warps before, and
-// each warp then emits its run in order with warp scans (no block-wide scan per element).
+// Emits the selected keys among keys[lo * Stride] .. keys[(hi - 1) * Stride] (ascending positions),
+// given the K-th largest key kth (0: every key > 0 is in), how many of the keys equal to it are in
+// (ties, taken in position order), and how many keys above kth and equal to it lie before lo
+// (above0, tie0; 0 for a whole row): emit(j, i) with j = the key's place among all selected keys.
+// Each warp takes one contiguous run of the range: it counts its keys above the K-th and equal to
+// it, the block adds up the counts of the warps before, and each warp then emits its run in order
+// with warp scans (no block-wide scan per element). scratch: 2 * Threads / 32 words.
 template <int Threads, int Stride, class Emit>
-__device__ int select_topk(const uint32_t *keys, int64_t n, int K, Emit emit, uint32_t *hist, uint32_t *scratch)
+__device__ void emit_range(const uint32_t *keys, int64_t lo, int64_t hi, uint32_t kth, uint32_t ties, uint32_t above0,
+                           uint32_t tie0, Emit emit, uint32_t *scratch)
 {
     constexpr int WARPS = Threads / 32;
-    uint32_t above = 0, total = 0;
-    const uint32_t kth = radix_kth<Threads, Stride>(keys, n, K, hist, scratch, &above, &total);
-    const uint32_t ties = kth ? (uint32_t)K - above : 0u; // of the keys equal to kth, this many are in
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     // runs of 128 keys a step: lane holds keys 4 lane .. 4 lane + 3 of the step (ascending)
-    const int64_t run = ((n + WARPS - 1) / WARPS + 127) / 128 * 128, lo = warp * run, hi = lo + run < n ? lo + run : n;
+    const int64_t len = hi > lo ? hi - lo : 0;
+    const int64_t run = ((len + WARPS - 1) / WARPS + 127) / 128 * 128, wlo = lo + warp * run,
+                  whi = wlo + run < hi ? wlo + run : hi;
     uint32_t n_above = 0, n_tie = 0;
-    for (int64_t b = lo; b < hi; b += 128) {
+    for (int64_t b = wlo; b < whi; b += 128) {
         uint32_t u[4];
-        keys4<Stride>(keys, b + 4 * lane, hi, u);
+        keys4<Stride>(keys, b + 4 * lane, whi, u);
         uint32_t ca = 0, ct = 0;
 #pragma unroll
         for (int e = 0; e < 4; e++) {
@@ -167,20 +168,20 @@ __device__ int select_topk(const uint32_t *keys, int64_t n, int K, Emit emit, ui
         n_tie += tt;
     }
     if (lane == 0) {
-        scratch[3 + warp] = n_above;
-        scratch[3 + WARPS + warp] = n_tie;
+        scratch[warp] = n_above;
+        scratch[WARPS + warp] = n_tie;
     }
     __syncthreads();
-    uint32_t above_before = 0, tie_before = 0;
+    uint32_t above_before = above0, tie_before = tie0;
     for (int v = 0; v < warp; v++) {
-        above_before += scratch[3 + v];
-        tie_before += scratch[3 + WARPS + v];
+        above_before += scratch[v];
+        tie_before += scratch[WARPS + v];
     }
-    // ties are taken in position order: the warps before took min(ties, their ties) of them
+    // ties are taken in position order: the keys before took min(ties, their ties) of them
     uint32_t at = above_before + (tie_before < ties ? tie_before : ties);
-    for (int64_t b = lo; b < hi; b += 128) {
+    for (int64_t b = wlo; b < whi; b += 128) {
         uint32_t u[4];
-        keys4<Stride>(keys, b + 4 * lane, hi, u);
+        keys4<Stride>(keys, b + 4 * lane, whi, u);
         uint32_t ct = 0;
 #pragma unroll
         for (int e = 0; e < 4; e++)
@@ -205,7 +206,257 @@ __device__ int select_topk(const uint32_t *keys, int64_t n, int K, Emit emit, ui
         tie_before += tt;
     }
     __syncthreads(); // scratch is the caller's again
+}
+
+// The top K of n candidates keys[i * Stride] given in ascending position order: the keys above
+// the K-th largest, and of the keys equal to it the ones of smallest position, passed in
+// ascending position order to emit(j, i) for j = 0, 1, ...; returns how many (min(K, number of
+// keys > 0)). Keys of 0 are no candidates. One CTA does it all.
+template <int Threads, int Stride, class Emit>
+__device__ int select_topk(const uint32_t *keys, int64_t n, int K, Emit emit, uint32_t *hist, uint32_t *scratch)
+{
+    uint32_t above = 0, total = 0;
+    const uint32_t kth = radix_kth<Threads, Stride>(keys, n, K, hist, scratch, &above, &total);
+    const uint32_t ties = kth ? (uint32_t)K - above : 0u; // of the keys equal to kth, this many are in
+    emit_range<Threads, Stride>(keys, 0, n, kth, ties, 0u, 0u, emit, scratch + 3);
     return (int)(total < (uint32_t)K ? total : (uint32_t)K);
+}
+
+// ---- the same selection spread over several CTAs of a row (few rows, long rows) ----
+
+// A row's state in global memory, shared by its CTAs and all zero between calls (the last CTA to
+// leave zeroes it): words 0 .. PASSES count the CTAs arrived at each barrier, word PASSES + 1 those
+// that left; from word HIST the row-wide histogram of each radix pass (BINS counts each), then from
+// word COUNTS each CTA's count of its chunk's keys above the K-th and equal to it (2 words a CTA).
+template <int RB> struct SplitState {
+    static constexpr int BINS = 1 << RB, PASSES = (32 + RB - 1) / RB, HIST = 8, COUNTS = HIST + PASSES * BINS;
+    static_assert(PASSES + 2 <= HIST, "the counters fit before the histograms");
+    __host__ __device__ static constexpr long long bytes(int max_splits) { return 4ll * (COUNTS + 2ll * max_splits); }
+};
+
+__device__ __forceinline__ uint32_t load_acquire(const uint32_t *p)
+{
+    uint32_t v;
+    asm volatile("ld.acquire.gpu.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
+// Waits until all S CTAs of a row have arrived at this barrier (*counter counts them from 0); what
+// any of them wrote to global memory before arriving is visible to all after. The S CTAs must be
+// resident at once: the runtime launches the kernel cooperatively, which guarantees it.
+__device__ __forceinline__ void group_sync(uint32_t *counter, uint32_t S)
+{
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence();
+        atomicAdd(counter, 1u);
+        while (load_acquire(counter) < S)
+            __nanosleep(32);
+        __threadfence();
+    }
+    __syncthreads();
+}
+
+// The sum of v over the CTA's threads, in every thread. red: Threads / 32 words.
+template <int Threads> __device__ __forceinline__ uint32_t block_sum(uint32_t v, uint32_t *red)
+{
+    constexpr int WARPS = Threads / 32;
+#pragma unroll
+    for (int o = 16; o > 0; o /= 2)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    if (threadIdx.x % 32 == 0)
+        red[threadIdx.x / 32] = v;
+    __syncthreads();
+    uint32_t s = 0;
+#pragma unroll
+    for (int w = 0; w < WARPS; w++)
+        s += red[w];
+    __syncthreads();
+    return s;
+}
+
+// The row-wide counts g[0 .. BINS) (read through L2: other CTAs wrote them) walked from the top bin
+// down: *bin gets the bin where the running count first reaches `remaining`, *before the count of
+// the bins above it; returns the count of all bins (when it is below `remaining`, *bin and *before
+// mean nothing). Every CTA reading the same counts gets the same answer. red: Threads / 32 + 2 words.
+template <int Threads, int BINS>
+__device__ uint32_t find_bin(const uint32_t *g, uint32_t remaining, uint32_t *red, uint32_t *bin, uint32_t *before)
+{
+    static_assert(BINS % Threads == 0, "each thread takes the same number of bins");
+    constexpr int PER = BINS / Threads, WARPS = Threads / 32;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int top = BINS - 1 - PER * (int)threadIdx.x; // this thread's bins: top, top - 1, ..
+    if (threadIdx.x == 0)
+        red[WARPS] = red[WARPS + 1] = 0u; // defined even when no bin reaches `remaining`
+    uint32_t c[PER], s = 0;
+#pragma unroll
+    for (int j = 0; j < PER; j++) {
+        c[j] = __ldcg(g + top - j);
+        s += c[j];
+    }
+    uint32_t wtotal;
+    const uint32_t wex = warp_exclusive(s, &wtotal);
+    if (lane == 0)
+        red[warp] = wtotal;
+    __syncthreads();
+    uint32_t excl = wex, all = 0;
+#pragma unroll
+    for (int w = 0; w < WARPS; w++) {
+        all += red[w];
+        excl += w < warp ? red[w] : 0u;
+    }
+    if (excl < remaining && excl + s >= remaining) {
+        uint32_t run = excl;
+#pragma unroll
+        for (int j = 0; j < PER; j++) {
+            if (run + c[j] >= remaining) {
+                red[WARPS] = (uint32_t)(top - j);
+                red[WARPS + 1] = run;
+                break;
+            }
+            run += c[j];
+        }
+    }
+    __syncthreads();
+    *bin = red[WARPS];
+    *before = red[WARPS + 1];
+    __syncthreads();
+    return all;
+}
+
+// Counts keys[lo .. hi) that are > 0 and match prefix under mask into hist by their digit
+// (key >> shift) & digits; lo a multiple of 4 (16-byte loads). A run of keys of one bin is added
+// once (see radix_kth).
+template <int Threads>
+__device__ __forceinline__ void count_chunk(const uint32_t *keys, int64_t lo, int64_t hi, uint32_t prefix,
+                                            uint32_t mask, int shift, uint32_t digits, uint32_t *hist)
+{
+    constexpr int U = 4; // 16-byte loads in flight per thread
+    uint32_t run_bin = 0u, run_n = 0u;
+    for (int64_t base = lo; base < hi; base += (int64_t)Threads * 4 * U) {
+        uint32_t u[U][4];
+#pragma unroll
+        for (int j = 0; j < U; j++)
+            keys4<1>(keys, base + ((int64_t)j * Threads + threadIdx.x) * 4, hi, u[j]);
+#pragma unroll
+        for (int j = 0; j < U; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                if (u[j][e] == 0u || (u[j][e] & mask) != prefix)
+                    continue;
+                const uint32_t bin = (u[j][e] >> shift) & digits;
+                if (bin != run_bin && run_n) {
+                    atomicAdd(&hist[run_bin], run_n);
+                    run_n = 0u;
+                }
+                run_bin = bin;
+                run_n++;
+            }
+    }
+    if (run_n)
+        atomicAdd(&hist[run_bin], run_n);
+}
+
+// select_topk's selection (the same set, emitted at the same places) by the S = gridDim.y CTAs of
+// a row, blockIdx.y this CTA's part; pad(j) is called for j = min(K, keys > 0) .. K - 1. Each CTA
+// takes a contiguous chunk of the row, at least SplitKeys keys (CTAs past the row's end take none,
+// but still meet at every barrier). The K-th largest key is found by radix passes of RB bits: each
+// CTA counts its chunk in shared memory and adds its counts to the row's histogram of the pass
+// (state), a barrier, and every CTA reads the same row-wide counts and picks the same bin. Each
+// CTA keeps its own chunk's count of keys above the K-th (from the bins above the chosen one in
+// every pass) and equal to it (the chosen bin of the last pass); the CTAs publish those, a last
+// barrier, and each emits its chunk with the counts of the chunks before it: the ties are taken in
+// position order across the chunks, as in one CTA. A row of at most SplitKeys keys is CTA 0's
+// alone (select_topk); the other CTAs return at once and the state is not touched.
+// hist: 1 << RB words; red: 3 + 2 * Threads / 32 words.
+template <int Threads, int RB, int SplitKeys, class Emit, class Pad>
+__device__ void select_topk_split(const uint32_t *keys, int64_t n, int K, Emit emit, Pad pad, uint32_t *state,
+                                  uint32_t *hist, uint32_t *red)
+{
+    using St = SplitState<RB>;
+    constexpr int BINS = St::BINS, PASSES = St::PASSES;
+    static_assert(RB >= 8 && RB <= 12, "a pass's histogram fits in shared memory; select_topk's hist needs 256");
+    static_assert(SplitKeys % 4 == 0, "chunks start on 16-byte boundaries");
+    const uint32_t S = gridDim.y, part = blockIdx.y;
+    if (n <= SplitKeys) {
+        if (part != 0)
+            return;
+        const int written = select_topk<Threads, 1>(keys, n, K, emit, hist, red);
+        for (int j = written + threadIdx.x; j < K; j += Threads)
+            pad(j);
+        return;
+    }
+    int64_t chunk = ((n + S - 1) / S + 3) / 4 * 4;
+    chunk = chunk < SplitKeys ? SplitKeys : chunk;
+    const int64_t lo = (int64_t)part * chunk < n ? (int64_t)part * chunk : n, hi = lo + chunk < n ? lo + chunk : n;
+    uint32_t prefix = 0u, mask = 0u, remaining = (uint32_t)K, larger = 0u, total = 0u, mine_above = 0u, mine_tie = 0u;
+    bool all = false; // at most K keys > 0: every one is in
+    for (int pass = 0; pass < PASSES; pass++) {
+        const int shift = 32 - RB * (pass + 1) > 0 ? 32 - RB * (pass + 1) : 0;
+        const uint32_t digits = (1u << (32 - RB * pass - shift)) - 1u;
+        for (int i = threadIdx.x; i < BINS; i += Threads)
+            hist[i] = 0u;
+        __syncthreads();
+        count_chunk<Threads>(keys, lo, hi, prefix, mask, shift, digits, hist);
+        __syncthreads();
+        uint32_t *g = state + St::HIST + pass * BINS;
+        for (int i = threadIdx.x; i < BINS; i += Threads)
+            if (hist[i])
+                atomicAdd(g + i, hist[i]);
+        group_sync(state + pass, S);
+        uint32_t bin, before;
+        const uint32_t counted = find_bin<Threads, BINS>(g, remaining, red, &bin, &before);
+        uint32_t s = 0u;
+        if (pass == 0) {
+            total = counted;
+            if (total <= (uint32_t)K) { // the same in every CTA: they read the same counts
+                for (int i = threadIdx.x; i < BINS; i += Threads)
+                    s += hist[i];
+                mine_above = block_sum<Threads>(s, red);
+                all = true;
+                break;
+            }
+        }
+        for (int i = threadIdx.x; i < BINS; i += Threads)
+            s += (uint32_t)i > bin ? hist[i] : 0u;
+        mine_above += block_sum<Threads>(s, red);
+        if (pass == PASSES - 1)
+            mine_tie = hist[bin];
+        remaining -= before;
+        larger += before;
+        prefix |= bin << shift;
+        mask |= digits << shift;
+    }
+    const uint32_t kth = all ? 0u : prefix, ties = all ? 0u : (uint32_t)K - larger;
+    uint32_t *counts = state + St::COUNTS;
+    if (threadIdx.x == 0) {
+        counts[2 * part] = mine_above;
+        counts[2 * part + 1] = mine_tie;
+    }
+    group_sync(state + PASSES, S);
+    uint32_t a = 0u, t = 0u;
+    for (uint32_t c = threadIdx.x; c < part; c += Threads) {
+        a += __ldcg(counts + 2 * c);
+        t += __ldcg(counts + 2 * c + 1);
+    }
+    const uint32_t above0 = block_sum<Threads>(a, red), tie0 = block_sum<Threads>(t, red);
+    emit_range<Threads, 1>(keys, lo, hi, kth, ties, above0, tie0, emit, red);
+    const int written = (int)(total < (uint32_t)K ? total : (uint32_t)K);
+    for (int64_t j = written + (int64_t)part * Threads + threadIdx.x; j < K; j += (int64_t)S * Threads)
+        pad((int)j);
+    // the last CTA to leave zeroes the counters and histograms for the next call: by then every CTA
+    // has passed every barrier and read every count
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence();
+        red[0] = atomicAdd(state + PASSES + 1, 1u) == S - 1;
+    }
+    __syncthreads();
+    if (red[0]) {
+        __threadfence();
+        for (int i = threadIdx.x; i < St::COUNTS; i += Threads)
+            state[i] = 0u;
+    }
 }
 
 } // namespace dsa

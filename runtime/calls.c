@@ -22,11 +22,14 @@ static void pop(void)
     dsa_cu.cuCtxPopCurrent(&dummy);
 }
 
-static dsa_result_t launch_grid(dsa_ctx_t ctx, const char *fn, CUfunction f, unsigned gx, unsigned gy, unsigned gz,
-                                unsigned threads, unsigned smem, void *params, CUstream stream, const char *what)
+/* A cooperative launch (coop) guarantees that every CTA of the grid is resident at once, for
+ * kernels whose CTAs wait for each other; it fails rather than start a grid the device cannot hold. */
+static dsa_result_t launch_as(dsa_ctx_t ctx, const char *fn, CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+                              unsigned threads, unsigned smem, void *params, CUstream stream, const char *what, int coop)
 {
     void *args[] = {params};
-    CUresult r = dsa_cu.cuLaunchKernel(f, gx, gy, gz, threads, 1, 1, smem, stream, args, NULL);
+    CUresult r = coop ? dsa_cu.cuLaunchCooperativeKernel(f, gx, gy, gz, threads, 1, 1, smem, stream, args)
+                      : dsa_cu.cuLaunchKernel(f, gx, gy, gz, threads, 1, 1, smem, stream, args, NULL);
     if (r != CUDA_SUCCESS) {
         const char *s = "?";
         dsa_cu.cuGetErrorString(r, &s);
@@ -39,7 +42,7 @@ static dsa_result_t launch_grid(dsa_ctx_t ctx, const char *fn, CUfunction f, uns
 static dsa_result_t launch(dsa_ctx_t ctx, const char *fn, CUfunction f, unsigned gx, unsigned gy, unsigned threads,
                            unsigned smem, void *params, CUstream stream, const char *what)
 {
-    return launch_grid(ctx, fn, f, gx, gy, 1, threads, smem, params, stream, what);
+    return launch_as(ctx, fn, f, gx, gy, 1, threads, smem, params, stream, what, 0);
 }
 
 dsa_result_t dsa_prologue(dsa_ctx_t ctx, const dsa_prologue_args_t *a, void *stream)
@@ -218,8 +221,8 @@ static dsa_result_t attend_chunk(dsa_ctx_t ctx, const dsa_attend_args_t *a, cons
     at.splits = attend_splits(ctx, n);
     at.split_out = (float *)(uintptr_t)ctx->ws_so;
     at.split_lse = (float *)(uintptr_t)ctx->ws_sl;
-    if ((rc = launch_grid(ctx, "dsa_attend", ctx->attend_fn, (unsigned)n, cfg->attend_ctas_per_token,
-                          (unsigned)at.splits, cfg->attend_threads, ctx->attend_smem, &at, stream, "attend")) != DSA_SUCCESS)
+    if ((rc = launch_as(ctx, "dsa_attend", ctx->attend_fn, (unsigned)n, cfg->attend_ctas_per_token, (unsigned)at.splits,
+                        cfg->attend_threads, ctx->attend_smem, &at, stream, "attend", 0)) != DSA_SUCCESS)
         return rc;
     if (at.splits > 1) { /* 4b. the splits of each row merged into what one split writes */
         dsa_split_merge_params sm = {0};
@@ -270,6 +273,23 @@ dsa_result_t dsa_attend(dsa_ctx_t ctx, const dsa_attend_args_t *a, void *stream)
     }
     pop();
     return rc;
+}
+
+/* CTAs per row of the top-k for a chunk of n rows: the CTAs the device holds at once (a
+ * cooperative launch allows no more) shared by the rows, no more than the plan says a row can use;
+ * 1 (one CTA a row, the plain kernel) where a row would get fewer than 2. */
+static int64_t topk_splits(dsa_ctx_t ctx, int64_t n)
+{
+    int64_t s = n > 0 ? ctx->topk_slots / n : 0;
+    s = s > (int64_t)ctx->cfg->index_topk_split_max ? (int64_t)ctx->cfg->index_topk_split_max : s;
+    return s >= 2 ? s : 1;
+}
+
+int64_t dsa_index_topk_splits(dsa_ctx_t ctx, int64_t rows)
+{
+    if (!ctx || rows < 1)
+        return 0;
+    return topk_splits(ctx, rows < ctx->idx_tokens ? rows : ctx->idx_tokens);
 }
 
 /* One chunk of n rows from t0: query, scores, local top-k, (exchange, merge). */
@@ -325,14 +345,21 @@ static dsa_result_t index_chunk(dsa_ctx_t ctx, const dsa_index_args_t *a, const 
     tk.cand_in = (const uint32_t *)(uintptr_t)ctx->ws_icand_recv;
     tk.merged = (uint32_t *)(uintptr_t)ctx->ws_imerged;
     tk.topk = a->topk + t0 * st->topk;
+    tk.split_state = (uint32_t *)(uintptr_t)ctx->ws_itopk_state;
     tk.num_requests = a->num_requests;
     tk.key_stride = cfg->idx_max_local;
     tk.topk_stride = st->topk;
+    tk.state_stride = cfg->ws_idx_topk_state / 4;
     tk.num_tokens = (int32_t)n;
     tk.rank = sc.rank;
-    if ((rc = launch(ctx, "dsa_index", ctx->index_topk_fn, (unsigned)n, 1, cfg->index_topk_threads, 0, &tk, stream,
-                     "index top-k")) != DSA_SUCCESS ||
-        !dcp)
+    /* few rows: each row's top-k over several CTAs, which meet at barriers (a cooperative launch,
+     * so that they are resident at once); many rows: a CTA per row fills the device already */
+    const int64_t tsplits = topk_splits(ctx, n);
+    rc = tsplits > 1 ? launch_as(ctx, "dsa_index", ctx->index_topk_split_fn, (unsigned)n, (unsigned)tsplits, 1,
+                                 cfg->index_topk_split_threads, 0, &tk, stream, "index top-k (split)", 1)
+                     : launch(ctx, "dsa_index", ctx->index_topk_fn, (unsigned)n, 1, cfg->index_topk_threads, 0, &tk,
+                              stream, "index top-k");
+    if (rc != DSA_SUCCESS || !dcp)
         return rc;
     /* the candidates of every rank to every rank, then the same merge everywhere */
     if ((rc = ctx->dcp->allgather(ctx->dcp, ctx, ctx->ws_icand, ctx->ws_icand_recv,

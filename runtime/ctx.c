@@ -75,7 +75,8 @@ void dsa_ctx_destroy(dsa_ctx_t ctx)
         CUdeviceptr mem[] = {ctx->rope_cos,   ctx->rope_sin,    ctx->rejected,      ctx->ws_q,     ctx->ws_qg,
                              ctx->ws_po_send, ctx->ws_po_recv,  ctx->ws_pl_send,    ctx->ws_pl_recv, ctx->ws_iq8,
                              ctx->ws_so,      ctx->ws_sl,
-                             ctx->ws_iwq,     ctx->ws_ikeys,    ctx->ws_icand,      ctx->ws_icand_recv, ctx->ws_imerged};
+                             ctx->ws_iwq,     ctx->ws_ikeys,    ctx->ws_icand,      ctx->ws_icand_recv, ctx->ws_imerged,
+                             ctx->ws_itopk_state};
         for (size_t i = 0; i < sizeof mem / sizeof mem[0]; i++)
             if (mem[i])
                 dsa_cu.cuMemFree(mem[i]);
@@ -230,15 +231,32 @@ static dsa_result_t prepare_index(dsa_ctx_t ctx)
     CU_CHECK(ctx, dsa_cu.cuModuleGetFunction(&ctx->index_topk_fn, m, cfg->entry_index_topk));
     if (cfg->entry_index_merge[0])
         CU_CHECK(ctx, dsa_cu.cuModuleGetFunction(&ctx->index_merge_fn, m, cfg->entry_index_merge));
-    int sms = 0, per_sm = 0;
+    CU_CHECK(ctx, dsa_cu.cuModuleGetFunction(&ctx->index_topk_split_fn, m, cfg->entry_index_topk_split));
+    int sms = 0, per_sm = 0, coop = 0;
     CU_CHECK(ctx, dsa_cu.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, ctx->dev));
     CU_CHECK(ctx, dsa_cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, ctx->index_score_fn,
                                                                      (int)cfg->index_score_threads, 0));
     ctx->score_slots = sms * (per_sm > 0 ? per_sm : 1);
+    /* The split top-k's CTAs of a row wait for each other, so its grid must be resident at once: a
+     * cooperative launch of at most the CTAs the device holds (the call's split comes from this). */
+    CU_CHECK(ctx, dsa_cu.cuDeviceGetAttribute(&coop, CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH, ctx->dev));
+    CU_CHECK(ctx, dsa_cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, ctx->index_topk_split_fn,
+                                                                     (int)cfg->index_topk_split_threads, 0));
+    ctx->topk_slots = coop && per_sm > 0 ? sms * per_sm : 0;
+    /* test and benchmark hook (dsa_testing.h): DSA_INDEX_TOPK=one keeps every row's top-k in one CTA */
+    const char *mode = getenv("DSA_INDEX_TOPK");
+    if (mode && strcmp(mode, "one") && strcmp(mode, "split"))
+        return dsa_fail(ctx, DSA_ERROR_INVALID_ARGUMENT,
+                        "dsa_ctx_create: DSA_INDEX_TOPK is '%s', expected 'one' or 'split'",
+                        dsa_escape(mode, (char[37]){0}, 37));
+    if (mode && !strcmp(mode, "one"))
+        ctx->topk_slots = 0;
     const size_t T = (size_t)ctx->idx_tokens;
     CU_CHECK(ctx, dsa_cu.cuMemAlloc(&ctx->ws_iq8, T * (size_t)cfg->ws_idx_q8));
     CU_CHECK(ctx, dsa_cu.cuMemAlloc(&ctx->ws_iwq, T * (size_t)cfg->ws_idx_wq));
     CU_CHECK(ctx, dsa_cu.cuMemAlloc(&ctx->ws_ikeys, T * (size_t)cfg->ws_idx_keys));
+    CU_CHECK(ctx, dsa_cu.cuMemAlloc(&ctx->ws_itopk_state, T * (size_t)cfg->ws_idx_topk_state));
+    CU_CHECK(ctx, dsa_cu.cuMemsetD8(ctx->ws_itopk_state, 0, T * (size_t)cfg->ws_idx_topk_state));
     if (cfg->info.dcp > 1) {
         const size_t W = (size_t)cfg->info.dcp;
         CU_CHECK(ctx, dsa_cu.cuMemAlloc(&ctx->ws_icand, T * (size_t)cfg->ws_idx_cand));

@@ -18,8 +18,9 @@ struct dsa_ctx {
     CUmodule modules[DSA_NMODULES];
     dsa_kernel_info_t info[DSA_NMODULES]; /* what dsa_ctx_kernels reports */
     CUfunction prologue_fn, pack_fn, attend_fn, split_merge_fn, merge_fn;
-    CUfunction index_q_fn, index_score_fn, index_topk_fn, index_merge_fn;
+    CUfunction index_q_fn, index_score_fn, index_topk_fn, index_topk_split_fn, index_merge_fn;
     int score_slots;                /* index score CTAs resident at once on the device: its split */
+    int topk_slots;                 /* split top-k CTAs resident at once: its split; 0: one CTA a row */
     unsigned attend_smem;           /* dynamic shared memory of attend_fn, exported by its module */
     int attend_slots;               /* attend CTAs resident at once on the device: what splits fill */
     int force_splits;               /* 0, or the splits every attend call uses (dsa_testing.h) */
@@ -33,6 +34,7 @@ struct dsa_ctx {
     CUdeviceptr ws_so, ws_sl;       /* split partials: outputs, LSEs */
     int64_t idx_tokens;             /* rows per index chunk */
     CUdeviceptr ws_iq8, ws_iwq, ws_ikeys;           /* index query, weights, score keys */
+    CUdeviceptr ws_itopk_state;                     /* the split top-k's row states, zero between calls */
     CUdeviceptr ws_icand, ws_icand_recv, ws_imerged; /* candidates (dcp > 1) */
 };
 

@@ -75,6 +75,11 @@
 #define DSA_IDX_TOPK_THREADS 1024
 #define DSA_IDX_SCORE_KEYS_PER_CTA 128 /* keys a score CTA takes per step */
 #define DSA_IDX_SCORE_MIN_CTAS 4 /* per SM: the score kernel's register cap */
+#define DSA_IDX_TOPK_SPLIT_THREADS 512
+#define DSA_IDX_TOPK_RADIX_BITS 11 /* the split top-k's radix digit */
+#define DSA_IDX_TOPK_SPLIT_KEYS 2048 /* the fewest keys a split top-k CTA takes */
+#define DSA_IDX_TOPK_SPLIT_MAX 1 /* the most CTAs of a row the split top-k uses */
+#define DSA_IDX_TOPK_STATE_BYTES 24616 /* a row's state shared by those CTAs */
 
 /* ---- indexer K cache page: [bs x 128 e4m3][bs x fp32 scale] ---- */
 #define DSA_IDX_BYTES_PER_TOKEN 132

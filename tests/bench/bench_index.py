@@ -7,8 +7,12 @@ rows, context L in {8K, 32K, 128K} keys per row, beside in the same run:
 Timed with CUDA events: median of 10 of the mean of 5 back-to-back calls after 2 warm-ups, and the
 same with L2 flushed (a 256 MiB write) before each call. Each row's keys are its own request's.
 The configuration's shapes come from libdsa (dsa_config_info, through tests/bench/dsa_ctypes.py).
+Each point runs with both top-k kernels (DSA_INDEX_TOPK, read at context creation: `split`, the
+default choice, which spreads a row over several CTAs when there are few rows, and `one`, a CTA per
+row), says how many CTAs a row got, and checks that the two give the same rows.
 
-Usage: python3 tests/bench/bench_index.py [--quick]   (from the repository root, after `ninja gpu`)
+Usage: python3 tests/bench/bench_index.py [--quick] [--topk split|one|both]   (from the repository
+root, after `ninja gpu`; default both)
 """
 import ctypes
 import os
@@ -54,14 +58,11 @@ def time_us(fn, flush, reps=10, warmup=2, inner=5):
     return statistics.median(times)
 
 
-def run(name, B, L, copy_bw, peer):
+def run(name, B, L, copy_bw, peer, modes):
     info = dsa_ctypes.config_info(lib, name)
     H, D, K, BS = info.idx_heads, info.idx_head_dim, info.idx_topk, info.block_size
     page = info.idx_page_bytes
     opts = Options(ctypes.sizeof(Options), None, 16384, 0, 1, None, None, None, None, 0, 256, max(B, 1))
-    ctx = ctypes.c_void_p()
-    if lib.dsa_ctx_create(name.encode(), ctypes.byref(opts), ctypes.byref(ctx)) != 0:
-        sys.exit(f"dsa_ctx_create: {lib.dsa_last_error(None).decode()}")
     nb = L // BS
     nblocks = B * nb
     # pages: e4m3 values of random keys, power-of-two scales (what the prologue writes)
@@ -85,12 +86,25 @@ def run(name, B, L, copy_bw, peer):
         setattr(a, f, t.data_ptr())
     a.num_requests, a.max_blocks, a.num_cache_blocks = B, nb, nblocks
 
-    def dsa():
-        if lib.dsa_index(ctx, ctypes.byref(a), ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)) != 0:
-            sys.exit(f"dsa_index: {lib.dsa_last_error(ctx).decode()}")
+    results, rows = {}, {}
+    for mode in modes:
+        os.environ["DSA_INDEX_TOPK"] = mode  # read by dsa_ctx_create
+        ctx = ctypes.c_void_p()
+        if lib.dsa_ctx_create(name.encode(), ctypes.byref(opts), ctypes.byref(ctx)) != 0:
+            sys.exit(f"dsa_ctx_create: {lib.dsa_last_error(None).decode()}")
 
-    us = time_us(dsa, False)
-    us_f = time_us(dsa, True)
+        def dsa():
+            if lib.dsa_index(ctx, ctypes.byref(a), ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)) != 0:
+                sys.exit(f"dsa_index: {lib.dsa_last_error(ctx).decode()}")
+
+        topk.fill_(-2)
+        dsa()
+        torch.cuda.synchronize()
+        rows[mode] = topk.clone()
+        results[mode] = (time_us(dsa, False), time_us(dsa, True), lib.dsa_index_topk_splits(ctx, B))
+        lib.dsa_ctx_destroy(ctx)
+    os.environ.pop("DSA_INDEX_TOPK", None)
+    same = all(torch.equal(rows[m], rows[modes[0]]) for m in modes)
     floor_us = B * L * (D + 4) / copy_bw * 1e6
     us_p = float("nan")
     if peer:
@@ -106,25 +120,27 @@ def run(name, B, L, copy_bw, peer):
             return torch.topk(s, min(K, L), dim=-1).indices
 
         us_p = time_us(eager, False, reps=3, warmup=1, inner=1)
-    lib.dsa_ctx_destroy(ctx)
-    return us, us_f, floor_us, us_p
+    return results, same, floor_us, us_p
 
 
 def main():
     quick = "--quick" in sys.argv
+    topk_arg = sys.argv[sys.argv.index("--topk") + 1] if "--topk" in sys.argv else "both"
+    modes = ["split", "one"] if topk_arg == "both" else [topk_arg]
     bw = copy_bandwidth()
     print(f"device {torch.cuda.get_device_name()}; copy bandwidth {bw / 1e12:.2f} TB/s (2 GiB copy)")
-    print("| configuration | indexer heads | rows | context | libdsa us | L2 flushed us | floor us | x floor | "
-          "PyTorch peer us | speed-up |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| configuration | indexer heads | rows | context | top-k (CTAs a row) | libdsa us | L2 flushed us | "
+          "floor us | x floor | PyTorch peer us | speed-up | rows equal |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for name in CONFIGS:
         H = dsa_ctypes.config_info(lib, name).idx_heads
         for B in ((1, 64) if quick else (1, 64, 128)):
             for L in ((8192, 32768) if quick else (8192, 32768, 131072)):
                 peer = B * L <= 64 * 131072  # the peer materialises [B, H, L] fp32 scores
-                us, us_f, fl, us_p = run(name, B, L, bw, peer)
-                print(f"| {name} | {H} | {B} | {L} | {us:.1f} | {us_f:.1f} | {fl:.1f} | {us_f / fl:.2f} | "
-                      f"{us_p:.0f} | {us_p / us:.1f}x |", flush=True)
+                results, same, fl, us_p = run(name, B, L, bw, peer, modes)
+                for mode, (us, us_f, splits) in results.items():
+                    print(f"| {name} | {H} | {B} | {L} | {mode} ({splits}) | {us:.1f} | {us_f:.1f} | {fl:.1f} | "
+                          f"{us_f / fl:.2f} | {us_p:.0f} | {us_p / us:.1f}x | {'yes' if same else 'NO'} |", flush=True)
                 torch.cuda.empty_cache()
 
 

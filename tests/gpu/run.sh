@@ -50,7 +50,8 @@ if [ "$mode" = sanitize ]; then # compute-sanitizer's four tools over every kern
              "initcheck test_index dcp" "memcheck test_index ref" "racecheck test_index ref" \
              "synccheck test_index ref" "initcheck test_index ref" "memcheck test_prologue" \
              "racecheck test_prologue" "memcheck test_attend tiny" "racecheck test_attend tiny" \
-             "synccheck test_attend tiny" "initcheck test_attend tiny"; do
+             "synccheck test_attend tiny" "initcheck test_attend tiny" "memcheck test_index paths tiny" \
+             "racecheck test_index paths tiny" "synccheck test_index paths tiny" "initcheck test_index paths tiny"; do
     set -- $run
     tool=$1 prog=$2; shift 2
     echo "== compute-sanitizer --tool $tool $prog $*"
@@ -59,9 +60,9 @@ if [ "$mode" = sanitize ]; then # compute-sanitizer's four tools over every kern
     tail -1 "$log/${tool}_${prog}${1:+_$1}${2:+_$2}.log"
   done
 fi
-if [ "$mode" = stageb ]; then # stage B alone: the GPU test in every mode
+if [ "$mode" = stageb ]; then # stage B alone: the GPU test in every mode (DSA_INDEX_TOPK picks the top-k kernel)
   cache=$(mktemp -d)
-  for m in ref dcp args nccl; do
+  for m in ref dcp paths args nccl; do
     DSA_TEST_CACHE=$cache t build/tests/gpu/test_index $m 2>&1 | tee -a "$log/test_index.log" || status=1
   done
 fi

@@ -12,6 +12,11 @@
  *   configuration of the same model on the same global keys: every rank's rows bit-identical to it,
  *   including rows with NaN and inf in the queries and weights.
  * - `test_index nccl`: DCP = 2 over NCCL, two processes on two GPUs, likewise.
+ * - `test_index paths`: the two top-k kernels (one CTA a row; a row split over several CTAs, what
+ *   dsa_index picks for few rows) on rows of up to 50K keys, with exact ties, NaN keys, empty and
+ *   absent requests: rows bit-identical at every split the chunking gives (index_tokens 1, 3, 64),
+ *   at DCP = 1 and at DCP = 2, 4, 8 through the in-process group. DSA_INDEX_TOPK=one|split,
+ *   read at context creation, picks the kernel (dsa_testing.h).
  * - `test_index args`: argument checks, each with its message, and nothing written. */
 #include <cuda.h>
 #include <math.h>
@@ -124,14 +129,20 @@ static int cfg_of(const char *config, ref_index_cfg *c)
 }
 
 /* Requests longer and shorter than K, of one key, and a long one with prefill rows (causal),
- * a row past its request's end; with W ranks of interleave I. */
-static int world_for(const char *config, iworld_t *w, int W, int I, int key_pool, int nonfinite, unsigned seed)
+ * a row past its request's end; with W ranks of interleave I. long_rows: requests of 3 K + 5,
+ * K - 1, 0, 50037 and 9001 keys instead (the split top-k's chunks; at most max_positions and half
+ * of it), every 5th key a NaN one when nan_keys, request 4 absent from every cache when absent. */
+static int world_long(const char *config, iworld_t *w, int W, int I, int key_pool, int nonfinite, unsigned seed,
+                      int long_rows, int nan_keys, int absent)
 {
     ref_index_cfg c;
-    if (cfg_of(config, &c) != 0)
+    dsa_config_info_t info;
+    if (cfg_of(config, &c) != 0 || harness_config(config, &info) != 0)
         return -1;
-    const int K = c.K;
-    const int32_t lens[] = {K + K / 2 + 37, K / 3 + 5, 1, 2 * K + 11, K};
+    const int K = c.K, P = info.max_positions;
+    const int32_t short_lens[] = {K + K / 2 + 37, K / 3 + 5, 1, 2 * K + 11, K};
+    const int32_t long_lens[] = {3 * K + 5, K - 1, 0, P < 50037 ? P : 50037, P / 2 < 9001 ? P / 2 : 9001};
+    const int32_t *lens = long_rows ? long_lens : short_lens;
     int32_t row_req[16];
     int64_t row_pos[16];
     int T = 0;
@@ -146,9 +157,28 @@ static int world_for(const char *config, iworld_t *w, int W, int I, int key_pool
     row_req[T] = 4; /* past the end of its request: sees all of it */
     row_pos[T++] = lens[4] + 100;
     iworld_opts_t o = {.W = W, .I = I, .nreq = 5, .lens = lens, .T = T, .row_req = row_req, .row_pos = row_pos,
-                       .key_pool = key_pool, .absent_req = -1, .nan_keys = 0, .nonfinite = nonfinite, .seed = seed};
+                       .key_pool = key_pool, .absent_req = absent ? 4 : -1, .nan_keys = nan_keys ? 5 : 0,
+                       .nonfinite = nonfinite, .seed = seed};
     iworld_build(w, &c, &o);
     return 0;
+}
+
+static int world_for(const char *config, iworld_t *w, int W, int I, int key_pool, int nonfinite, unsigned seed)
+{
+    return world_long(config, w, W, I, key_pool, nonfinite, seed, 0, 0, 0);
+}
+
+/* Sets DSA_INDEX_TOPK (NULL: unsets it) for the contexts created next; returns the value before. */
+static const char *topk_mode(const char *m)
+{
+    static char before[16];
+    const char *b = getenv("DSA_INDEX_TOPK");
+    snprintf(before, sizeof before, "%s", b ? b : "");
+    if (m)
+        setenv("DSA_INDEX_TOPK", m, 1);
+    else
+        unsetenv("DSA_INDEX_TOPK");
+    return b ? before : NULL;
 }
 
 static void test_ref(const char *config, int key_pool)
@@ -217,22 +247,27 @@ static void *index_rank(void *arg)
 }
 
 static const char *only = "";
-static int dcp_ran;
+static int dcp_ran; /* tests the configuration prefix let run (dcp, paths) */
 
-/* config (dcp W, interleave I) on W threads against single (dcp 1, the same model) on the GPU. */
-static void test_dcp(const char *config, const char *single, int W, int I, int key_pool, int nonfinite)
+/* config (dcp W, interleave I) on W threads against single (dcp 1, the same model) on the GPU.
+ * paths: long rows (world_long), the reference with one CTA a row and the ranks with the split
+ * top-k; otherwise both as DSA_INDEX_TOPK says. */
+static void test_dcp_as(const char *config, const char *single, int W, int I, int key_pool, int nonfinite, int paths)
 {
     if (strncmp(config, only, strlen(only)) != 0)
         return;
     dcp_ran++;
     iworld_t w;
-    if (world_for(config, &w, W, I, key_pool, nonfinite, harness_rng++) != 0) {
+    if (world_long(config, &w, W, I, key_pool, nonfinite, harness_rng++, paths, paths, 0) != 0) {
         CHECK(0);
         return;
     }
     const size_t n = (size_t)w.T * (size_t)w.cfg.K;
     int32_t *one = malloc(n * 4), *outs = malloc(n * 4 * (size_t)W);
+    const char *before = paths ? topk_mode("one") : NULL;
     CHECK(run_index(single, &w, W, one, 64, 0) == 0); /* cache W: the unsharded one */
+    if (paths)
+        topk_mode("split"); /* the ranks create their contexts after this */
     dsa_inproc_group_t g;
     CHECK(dsa_inproc_group_create(W, &g) == DSA_SUCCESS);
     CUcontext cu;
@@ -251,13 +286,69 @@ static void test_dcp(const char *config, const char *single, int W, int I, int k
         failed |= io[r].failed;
         same &= memcmp(outs + (size_t)r * n, one, n * 4) == 0;
     }
+    if (paths)
+        topk_mode(before);
     CHECK(!failed && same);
-    printf("%s %s (W = %d, I = %d%s%s) against %s: every rank's rows %s\n", !failed && same ? "ok  " : "FAIL", config,
-           W, I, key_pool ? ", exact ties" : "", nonfinite ? ", NaN and inf in q and w" : "", single,
+    printf("%s %s (W = %d, I = %d%s%s%s) against %s%s: every rank's rows %s\n", !failed && same ? "ok  " : "FAIL",
+           config, W, I, key_pool ? ", exact ties" : "", nonfinite ? ", NaN and inf in q and w" : "",
+           paths ? ", rows to 50037 keys, NaN keys, split top-k" : "", single, paths ? " (one CTA a row)" : "",
            same ? "bit-identical" : "DIFFER");
     CK(cuStreamDestroy(s));
     dsa_inproc_group_destroy(g);
     free(one), free(outs);
+    iworld_free(&w);
+}
+
+static void test_dcp(const char *config, const char *single, int W, int I, int key_pool, int nonfinite)
+{
+    test_dcp_as(config, single, W, I, key_pool, nonfinite, 0);
+}
+
+/* ---- the two top-k kernels against each other ---- */
+
+/* DCP = 1: one CTA a row (DSA_INDEX_TOPK=one) against the split top-k at the splits that chunks of
+ * 1, 3 and 64 rows get; every row bit-identical. */
+static void test_paths(const char *config, int key_pool, int nan_keys, int absent)
+{
+    if (strncmp(config, only, strlen(only)) != 0)
+        return;
+    dcp_ran++;
+    iworld_t w;
+    if (world_long(config, &w, 1, 1, key_pool, 0, harness_rng++, 1, nan_keys, absent) != 0) {
+        CHECK(0);
+        return;
+    }
+    const size_t n = (size_t)w.T * (size_t)w.cfg.K;
+    int32_t *one = malloc(n * 4), *split = malloc(n * 4);
+    const char *before = topk_mode("one");
+    CHECK(run_index(config, &w, w.W, one, 64, 0) == 0);
+    topk_mode("split");
+    const int chunks[] = {1, 3, 64};
+    for (int i = 0; i < 3; i++) {
+        dsa_options_t o = harness_options();
+        o.index_tokens = chunks[i];
+        dsa_ctx_t ctx;
+        int64_t splits = 0;
+        if (dsa_ctx_create(config, &o, &ctx) == DSA_SUCCESS) {
+            splits = dsa_index_topk_splits(ctx, w.T);
+            dsa_ctx_destroy(ctx);
+        }
+        memset(split, 0x5a, n * 4);
+        CHECK(run_index(config, &w, w.W, split, chunks[i], 0) == 0);
+        int bad = 0;
+        for (int t = 0; t < w.T; t++)
+            if (memcmp(split + (size_t)t * (size_t)w.cfg.K, one + (size_t)t * (size_t)w.cfg.K, (size_t)w.cfg.K * 4)) {
+                if (bad++ < 3)
+                    printf("     row %d (request %d, position %lld) differs\n", t, w.req_of[t],
+                           (long long)w.positions[t]);
+            }
+        CHECK(bad == 0 && splits > 1);
+        printf("%s %s%s%s%s, chunks of %d rows (%lld CTAs a row): split top-k against one CTA a row, %d rows, %d differ\n",
+               bad || splits < 2 ? "FAIL" : "ok  ", config, key_pool ? ", exact ties" : "", nan_keys ? ", NaN keys" : "",
+               absent ? ", an absent request" : "", chunks[i], (long long)splits, w.T, bad);
+    }
+    topk_mode(before);
+    free(one), free(split);
     iworld_free(&w);
 }
 
@@ -391,6 +482,20 @@ int main(int argc, char **argv)
         test_dcp("deepseek_v32_tp8_dcp8_i1_fp8_ds_mla", "deepseek_v32_tp8_dcp1_i1_fp8_ds_mla", 8, 1, 0, 1);
         if (!dcp_ran)
             printf("FAIL test_index dcp: no configuration starts with '%s'\n", only);
+        CHECK(dcp_ran > 0);
+    }
+    if (!strcmp(what, "all") || !strcmp(what, "paths")) {
+        dcp_ran = 0;
+        test_paths("tiny_tp4_dcp1_i1_bf16", 0, 1, 0);
+        test_paths("tiny_tp4_dcp1_i1_bf16", 3, 0, 1);
+        test_paths("glm5.2_tp4_dcp1_i1_fp8_ds_mla", 0, 1, 1);
+        test_paths("glm5.2_tp4_dcp1_i1_fp8_ds_mla", 4, 0, 0);
+        test_paths("deepseek_v32_tp8_dcp1_i1_fp8_ds_mla", 0, 0, 0);
+        test_paths("deepseek_v32_tp8_dcp1_i1_fp8_ds_mla", 5, 1, 0);
+        test_dcp_as("glm5.2_tp4_dcp4_i4_fp8_ds_mla", "glm5.2_tp4_dcp1_i1_fp8_ds_mla", 4, 4, 4, 0, 1);
+        test_dcp_as("deepseek_v32_tp8_dcp8_i1_fp8_ds_mla", "deepseek_v32_tp8_dcp1_i1_fp8_ds_mla", 8, 1, 0, 1, 1);
+        if (!dcp_ran)
+            printf("FAIL test_index paths: no configuration starts with '%s'\n", only);
         CHECK(dcp_ran > 0);
     }
     if (!strcmp(what, "all") || !strcmp(what, "args"))

@@ -89,7 +89,9 @@ if [ "$mode" = python ]; then # the torch side: tests/gpu/test_torch.py, test_to
       echo "FAIL: python3 has no nanobind and there is no .whl/nanobind-*.whl (pip download it, and carry .whl)"
       exit 1
     fi
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/nanobind-*.whl || exit 1
+    # a wheel is a zip: without pip in this environment (a uv venv has none), unpack it
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/nanobind-*.whl ||
+      python3 -m zipfile -e .whl/nanobind-*.whl /tmp/site || exit 1
     export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
   fi
   echo "nanobind $(python3 -c 'import nanobind; print(nanobind.__version__, nanobind.include_dir())')"

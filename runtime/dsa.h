@@ -30,7 +30,8 @@ typedef enum dsa_result {
 DSA_API const char *dsa_strerror(dsa_result_t r);
 
 /* The detail of the last failure on ctx (which argument, call or kernel), or, with ctx NULL, of the
- * last failed dsa_ctx_create on this thread. Never NULL; "" when nothing failed. */
+ * last failed call on this thread that has no context (dsa_ctx_create, dsa_config_info,
+ * dsa_nccl_unique_id). Never NULL; "" when nothing failed. */
 DSA_API const char *dsa_last_error(dsa_ctx_t ctx);
 
 typedef enum dsa_log_level { DSA_LOG_QUIET = 0, DSA_LOG_WARN = 1, DSA_LOG_INFO = 2 } dsa_log_level_t;
@@ -57,6 +58,13 @@ typedef struct dsa_options {
 } dsa_options_t;
 
 #define DSA_OPTIONS_INIT {sizeof(dsa_options_t), NULL, 16384, 0, DSA_LOG_WARN, NULL, NULL, NULL, NULL, 0, 0, 0}
+
+/* A new ncclUniqueId from the NCCL that libdsa opens, for opts.nccl_id: one rank of the DCP group
+ * makes it and sends the bytes to the others (a host without its own NCCL binding, e.g. Python over
+ * torch.distributed). size: the bytes at id, at least DSA_NCCL_UNIQUE_ID_BYTES. DSA_ERROR_NCCL when
+ * NCCL cannot be opened or ncclGetUniqueId fails; dsa_last_error(NULL) says why. */
+#define DSA_NCCL_UNIQUE_ID_BYTES 128
+DSA_API dsa_result_t dsa_nccl_unique_id(void *id, size_t size);
 
 /* Names of the configurations linked into this library, NULL-terminated. */
 DSA_API const char *const *dsa_configs(void);

@@ -6,6 +6,8 @@
 
 #include "transport.h"
 
+_Static_assert(sizeof(ncclUniqueId) == DSA_NCCL_UNIQUE_ID_BYTES, "dsa.h's DSA_NCCL_UNIQUE_ID_BYTES is NCCL's");
+
 typedef struct nccl_transport {
     dsa_transport_t base;
     ncclComm_t comm;
@@ -81,5 +83,24 @@ dsa_result_t dsa_transport_nccl(dsa_ctx_t ctx, const char *config, int W, const 
                         "dsa_ctx_create: the NCCL communicator has %d ranks, configuration %s has dcp %d", count,
                         config, W);
     t->base.rank = rank;
+    return DSA_SUCCESS;
+}
+
+dsa_result_t dsa_nccl_unique_id(void *id, size_t size)
+{
+    if (!id)
+        return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT, "dsa_nccl_unique_id: id is NULL");
+    if (size < sizeof(ncclUniqueId))
+        return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT, "dsa_nccl_unique_id: size is %zu, must be at least %zu",
+                        size, sizeof(ncclUniqueId));
+    char err[512];
+    if (dsa_load_nccl(err, sizeof err) != 0)
+        return dsa_fail(NULL, DSA_ERROR_NCCL, "dsa_nccl_unique_id: %s", err);
+    ncclUniqueId u;
+    ncclResult_t n = dsa_nccl.ncclGetUniqueId(&u);
+    if (n != ncclSuccess)
+        return dsa_fail(NULL, DSA_ERROR_NCCL, "dsa_nccl_unique_id: ncclGetUniqueId failed: %s",
+                        dsa_nccl.ncclGetErrorString(n));
+    memcpy(id, &u, sizeof u);
     return DSA_SUCCESS;
 }

@@ -8,14 +8,20 @@
 
 Library failures raise DsaError, carrying the result code's name and dsa_last_error's text.
 dsagen.checks validates the per-layer calls' tensors (any DLPack array) against a configuration.
-The per-layer calls themselves (torch custom ops, CUDA graphs) are not here yet (issue 16).
+
+The per-layer calls run on torch tensors: Context.prologue, Context.index and Context.attend, on
+torch.cuda.current_stream(), and the torch custom ops torch.ops.dsagen.{prologue,index,attend}
+behind them (dsagen.ops; torch.compile and CUDA graphs). torch is imported only by those: this
+package imports, queries configurations and checks arguments without it.
 """
 import dataclasses
+import sys
+import weakref
 
 from . import _dsa
 from . import checks  # noqa: F401  (dsagen.checks)
 
-__all__ = ["configs", "config_info", "ConfigInfo", "Context", "DsaError", "RESULT_NAMES", "checks"]
+__all__ = ["configs", "config_info", "ConfigInfo", "Context", "DsaError", "RESULT_NAMES", "checks", "nccl_unique_id"]
 
 # dsa_result_t, by value
 RESULT_NAMES = ("DSA_SUCCESS", "DSA_ERROR_INVALID_ARGUMENT", "DSA_ERROR_CUDA", "DSA_ERROR_NVRTC", "DSA_ERROR_NCCL",
@@ -68,6 +74,11 @@ class ConfigInfo:
     idx_page_bytes: int
 
 
+# Open contexts by handle (dsa_ctx_t's address): the custom ops receive the handle, an int, since
+# a torch op's schema cannot carry a Python object. Weak: a context nobody holds is destroyed.
+_OPEN = weakref.WeakValueDictionary()
+
+
 def _result(r):
     """A binding's result: the value, or DsaError from a (code, message) failure."""
     if isinstance(r, tuple):
@@ -87,33 +98,127 @@ def config_info(name):
     return ConfigInfo(**_result(_dsa.config_info(name)))
 
 
+def nccl_unique_id():
+    """A new ncclUniqueId (128 bytes) from the NCCL libdsa opens (dsa_nccl_unique_id); Context(dcp=...)
+    makes and shares one itself. DsaError (DSA_ERROR_NCCL) when NCCL cannot be opened."""
+    return _result(_dsa.nccl_unique_id())
+
+
+def _device_index(device):
+    """A CUDA device ordinal from an int, "cuda:N", "cuda" (torch's current device) or a torch.device."""
+    if isinstance(device, int) and not isinstance(device, bool):
+        return device
+    text = str(device)
+    if text.startswith("cuda:") and text[5:].isdigit():
+        return int(text[5:])
+    if text == "cuda":
+        import torch
+        return torch.cuda.current_device()
+    raise ValueError(f"device: expected a CUDA device (an int, 'cuda:N' or a torch.device), got {device!r}")
+
+
+def _dcp_id(group, device, want):
+    """The ncclUniqueId of a DCP group over a torch.distributed process group: rank 0 of the group
+    makes it (dsa_nccl_unique_id) and broadcasts it (or its failure, so that no rank waits for an id
+    that never comes). want: the configuration's dcp, or None when not known before creation.
+    Returns (id, rank in the group)."""
+    import torch.distributed as dist
+    size, rank = dist.get_world_size(group), dist.get_rank(group)
+    if want is not None and size != want:
+        raise ValueError(f"dcp: expected a process group of {want} ranks (the configuration's dcp), got {size}")
+    box = [_dsa.nccl_unique_id() if rank == 0 else None]
+    kw = {"device": f"cuda:{device}"} if dist.get_backend(group) == "nccl" else {}
+    dist.broadcast_object_list(box, src=dist.get_global_rank(group, 0), group=group, **kw)
+    if isinstance(box[0], tuple):
+        raise DsaError(*box[0])
+    return box[0], rank
+
+
 class Context:
     """A libdsa context: every kernel of one configuration compiled (or loaded from the JIT cache) for
     one device. config names a linked configuration (dsa_ctx_create); or dir names a generated
-    configuration's folder (dsa_ctx_create_dir) and config is None. The keyword arguments are
-    dsa_options_t's: index_tokens and attend_tokens 0 take libdsa's defaults; cache_dir None takes
-    $DSA_CACHE_DIR or ~/.cache/dsagen, "" disables the cache. Raises DsaError when creation fails
-    (no CUDA driver or device: DSA_ERROR_CUDA). Use close(), or the context as a context manager."""
+    configuration's folder (dsa_ctx_create_dir) and config is None. device: an int, "cuda:N" or a
+    torch.device. dcp: None, or for a configuration with dcp > 1 the torch.distributed process group
+    of its DCP ranks (every rank creates its Context with the same arguments but its own device;
+    rank 0 of the group makes an ncclUniqueId, broadcasts it over the group, and libdsa creates its
+    own communicator from it). The other keyword arguments are dsa_options_t's: index_tokens and
+    attend_tokens 0 take libdsa's defaults; cache_dir None takes $DSA_CACHE_DIR or ~/.cache/dsagen,
+    "" disables the cache. Raises DsaError when creation fails (no CUDA driver or device:
+    DSA_ERROR_CUDA). Use close(), or the context as a context manager.
+
+    handle is the context's address, the first argument of the torch.ops.dsagen ops."""
 
     def __init__(self, config=None, device=0, dir=None, index_tokens=0, attend_tokens=0, max_tokens=16384,
-                 cache_dir=None):
+                 cache_dir=None, dcp=None):
         if (config is None) == (dir is None):
             raise ValueError("Context: give exactly one of config (a linked configuration's name) and dir")
         self._ctx = None
-        self._ctx = _result(_dsa.ctx_create(config, None if dir is None else str(dir), int(device), int(max_tokens),
+        self.handle = 0
+        device = _device_index(device)
+        nccl_id, rank = None, 0
+        if dcp is not None:
+            want = config_info(config).dcp if config is not None else None
+            if want != 1:  # a group of one at dcp 1 needs no communicator
+                nccl_id, rank = _dcp_id(dcp, device, want)
+        self._ctx = _result(_dsa.ctx_create(config, None if dir is None else str(dir), device, int(max_tokens),
                                             int(index_tokens), int(attend_tokens),
-                                            None if cache_dir is None else str(cache_dir)))
-        self.device = int(device)
+                                            None if cache_dir is None else str(cache_dir), nccl_id, rank))
+        self.device = device
+        self.dcp_rank = rank
         self.info = ConfigInfo(**_result(self._ctx.info()))
+        self.handle = self._ctx.handle
+        self._ops = self.geometry = None
+        _OPEN[self.handle] = self
+        if "torch" in sys.modules:  # torch.compile may trace a call before any eager one: import ops now
+            try:
+                self._torch()
+            except ImportError:
+                pass
 
     @property
     def closed(self):
         return self._ctx is None or self._ctx.closed
 
     def close(self):
-        """Destroys the libdsa context (dsa_ctx_destroy); later calls on it raise. Idempotent."""
+        """Destroys the libdsa context (dsa_ctx_destroy); later calls on it raise. Idempotent. Call it
+        after the device work that uses it has finished (torch.cuda.synchronize())."""
         if self._ctx is not None:
+            _OPEN.pop(self.handle, None)
             self._ctx.close()
+
+    def _torch(self):
+        """dsagen.ops (imports torch), once per context."""
+        if self._ops is None:
+            try:
+                from . import ops
+            except ImportError as e:
+                raise ImportError(f"dsagen: the per-layer calls need torch ({e})") from e
+            self.geometry = ops.Geometry(self.info)
+            self._ops = ops
+        return self._ops
+
+    def prologue(self, q_c, q_c_out, kv, positions, slot_mapping, q_norm_w, kv_norm_w, kv_cache, *, topk=None,
+                 clear_topk=False, idx_k=None, idx_norm_w=None, idx_norm_b=None, idx_cache=None):
+        """Stage A (dsa_prologue) on torch tensors, on the current stream: q_c_out = RMSNorm(q_c) for every
+        token; each token whose slot is this rank's written into kv_cache (and, with idx_k, its indexer key
+        into idx_cache); topk's rows set to -1 with clear_topk. Shapes as runtime/dsa.h states them
+        (dsagen.checks lists the checks)."""
+        ops = self._ops if self._ops is not None else self._torch()
+        ops.prologue(self, q_c, q_c_out, kv, positions, slot_mapping, q_norm_w, kv_norm_w, kv_cache, topk, clear_topk,
+                     idx_k, idx_norm_w, idx_norm_b, idx_cache)
+
+    def index(self, q, weights, positions, req_of_token, seq_lens, block_table, idx_cache, topk):
+        """Stage B (dsa_index) on torch tensors, on the current stream: each row's top-k request positions
+        into topk (ascending, -1 padded), the same rows on every rank of the DCP group."""
+        ops = self._ops if self._ops is not None else self._torch()
+        ops.index(self, q, weights, positions, req_of_token, seq_lens, block_table, idx_cache, topk)
+
+    def attend(self, q_lat, q_pe, positions, topk, req_of_token, seq_lens, block_table, kv_cache, out, lse=None):
+        """Stage C (dsa_attend) on torch tensors, on the current stream: sparse MLA of each row over its
+        top-k keys (with dcp > 1: over the group, merged), into out [T, heads_local, kv_lora_rank] bf16
+        and, when given, lse [T, heads_local] fp32."""
+        ops = self._ops if self._ops is not None else self._torch()
+        ops.attend(self, q_lat, q_pe, positions, topk, req_of_token, seq_lens, block_table, kv_cache, out, lse)
 
     def __enter__(self):
         return self

@@ -22,7 +22,14 @@ the CPU tests build arguments); a DLPack bfloat16 (torch.bfloat16) passes everyw
 type does not. Byte tensors (the caches) are uint8 (torch: cache.view(torch.uint8) is free).
 
 device: "cuda" (the default) for the real calls; "cpu" checks everything else, for tests and dry
-runs on a machine without a GPU. All tensors must be on the same device id.
+runs on a machine without a GPU. All tensors must be on the same device id, and on device_index
+when it is given (a context's device: "q_c: expected a tensor on cuda:0 (the context's device), got
+cuda:1").
+
+A torch tensor is read from its own attributes, not through DLPack: torch's __dlpack__ may order
+streams (an event on the current stream), which a CUDA graph being captured must not see. These
+checks are the reference for dsagen.ops, whose fast path accepts a subset of what they accept and
+asks them for the message when it does not accept a call.
 """
 from . import _dsa
 
@@ -43,6 +50,9 @@ class Tensor:
     __slots__ = ("name", "ptr", "shape", "strides", "dtype", "itemsize", "device", "device_id", "is_numpy")
 
     def __init__(self, name, obj):
+        if _is_torch(obj):
+            self._from_torch(name, obj)
+            return
         try:
             ptr, shape, strides, (code, bits, lanes), (dev, dev_id) = _dsa.describe(obj)
         except TypeError:
@@ -54,6 +64,19 @@ class Tensor:
         self.device, self.device_id = _DEVICE_NAMES.get(dev, f"dlpack device {dev}"), dev_id
         self.is_numpy = type(obj).__module__ == "numpy"
 
+    def _from_torch(self, name, t):
+        self.name, self.ptr, self.shape, self.strides = name, t.data_ptr(), tuple(t.shape), tuple(t.stride())
+        self.dtype = str(t.dtype).replace("torch.", "")
+        self.itemsize = t.element_size()
+        dev = t.device
+        self.device, self.device_id = dev.type, dev.index if dev.index is not None else 0
+        self.is_numpy = False
+
+
+def _is_torch(obj):
+    """Whether obj is a torch.Tensor (or a subclass), without importing torch."""
+    return any(c.__module__ == "torch" and c.__name__ == "Tensor" for c in type(obj).__mro__)
+
 
 def dtype_matches(t, want):
     """Whether Tensor t has dtype want ("bfloat16", "float32", ...). numpy's uint16 is bfloat16's bits."""
@@ -63,10 +86,11 @@ def dtype_matches(t, want):
 
 
 class _Checker:
-    def __init__(self, info, device):
+    def __init__(self, info, device, device_index=None):
         if device not in ("cuda", "cpu"):
             raise ValueError(f"device: expected 'cuda' or 'cpu', got {device!r}")
-        self.info, self.device, self.device_id, self.out = info, device, None, {}
+        self.info, self.device, self.device_id, self.out = info, device, device_index, {}
+        self.fixed = device_index is not None
 
     def tensor(self, name, obj, shape, dtype, align, dense=True, stride_mult=None, what=None):
         """Checks one tensor. shape: the expected shape; dense: every stride the dense one (else the outer
@@ -81,6 +105,9 @@ class _Checker:
             raise ValueError(f"{name}: expected a {'CUDA' if self.device == 'cuda' else 'CPU'} tensor, got {t.device}")
         if self.device_id is None:
             self.device_id = t.device_id
+        elif t.device_id != self.device_id and self.fixed:
+            raise ValueError(f"{name}: expected a tensor on {self.device}:{self.device_id} (the context's device), "
+                             f"got {t.device}:{t.device_id}")
         elif t.device_id != self.device_id:
             raise ValueError(f"{name}: expected device {self.device}:{self.device_id} (the other tensors'), "
                              f"got {t.device}:{t.device_id}")
@@ -141,11 +168,11 @@ def _rows(name, obj, ndim_min=1):
 
 def check_prologue(info, *, q_c, q_c_out, kv, positions, slot_mapping, q_norm_w, kv_norm_w, kv_cache,
                    topk=None, clear_topk=False, idx_k=None, idx_norm_w=None, idx_norm_b=None, idx_cache=None,
-                   device="cuda"):
+                   device="cuda", device_index=None):
     """dsa_prologue's tensors (dsa_prologue_args_t). T is q_c's first dimension, num_cache_blocks
     kv_cache's. idx_k, idx_norm_w, idx_norm_b and idx_cache go together (an indexer layer); topk is
     needed with clear_topk."""
-    c = _Checker(info, device)
+    c = _Checker(info, device, device_index)
     g = info
     T = _rows("q_c", q_c)[0]
     tw = f" with T = {T}"
@@ -201,10 +228,10 @@ def _requests(c, req_of_token, seq_lens, block_table, T, tw):
 
 
 def check_index(info, *, q, weights, positions, req_of_token, seq_lens, block_table, idx_cache, topk,
-                device="cuda"):
+                device="cuda", device_index=None):
     """dsa_index's tensors (dsa_index_args_t). T is q's first dimension, num_requests seq_lens',
     max_blocks block_table's second, num_cache_blocks idx_cache's first."""
-    c = _Checker(info, device)
+    c = _Checker(info, device, device_index)
     g = info
     T = _rows("q", q)[0]
     tw = f" with T = {T}"
@@ -222,10 +249,10 @@ def check_index(info, *, q, weights, positions, req_of_token, seq_lens, block_ta
 
 
 def check_attend(info, *, q_lat, q_pe, positions, topk, req_of_token, seq_lens, block_table, kv_cache, out,
-                 lse=None, device="cuda"):
+                 lse=None, device="cuda", device_index=None):
     """dsa_attend's tensors (dsa_attend_args_t). T is q_lat's first dimension, num_requests seq_lens',
     max_blocks block_table's second, num_cache_blocks kv_cache's first. lse is optional."""
-    c = _Checker(info, device)
+    c = _Checker(info, device, device_index)
     g = info
     T = _rows("q_lat", q_lat)[0]
     tw = f" with T = {T}"

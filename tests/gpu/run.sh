@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # GPU tests and benchmarks in one call (for the H200 machines, which have CUDA, NCCL and PyTorch
 # but no Lua): builds the runtime and GPU tests from the committed out/ with `ninja gpu`, then runs
-# them. Usage: tests/gpu/run.sh [test|bench|all|stagec|stageb|sanitize] (default test); the NCCL test needs 2 GPUs and
-# says SKIPPED on one. Logs go to $OUT when set.
+# them. Usage: tests/gpu/run.sh [test|bench|all|stagec|stageb|sanitize|python] (default test); the NCCL test needs 2 GPUs and
+# says SKIPPED on one. Logs go to $OUT when set. `python [single|dcp]` builds the Python package for the
+# python3 on PATH (nanobind from its wheel in .whl/ when that python3 lacks it: carry .whl) and runs
+# its GPU tests and the example (python.log, python_dcp.log, dsa_layer.log).
 set -uo pipefail
 status=0
 cd "$(dirname "$0")/../.."
@@ -73,6 +75,43 @@ if [ "$mode" = stagec ]; then # stage C alone, in about a minute: every format a
   done
   nvidia-smi --query-gpu=clocks.sm,clocks.max.sm --format=csv | tee "$log/clocks.log"
   PYTHONUNBUFFERED=1 timeout 90 python3 tests/bench/bench_attend.py 2>&1 | tee "$log/bench_attend.log" || status=1
+fi
+if [ "$mode" = python ]; then # the torch side: tests/gpu/test_torch.py, test_torch_dcp.py, examples/dsa_layer.py
+  part=${2:-all}
+  echo "== python: $(command -v python3), $(python3 -V 2>&1), $(python3 -c 'import torch; print("torch", torch.__version__)' 2>&1 | tail -1)"
+  inc=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
+  echo "python headers (sysconfig include): $inc"
+  if [ ! -f "$inc/Python.h" ]; then
+    echo "FAIL: $inc/Python.h is missing: this python3 has no development headers, so the extension dsagen._dsa cannot be built here"
+    exit 1
+  fi
+  if ! python3 -c 'import nanobind' 2>/dev/null; then # no network here: the wheel travels in .whl/
+    if ! ls .whl/nanobind-*.whl >/dev/null 2>&1; then
+      echo "FAIL: python3 has no nanobind and there is no .whl/nanobind-*.whl (pip download it, and carry .whl)"
+      exit 1
+    fi
+    # a wheel is a zip: without pip in this environment (a uv venv has none), unpack it
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/nanobind-*.whl ||
+      python3 -m zipfile -e .whl/nanobind-*.whl /tmp/site || exit 1
+    export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+  fi
+  echo "nanobind $(python3 -c 'import nanobind; print(nanobind.__version__, nanobind.include_dir())')"
+  ninja python || exit 1
+  export PYTHONPATH=$PWD/build/python:$PYTHONPATH PYTHONUNBUFFERED=1
+  export DSA_TEST_CACHE=$(mktemp -d) DSA_CACHE_DIR=$DSA_TEST_CACHE
+  if [ "$part" = all ] || [ "$part" = single ]; then
+    echo "== tests/gpu/test_torch.py (ops against the C calls, checks, CUDA graph, torch.compile, overhead)"
+    timeout 400 python3 tests/gpu/test_torch.py 2>&1 | tee "$log/python.log" | grep -E "^(FAIL|ok|\||[0-9]+ passed)|Error" || status=1
+    tail -1 "$log/python.log" | grep -q " 0 failed$" || status=1
+    echo "== examples/dsa_layer.py (one GPU: eager, compiled, graph-captured)"
+    timeout 300 python3 examples/dsa_layer.py 2>&1 | tee "$log/dsa_layer.log" || status=1
+  fi
+  if [ "$part" = all ] || [ "$part" = dcp ]; then
+    echo "== tests/gpu/test_torch_dcp.py (DCP = 2 over a torch.distributed group, two GPUs)"
+    timeout 300 python3 -m torch.distributed.run --standalone --nproc_per_node 2 tests/gpu/test_torch_dcp.py 2>&1 |
+      tee "$log/python_dcp.log" | grep -E "(FAIL|ok  |[0-9]+ passed|SKIPPED)|Error" || status=1
+    grep -qE "^(SKIPPED|[0-9]+ passed, 0 failed$)" "$log/python_dcp.log" || status=1
+  fi
 fi
 if [ "$mode" = bench ] || [ "$mode" = all ]; then
   PYTHONUNBUFFERED=1 t python3 tests/bench/bench_prologue.py 2>&1 | tee "$log/bench_prologue.log" || status=1

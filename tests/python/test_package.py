@@ -244,5 +244,24 @@ raises(ValueError, "q_c: expected a 16-byte aligned address, got one 2 bytes pas
 raises(ValueError, "idx_cache: expected a tensor (idx_k is given), got None", prologue, idx_cache=None)
 raises(ValueError, "topk: expected a tensor (clear_topk is set), got None", prologue, topk=None)
 
+# a context's device: every tensor on it (device_index), named in the message
+raises(ValueError, "q_c: expected a tensor on cpu:1 (the context's device), got cpu:0", prologue, device_index=1)
+ok(attend(device_index=0)["num_tokens"] == T, "device_index 0 accepts tensors on device 0")
+
+# the torch side is optional: importing dsagen imports no torch (CI has none)
+ok("torch" not in sys.modules, "import dsagen imported torch")
+raises(ValueError, "device: expected a CUDA device (an int, 'cuda:N' or a torch.device), got 'cpu'",
+       dsagen.Context, "tiny_tp4_dcp1_i1_bf16", device="cpu")
+ok(dsagen._device_index("cuda:3") == 3 and dsagen._device_index(2) == 2, "device as 'cuda:N' and int")
+
+# dsagen.nccl_unique_id: 128 bytes from the NCCL libdsa opens, or DsaError saying why there is none
+try:
+    uid = dsagen.nccl_unique_id()
+    ok(isinstance(uid, bytes) and len(uid) == 128 and any(uid), f"nccl_unique_id: {uid!r}")
+    ok(uid != dsagen.nccl_unique_id(), "two ncclUniqueIds are the same")
+except dsagen.DsaError as e3:
+    ok(e3.code_name == "DSA_ERROR_NCCL" and e3.detail.startswith("dsa_nccl_unique_id: "), f"nccl_unique_id: {e3}")
+    print(f"SKIPPED: nccl_unique_id here: {e3}")
+
 print(f"{passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)

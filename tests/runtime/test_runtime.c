@@ -253,6 +253,24 @@ static void test_loaders(void)
     } else {
         printf("SKIPPED: NCCL loader test: %s\n", err);
     }
+    /* dsa_nccl_unique_id: its arguments, then an id from NCCL, or NCCL's reason (no network here) */
+    unsigned char id[DSA_NCCL_UNIQUE_ID_BYTES + 1];
+    CHECK(dsa_nccl_unique_id(NULL, sizeof id) == DSA_ERROR_INVALID_ARGUMENT);
+    CHECK(!strcmp(dsa_last_error(NULL), "dsa_nccl_unique_id: id is NULL"));
+    CHECK(dsa_nccl_unique_id(id, DSA_NCCL_UNIQUE_ID_BYTES - 1) == DSA_ERROR_INVALID_ARGUMENT);
+    CHECK(!strcmp(dsa_last_error(NULL), "dsa_nccl_unique_id: size is 127, must be at least 128"));
+    memset(id, 0, sizeof id);
+    id[DSA_NCCL_UNIQUE_ID_BYTES] = 0xa5;
+    dsa_result_t r = dsa_nccl_unique_id(id, DSA_NCCL_UNIQUE_ID_BYTES);
+    if (r == DSA_SUCCESS) {
+        int nonzero = 0;
+        for (int i = 0; i < DSA_NCCL_UNIQUE_ID_BYTES; i++)
+            nonzero |= id[i];
+        CHECK(nonzero && id[DSA_NCCL_UNIQUE_ID_BYTES] == 0xa5); /* written, and not one byte past */
+    } else {
+        CHECK(r == DSA_ERROR_NCCL && !strncmp(dsa_last_error(NULL), "dsa_nccl_unique_id: ", 20));
+        printf("SKIPPED: dsa_nccl_unique_id here: %s\n", dsa_last_error(NULL));
+    }
     if (dsa_load_nvrtc(err, sizeof err) == 0) {
         int major = 0, minor = 0;
         CHECK(dsa_nvrtc.nvrtcVersion(&major, &minor) == NVRTC_SUCCESS && major >= 12);

@@ -838,6 +838,11 @@ void dsg_derive(const dsg_geometry *g, const dsg_config *c, dsg_derived *o)
     o->index_topk_radix_bits = 11;
     o->index_topk_split_keys = 2048;
     o->index_topk_split_max = (o->idx_max_local + o->index_topk_split_keys - 1) / o->index_topk_split_keys;
+    /* Split only into 8 CTAs a row or more: on an H200 (tests/bench/RESULTS.md) 2 and 4 CTAs a row
+     * of 8K-128K keys gained at most 5% and lost up to 13% against one CTA a row (the barriers and
+     * the row-wide histogram cost about what they save), while 80-99 CTAs a row of 32K-128K keys
+     * gained 1.2-2.9x. The runtime also caps the CTAs at the row's keys / split_keys. */
+    o->index_topk_split_min = 8;
     {
         const int passes = (32 + o->index_topk_radix_bits - 1) / o->index_topk_radix_bits;
         o->ws_idx_topk_state = 4 * (8 + passes * (1 << o->index_topk_radix_bits) + 2 * o->index_topk_split_max);

@@ -85,6 +85,7 @@ typedef struct dsg_derived {
     /* the top-k split over several CTAs of a row: threads per CTA, radix digit bits, the fewest keys
      * a CTA takes, the most CTAs a row can use, and the row's shared state (bytes) */
     int index_topk_split_threads, index_topk_radix_bits, index_topk_split_keys, index_topk_split_max;
+    int index_topk_split_min; /* fewer CTAs a row than this: one CTA a row (measured on an H200) */
     int ws_idx_topk_state;
     /* rope: per-pair frequencies (theta^(-2i/d), YaRN-corrected) and the cos/sin scale */
     double rope_freq[DSG_MAX_ROPE_PAIRS];

@@ -278,18 +278,21 @@ dsa_result_t dsa_attend(dsa_ctx_t ctx, const dsa_attend_args_t *a, void *stream)
 /* CTAs per row of the top-k for a chunk of n rows: the CTAs the device holds at once (a
  * cooperative launch allows no more) shared by the rows, no more than the plan says a row can use;
  * 1 (one CTA a row, the plain kernel) where a row would get fewer than 2. */
-static int64_t topk_splits(dsa_ctx_t ctx, int64_t n)
+static int64_t topk_splits(dsa_ctx_t ctx, int64_t n, int64_t max_keys)
 {
+    const dsa_cfg_t *cfg = ctx->cfg;
     int64_t s = n > 0 ? ctx->topk_slots / n : 0;
-    s = s > (int64_t)ctx->cfg->index_topk_split_max ? (int64_t)ctx->cfg->index_topk_split_max : s;
-    return s >= 2 ? s : 1;
+    s = s > (int64_t)cfg->index_topk_split_max ? (int64_t)cfg->index_topk_split_max : s;
+    const int64_t by_keys = (max_keys + cfg->index_topk_split_keys - 1) / cfg->index_topk_split_keys;
+    s = s > by_keys ? by_keys : s;
+    return s >= (ctx->topk_split_forced ? 2 : (int64_t)cfg->index_topk_split_min) ? s : 1;
 }
 
-int64_t dsa_index_topk_splits(dsa_ctx_t ctx, int64_t rows)
+int64_t dsa_index_topk_splits(dsa_ctx_t ctx, int64_t rows, int64_t max_blocks)
 {
-    if (!ctx || rows < 1)
+    if (!ctx || rows < 1 || max_blocks < 1)
         return 0;
-    return topk_splits(ctx, rows < ctx->idx_tokens ? rows : ctx->idx_tokens);
+    return topk_splits(ctx, rows < ctx->idx_tokens ? rows : ctx->idx_tokens, max_blocks * ctx->cfg->info.block_size);
 }
 
 /* One chunk of n rows from t0: query, scores, local top-k, (exchange, merge). */
@@ -354,7 +357,7 @@ static dsa_result_t index_chunk(dsa_ctx_t ctx, const dsa_index_args_t *a, const 
     tk.rank = sc.rank;
     /* few rows: each row's top-k over several CTAs, which meet at barriers (a cooperative launch,
      * so that they are resident at once); many rows: a CTA per row fills the device already */
-    const int64_t tsplits = topk_splits(ctx, n);
+    const int64_t tsplits = topk_splits(ctx, n, a->max_blocks * cfg->info.block_size); /* a row's keys at most */
     rc = tsplits > 1 ? launch_as(ctx, "dsa_index", ctx->index_topk_split_fn, (unsigned)n, (unsigned)tsplits, 1,
                                  cfg->index_topk_split_threads, 0, &tk, stream, "index top-k (split)", 1)
                      : launch(ctx, "dsa_index", ctx->index_topk_fn, (unsigned)n, 1, cfg->index_topk_threads, 0, &tk,

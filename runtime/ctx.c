@@ -251,6 +251,7 @@ static dsa_result_t prepare_index(dsa_ctx_t ctx)
                         dsa_escape(mode, (char[37]){0}, 37));
     if (mode && !strcmp(mode, "one"))
         ctx->topk_slots = 0;
+    ctx->topk_split_forced = mode && !strcmp(mode, "split");
     const size_t T = (size_t)ctx->idx_tokens;
     CU_CHECK(ctx, dsa_cu.cuMemAlloc(&ctx->ws_iq8, T * (size_t)cfg->ws_idx_q8));
     CU_CHECK(ctx, dsa_cu.cuMemAlloc(&ctx->ws_iwq, T * (size_t)cfg->ws_idx_wq));

@@ -21,6 +21,7 @@ struct dsa_ctx {
     CUfunction index_q_fn, index_score_fn, index_topk_fn, index_topk_split_fn, index_merge_fn;
     int score_slots;                /* index score CTAs resident at once on the device: its split */
     int topk_slots;                 /* split top-k CTAs resident at once: its split; 0: one CTA a row */
+    int topk_split_forced;          /* DSA_INDEX_TOPK=split: split from 2 CTAs a row, not the plan's minimum */
     unsigned attend_smem;           /* dynamic shared memory of attend_fn, exported by its module */
     int attend_slots;               /* attend CTAs resident at once on the device: what splits fill */
     int force_splits;               /* 0, or the splits every attend call uses (dsa_testing.h) */

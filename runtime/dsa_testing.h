@@ -32,12 +32,14 @@ DSA_API int dsa_testing_attend_splits(dsa_ctx_t ctx, int64_t rows);
  * attend_max_splits, with the ctx's chunk of rows times splits within its split workspace. */
 DSA_API dsa_result_t dsa_testing_force_attend_splits(dsa_ctx_t ctx, int splits);
 
-/* How many CTAs each row's top-k runs on in a dsa_index call of `rows` rows, in its first chunk
- * (1: one CTA a row, the kernel for many rows; 0: ctx is NULL or rows < 1). The choice is made per
- * chunk from the CTAs the device holds at once, queried at context creation. Setting DSA_INDEX_TOPK=one in the environment
- * before dsa_ctx_create keeps every row in one CTA (DSA_INDEX_TOPK=split, or no value: the default
- * choice), so that tests and benchmarks can run both kernels in one process. */
-DSA_API int64_t dsa_index_topk_splits(dsa_ctx_t ctx, int64_t rows);
+/* How many CTAs each row's top-k runs on in a dsa_index call of `rows` rows whose block tables have
+ * max_blocks entries, in its first chunk (1: one CTA a row, the kernel for many rows; 0: ctx is NULL,
+ * rows < 1 or max_blocks < 1). The choice is made per chunk from the CTAs the device holds at once
+ * (queried at context creation), the plan's fewest CTAs worth a split and the row's most keys.
+ * DSA_INDEX_TOPK in the environment at dsa_ctx_create: `one` keeps every row in one CTA, `split`
+ * splits from 2 CTAs a row (not the plan's minimum), unset is the default choice; so tests and
+ * benchmarks can run both kernels in one process. */
+DSA_API int64_t dsa_index_topk_splits(dsa_ctx_t ctx, int64_t rows, int64_t max_blocks);
 
 #ifdef __cplusplus
 }

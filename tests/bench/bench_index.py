@@ -11,7 +11,7 @@ Each point runs with both top-k kernels (DSA_INDEX_TOPK, read at context creatio
 default choice, which spreads a row over several CTAs when there are few rows, and `one`, a CTA per
 row), says how many CTAs a row got, and checks that the two give the same rows.
 
-Usage: python3 tests/bench/bench_index.py [--quick] [--topk split|one|both]   (from the repository
+Usage: python3 tests/bench/bench_index.py [--quick] [--topk auto|split|one|both]   (from the repository
 root, after `ninja gpu`; default both)
 """
 import ctypes
@@ -88,7 +88,10 @@ def run(name, B, L, copy_bw, peer, modes):
 
     results, rows = {}, {}
     for mode in modes:
-        os.environ["DSA_INDEX_TOPK"] = mode  # read by dsa_ctx_create
+        if mode == "auto":  # the runtime's own choice
+            os.environ.pop("DSA_INDEX_TOPK", None)
+        else:
+            os.environ["DSA_INDEX_TOPK"] = mode  # read by dsa_ctx_create
         ctx = ctypes.c_void_p()
         if lib.dsa_ctx_create(name.encode(), ctypes.byref(opts), ctypes.byref(ctx)) != 0:
             sys.exit(f"dsa_ctx_create: {lib.dsa_last_error(None).decode()}")
@@ -101,7 +104,7 @@ def run(name, B, L, copy_bw, peer, modes):
         dsa()
         torch.cuda.synchronize()
         rows[mode] = topk.clone()
-        results[mode] = (time_us(dsa, False), time_us(dsa, True), lib.dsa_index_topk_splits(ctx, B))
+        results[mode] = (time_us(dsa, False), time_us(dsa, True), lib.dsa_index_topk_splits(ctx, B, nb))
         lib.dsa_ctx_destroy(ctx)
     os.environ.pop("DSA_INDEX_TOPK", None)
     same = all(torch.equal(rows[m], rows[modes[0]]) for m in modes)
@@ -126,7 +129,7 @@ def run(name, B, L, copy_bw, peer, modes):
 def main():
     quick = "--quick" in sys.argv
     topk_arg = sys.argv[sys.argv.index("--topk") + 1] if "--topk" in sys.argv else "both"
-    modes = ["split", "one"] if topk_arg == "both" else [topk_arg]
+    modes = ["auto", "split", "one"] if topk_arg == "both" else [topk_arg]
     bw = copy_bandwidth()
     print(f"device {torch.cuda.get_device_name()}; copy bandwidth {bw / 1e12:.2f} TB/s (2 GiB copy)")
     print("| configuration | indexer heads | rows | context | top-k (CTAs a row) | libdsa us | L2 flushed us | "

@@ -97,7 +97,7 @@ if [ "$mode" = python ]; then # the torch side: tests/gpu/test_torch.py, test_to
   fi
   echo "nanobind $(python3 -c 'import nanobind; print(nanobind.__version__, nanobind.include_dir())')"
   ninja python || exit 1
-  export PYTHONPATH=$PWD/build/python:$PYTHONPATH PYTHONUNBUFFERED=1
+  export PYTHONPATH=$PWD/build/python${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
   export DSA_TEST_CACHE=$(mktemp -d) DSA_CACHE_DIR=$DSA_TEST_CACHE
   if [ "$part" = all ] || [ "$part" = single ]; then
     echo "== tests/gpu/test_torch.py (ops against the C calls, checks, CUDA graph, torch.compile, overhead)"

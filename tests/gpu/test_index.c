@@ -330,7 +330,7 @@ static void test_paths(const char *config, int key_pool, int nan_keys, int absen
         dsa_ctx_t ctx;
         int64_t splits = 0;
         if (dsa_ctx_create(config, &o, &ctx) == DSA_SUCCESS) {
-            splits = dsa_index_topk_splits(ctx, w.T);
+            splits = dsa_index_topk_splits(ctx, w.T, w.cache[w.W].max_blocks);
             dsa_ctx_destroy(ctx);
         }
         memset(split, 0x5a, n * 4);

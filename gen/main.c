@@ -235,8 +235,8 @@ static void push_env(lua_State *L, const loaded *l, const dsg_config *c, const c
     set_int(L, "gather_recv", dv.gather_recv);
     set_int(L, "exchange_send", dv.exchange_send);
     set_int(L, "exchange_recv", dv.exchange_recv);
-    set_int(L, "exchange_out_block", dv.exchange_out_block);
-    set_int(L, "exchange_lse_block", dv.exchange_lse_block);
+    set_int(L, "exchange_row", dv.exchange_row);
+    set_int(L, "ws_exchange", dv.ws_exchange);
     set_int(L, "ws_attend_row", dv.ws_attend_row);
     set_int(L, "q_lat_row", dv.q_lat_row);
     set_int(L, "idx_q_row", dv.idx_q_row);

@@ -793,16 +793,19 @@ void dsg_derive(const dsg_geometry *g, const dsg_config *c, dsg_derived *o)
     int w = c->dcp;
     o->gather_send = w > 1 ? o->ws_q_packed : 0;
     o->gather_recv = (w - 1) * o->ws_q_packed;
-    o->exchange_send = (w - 1) * o->heads_local * (L + 1) * 4;
+    /* The exchange: one all-to-all of bf16 partial outputs and fp32 LSEs (the merge stays fp32:
+     * rounding a partial to bf16 moves the merged output by at most 2^-9 of the largest value, the
+     * output's own rounding), half the bytes of fp32 partials and one collective instead of two. */
+    o->exchange_row = o->heads_local * (2 * L + 4);
+    o->ws_exchange = w * o->exchange_row;
+    o->exchange_send = (w - 1) * o->exchange_row;
     o->exchange_recv = o->exchange_send;
-    o->exchange_out_block = o->heads_local * L * 4;
-    o->exchange_lse_block = o->heads_local * 4;
     o->q_lat_row = o->heads_local * L;
     o->idx_q_row = g->idx_heads * g->idx_head_dim;
     o->q_pe_row = o->heads_local * R;
     o->out_row = o->heads_local * L;
     o->lse_row = o->heads_local;
-    o->ws_attend_row = o->ws_q_packed + (w > 1 ? o->ws_q_gathered + 2 * (o->ws_partial_out + o->ws_partial_lse) : 0);
+    o->ws_attend_row = o->ws_q_packed + (w > 1 ? o->ws_q_gathered + 2 * o->ws_exchange : 0);
 
     /* The kernel library is written for these CTA sizes (kernels check them with static_assert). */
     o->prologue_threads = 256;

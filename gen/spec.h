@@ -69,7 +69,8 @@ typedef struct dsg_derived {
     /* workspaces and collectives, bytes per token */
     int ws_q_packed, ws_q_gathered, ws_partial_out, ws_partial_lse;
     int gather_send, gather_recv, exchange_send, exchange_recv;
-    int exchange_out_block, exchange_lse_block; /* one rank's block of the two all-to-alls */
+    int exchange_row; /* a row of one rank's block of the exchange's all-to-all: bf16 partials, fp32 LSEs */
+    int ws_exchange;  /* the exchange's send (and receive) buffer per row: dcp blocks */
     int ws_attend_row; /* device workspace of the attend step per row of a chunk */
     /* the host's tensors of the attend and index calls, elements per token (dense) */
     int q_lat_row, q_pe_row, out_row, lse_row, idx_q_row;

@@ -15,7 +15,7 @@ typedef unsigned long long uint64_t;
 #endif
 
 /* Bumped whenever a parameter block changes; generated glue and the runtime check it. */
-#define DSA_ABI_VERSION 4
+#define DSA_ABI_VERSION 5
 
 /* Stage A, one launch: one CTA per token. Activations and weights are bf16 (as uint16_t bits). */
 typedef struct dsa_prologue_params {
@@ -112,8 +112,8 @@ typedef struct dsa_attend_params {
     const uint8_t *kv_cache;      /* this rank's MLA cache */
     uint16_t *out;                /* DCP = 1: [T, heads_local, kv_lora_rank] bf16 */
     float *lse;                   /* DCP = 1: [T, heads_local], may be NULL */
-    float *part_out;              /* DCP > 1: [W dest][T][heads_local][kv_lora_rank] fp32 */
-    float *part_lse;              /* DCP > 1: [W dest][T][heads_local] */
+    uint8_t *xsend;               /* DCP > 1: the exchange's W blocks, block r for rank r (ExchangeBlocks,
+                                     kernels/dsa_merge.cuh: bf16 partials, then fp32 LSEs) */
     float *split_out;             /* splits > 1: [splits][T][heads_gathered][kv_lora_rank] fp32 */
     float *split_lse;             /* splits > 1: [splits][T][heads_gathered] */
     int64_t num_slots, max_blocks, num_requests, topk_stride;
@@ -128,15 +128,13 @@ typedef struct dsa_split_merge_params {
     const float *split_lse;       /* [splits][T][heads_gathered] */
     uint16_t *out;                /* DCP = 1: [T, heads_local, kv_lora_rank] bf16 */
     float *lse;                   /* DCP = 1: [T, heads_local], may be NULL */
-    float *part_out;              /* DCP > 1: [W dest][T][heads_local][kv_lora_rank] fp32 */
-    float *part_lse;              /* DCP > 1: [W dest][T][heads_local] */
+    uint8_t *xsend;               /* DCP > 1: the exchange's W blocks, as attend writes them */
     int32_t num_tokens, splits;
 } dsa_split_merge_params;
 
 /* Stage C.5: LSE merge of the W partials of this rank's heads, in rank order. Grid (T, heads_local). */
 typedef struct dsa_merge_params {
-    const float *part_out;        /* [W src][T][heads_local][kv_lora_rank] */
-    const float *part_lse;        /* [W src][T][heads_local] */
+    const uint8_t *xrecv;         /* the exchange's W blocks, block r from rank r (ExchangeBlocks) */
     uint16_t *out;                /* [T, heads_local, kv_lora_rank] bf16 */
     float *lse;                   /* [T, heads_local], may be NULL */
     int32_t num_tokens;

@@ -17,6 +17,7 @@
 //   4. O = O * corr + P V, each warpgroup (warp) a block of heads x latent dims held in registers.
 // The CPU reference rounds the dequantised keys to bf16 the same way, so both compute one function.
 #pragma once
+#include "dsa_merge.cuh"
 #include "dsa_mma_sync.cuh"
 #include "dsa_wgmma.cuh"
 
@@ -134,8 +135,8 @@ template <class C> struct StoreOut {
     }
 };
 
-// DCP > 1: store(h, d, x0, x1) writes the fp32 partial to the rank that owns head hg, in the layout
-// the exchange sends as blocks ([W dest][T][heads_local]); the merge kernel (dsa_merge.cuh) combines them.
+// DCP > 1: store(h, d, x0, x1) writes the partial (bf16) and its LSE (fp32) into the exchange's block
+// for the rank that owns head hg (ExchangeBlocks, dsa_merge.cuh), which the merge kernel combines.
 template <class C> struct StorePartial {
     const dsa_attend_params &p;
     int t, hg0;
@@ -144,11 +145,12 @@ template <class C> struct StorePartial {
         const int hg = hg0 + h;
         if (hg >= C::heads_gathered)
             return;
-        const int64_t prow = ((int64_t)(hg / C::heads_local) * p.num_tokens + t) * C::heads_local + hg % C::heads_local;
+        const ExchangeBlocks<C> x{p.xsend, p.num_tokens};
+        const int r = hg / C::heads_local, hl = hg % C::heads_local;
         if (d < 0)
-            p.part_lse[prow] = x0;
+            *x.lse(r, t, hl) = x0;
         else
-            *reinterpret_cast<float2 *>(p.part_out + prow * C::kv_lora_rank + d) = make_float2(x0, x1);
+            *reinterpret_cast<uint32_t *>(x.out(r, t, hl) + d) = (uint32_t)float_to_bf16(x0) | (uint32_t)float_to_bf16(x1) << 16;
     }
 };
 

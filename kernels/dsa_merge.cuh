@@ -5,6 +5,26 @@
 
 namespace dsa {
 
+// The DCP exchange's buffer for T rows: W blocks, block r for (or from) rank r, each the partial
+// outputs [T][heads_local][kv_lora_rank] in bf16 then their LSEs [T][heads_local] in fp32:
+// C::exchange_row bytes per row (the plan's number, which the runtime moves in one all-to-all;
+// docs/layouts.md, "DCP exchange"). bf16 halves the bytes of fp32 partials; the merge is still fp32.
+template <class C> struct ExchangeBlocks {
+    static constexpr int H = C::heads_local, L = C::kv_lora_rank;
+    static_assert(C::exchange_row == H * (2 * L + 4), "the plan's exchange row is this layout's");
+    uint8_t *base;
+    int T;
+    __device__ __forceinline__ uint8_t *block(int r) const { return base + (int64_t)r * T * C::exchange_row; }
+    __device__ __forceinline__ uint16_t *out(int r, int t, int hl) const
+    {
+        return reinterpret_cast<uint16_t *>(block(r)) + ((int64_t)t * H + hl) * L;
+    }
+    __device__ __forceinline__ float *lse(int r, int t, int hl) const
+    {
+        return reinterpret_cast<float *>(block(r) + (int64_t)T * H * L * 2) + (int64_t)t * H + hl;
+    }
+};
+
 // The merge of the n <= MaxN partials of one (token, head), IN THE ORDER r = 0 .. n - 1 and in fp32,
 // so the result is bit-for-bit repeatable: lse_at(r) is partial r's LSE, part_at(r, d) its output at
 // latent dim d; put(d, v) takes the merged output for the dims of this thread (d = threadIdx.x, then
@@ -47,18 +67,18 @@ template <class C> __device__ __forceinline__ void merge(const dsa_merge_params 
 {
     constexpr int W = C::dcp, H = C::heads_local, L = C::kv_lora_rank;
     const int t = blockIdx.x, hl = blockIdx.y;
-    const auto row = [&](int r) { return ((int64_t)r * p.num_tokens + t) * H + hl; };
+    const ExchangeBlocks<C> x{const_cast<uint8_t *>(p.xrecv), p.num_tokens};
     uint16_t *o = p.out + ((int64_t)t * H + hl) * L;
     const float total = lse_merge<W, L>(
-        W, [&](int r) { return p.part_lse[row(r)]; }, [&](int r, int d) { return p.part_out[row(r) * L + d]; },
+        W, [&](int r) { return *x.lse(r, t, hl); }, [&](int r, int d) { return bf16_to_float(x.out(r, t, hl)[d]); },
         [&](int d, float v) { o[d] = float_to_bf16(v); });
     if (threadIdx.x == 0 && p.lse)
         p.lse[(int64_t)t * H + hl] = total;
 }
 
 // C.4b: for each (token, gathered head), the row's splits in split order, to what attend writes
-// with one split: bf16 out and lse (DCP = 1), or the fp32 partial and LSE of the rank that owns the
-// head, in the exchange's layout (DCP > 1; dsa_attend.cuh, StorePartial). Grid (T, heads_gathered).
+// with one split: bf16 out and lse (DCP = 1), or the partial and LSE of the rank that owns the head,
+// in the exchange's layout (DCP > 1; dsa_attend.cuh, StorePartial). Grid (T, heads_gathered).
 template <class C> __device__ __forceinline__ void split_merge(const dsa_split_merge_params &p)
 {
     constexpr int HG = C::heads_gathered, H = C::heads_local, L = C::kv_lora_rank;
@@ -73,11 +93,12 @@ template <class C> __device__ __forceinline__ void split_merge(const dsa_split_m
         if (threadIdx.x == 0 && p.lse)
             p.lse[(int64_t)t * H + hg] = total;
     } else {
-        const int64_t prow = ((int64_t)(hg / H) * p.num_tokens + t) * H + hg % H;
-        float *o = p.part_out + prow * L;
-        const float total = lse_merge<C::attend_max_splits, L>(p.splits, lse_at, part_at, [&](int d, float v) { o[d] = v; });
+        const ExchangeBlocks<C> x{p.xsend, p.num_tokens};
+        uint16_t *o = x.out(hg / H, t, hg % H);
+        const float total =
+            lse_merge<C::attend_max_splits, L>(p.splits, lse_at, part_at, [&](int d, float v) { o[d] = float_to_bf16(v); });
         if (threadIdx.x == 0)
-            p.part_lse[prow] = total;
+            *x.lse(hg / H, t, hg % H) = total;
     }
 }
 

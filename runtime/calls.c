@@ -210,8 +210,7 @@ static dsa_result_t attend_chunk(dsa_ctx_t ctx, const dsa_attend_args_t *a, cons
     at.kv_cache = a->kv_cache;
     at.out = (uint16_t *)a->out + t0 * cfg->out_row;
     at.lse = a->lse ? a->lse + t0 * cfg->lse_row : NULL;
-    at.part_out = (float *)(uintptr_t)ctx->ws_po_send;
-    at.part_lse = (float *)(uintptr_t)ctx->ws_pl_send;
+    at.xsend = (uint8_t *)(uintptr_t)ctx->ws_x_send;
     at.num_slots = a->num_cache_blocks * cfg->info.block_size;
     at.max_blocks = a->max_blocks;
     at.num_requests = a->num_requests;
@@ -230,8 +229,7 @@ static dsa_result_t attend_chunk(dsa_ctx_t ctx, const dsa_attend_args_t *a, cons
         sm.split_lse = at.split_lse;
         sm.out = at.out;
         sm.lse = at.lse;
-        sm.part_out = at.part_out;
-        sm.part_lse = at.part_lse;
+        sm.xsend = at.xsend;
         sm.num_tokens = (int32_t)n;
         sm.splits = at.splits;
         if ((rc = launch(ctx, "dsa_attend", ctx->split_merge_fn, (unsigned)n, (unsigned)cfg->info.heads_gathered,
@@ -240,16 +238,13 @@ static dsa_result_t attend_chunk(dsa_ctx_t ctx, const dsa_attend_args_t *a, cons
     }
     if (!dcp)
         return DSA_SUCCESS;
-    /* 5. the exchange (each rank receives every rank's partials of its own heads), then the merge */
-    if ((rc = ctx->dcp->alltoall(ctx->dcp, ctx, ctx->ws_po_send, ctx->ws_po_recv,
-                                 (size_t)n * (size_t)cfg->exchange_out_block, stream)) != DSA_SUCCESS)
-        return rc;
-    if ((rc = ctx->dcp->alltoall(ctx->dcp, ctx, ctx->ws_pl_send, ctx->ws_pl_recv,
-                                 (size_t)n * (size_t)cfg->exchange_lse_block, stream)) != DSA_SUCCESS)
+    /* 5. the exchange (each rank receives every rank's partials of its own heads, outputs and LSEs in
+     * one block a rank), then the merge */
+    if ((rc = ctx->dcp->alltoall(ctx->dcp, ctx, ctx->ws_x_send, ctx->ws_x_recv, (size_t)n * (size_t)cfg->exchange_row,
+                                 stream)) != DSA_SUCCESS)
         return rc;
     dsa_merge_params mg = {0};
-    mg.part_out = (const float *)(uintptr_t)ctx->ws_po_recv;
-    mg.part_lse = (const float *)(uintptr_t)ctx->ws_pl_recv;
+    mg.xrecv = (const uint8_t *)(uintptr_t)ctx->ws_x_recv;
     mg.out = at.out;
     mg.lse = at.lse;
     mg.num_tokens = (int32_t)n;

@@ -73,7 +73,7 @@ void dsa_ctx_destroy(dsa_ctx_t ctx)
             if (ctx->modules[i])
                 dsa_cu.cuModuleUnload(ctx->modules[i]);
         CUdeviceptr mem[] = {ctx->rope_cos,   ctx->rope_sin,    ctx->rejected,      ctx->ws_q,     ctx->ws_qg,
-                             ctx->ws_po_send, ctx->ws_po_recv,  ctx->ws_pl_send,    ctx->ws_pl_recv, ctx->ws_iq8,
+                             ctx->ws_x_send,  ctx->ws_x_recv,  ctx->ws_iq8,
                              ctx->ws_so,      ctx->ws_sl,
                              ctx->ws_iwq,     ctx->ws_ikeys,    ctx->ws_icand,      ctx->ws_icand_recv, ctx->ws_imerged,
                              ctx->ws_itopk_state};
@@ -209,10 +209,8 @@ static dsa_result_t prepare_calls(dsa_ctx_t ctx)
     CU_CHECK(ctx, dsa_cu.cuMemAlloc(&ctx->ws_q, T * (size_t)cfg->ws_q_packed));
     if (cfg->info.dcp > 1) {
         CU_CHECK(ctx, dsa_cu.cuMemAlloc(&ctx->ws_qg, T * (size_t)cfg->ws_q_gathered));
-        CU_CHECK(ctx, dsa_cu.cuMemAlloc(&ctx->ws_po_send, T * (size_t)cfg->ws_partial_out));
-        CU_CHECK(ctx, dsa_cu.cuMemAlloc(&ctx->ws_po_recv, T * (size_t)cfg->ws_partial_out));
-        CU_CHECK(ctx, dsa_cu.cuMemAlloc(&ctx->ws_pl_send, T * (size_t)cfg->ws_partial_lse));
-        CU_CHECK(ctx, dsa_cu.cuMemAlloc(&ctx->ws_pl_recv, T * (size_t)cfg->ws_partial_lse));
+        CU_CHECK(ctx, dsa_cu.cuMemAlloc(&ctx->ws_x_send, T * (size_t)cfg->ws_exchange));
+        CU_CHECK(ctx, dsa_cu.cuMemAlloc(&ctx->ws_x_recv, T * (size_t)cfg->ws_exchange));
     }
     CU_CHECK(ctx, dsa_cu.cuMemAlloc(&ctx->rejected, 2 * sizeof(uint64_t)));
     CU_CHECK(ctx, dsa_cu.cuMemsetD8(ctx->rejected, 0, 2 * sizeof(uint64_t)));

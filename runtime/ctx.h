@@ -30,7 +30,7 @@ struct dsa_ctx {
     dsa_transport_t *dcp;           /* NULL at dcp 1 */
     int64_t ws_tokens;              /* rows per attend chunk: the workspaces below hold this many */
     CUdeviceptr ws_q, ws_qg;        /* packed query; gathered query (dcp > 1) */
-    CUdeviceptr ws_po_send, ws_po_recv, ws_pl_send, ws_pl_recv; /* partials (dcp > 1) */
+    CUdeviceptr ws_x_send, ws_x_recv; /* the exchange's blocks (dcp > 1) */
     int64_t split_rows;             /* (row, split) partials the split workspaces hold: attend_slots / ctas per row */
     CUdeviceptr ws_so, ws_sl;       /* split partials: outputs, LSEs */
     int64_t idx_tokens;             /* rows per index chunk */

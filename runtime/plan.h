@@ -31,7 +31,7 @@ typedef struct dsa_cfg {
     int attend_heads_per_cta;
     int64_t q_lat_row, q_pe_row, out_row, lse_row, idx_q_row; /* the calls' tensors, elements per token */
     /* workspaces and collectives, bytes per token */
-    int64_t ws_q_packed, ws_q_gathered, ws_partial_out, ws_partial_lse, exchange_out_block, exchange_lse_block;
+    int64_t ws_q_packed, ws_q_gathered, ws_partial_out, ws_partial_lse, exchange_row, ws_exchange;
     /* kernels */
     dsa_source_t config_h;
     dsa_module_desc_t modules[DSA_NMODULES];

@@ -120,7 +120,7 @@ static void test_plan_folders(void)
         a.name = b.name = a.target = b.target = a.cache_dtype_name = b.cache_dtype_name = NULL;
         CHECK(memcmp(&a, &b, sizeof a) == 0);
         CHECK(memcmp(l->rope_freq, d->rope_freq, sizeof l->rope_freq) == 0 && l->rope_mscale == d->rope_mscale);
-        CHECK(l->ws_q_packed == d->ws_q_packed && l->exchange_out_block == d->exchange_out_block &&
+        CHECK(l->ws_q_packed == d->ws_q_packed && l->exchange_row == d->exchange_row &&
               l->attend_ctas_per_token == d->attend_ctas_per_token && !strcmp(l->entry_merge, d->entry_merge));
         for (int m = 0; m < DSA_NMODULES; m++)
             CHECK(!strcmp(l->modules[m].source.text, d->modules[m].source.text) &&

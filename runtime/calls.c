@@ -22,6 +22,41 @@ static void pop(void)
     dsa_cu.cuCtxPopCurrent(&dummy);
 }
 
+/* Stage timing (dsa_testing.h): the next of the caller's events, recorded after a step. */
+static CUresult mark(dsa_ctx_t ctx, CUstream stream, const char *what)
+{
+    if (!ctx->marks || *ctx->mark_count >= ctx->mark_cap)
+        return CUDA_SUCCESS;
+    ctx->mark_names[*ctx->mark_count] = what;
+    return dsa_cu.cuEventRecord(ctx->marks[(*ctx->mark_count)++], stream);
+}
+
+dsa_result_t dsa_testing_stage_events(dsa_ctx_t ctx, void *const *events, const char **names, int capacity, int *count)
+{
+    if (!ctx)
+        return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT, "dsa_testing_stage_events: ctx is NULL");
+    if (events && (!names || !count || capacity < 1))
+        return dsa_fail(ctx, DSA_ERROR_INVALID_ARGUMENT,
+                        "dsa_testing_stage_events: with events, names and count must be given and capacity >= 1");
+    ctx->marks = (CUevent const *)events;
+    ctx->mark_names = names;
+    ctx->mark_cap = events ? capacity : 0;
+    ctx->mark_count = count;
+    if (count)
+        *count = 0;
+    return DSA_SUCCESS;
+}
+
+/* Records the mark after a collective, or says which one failed to. */
+static dsa_result_t marked(dsa_ctx_t ctx, dsa_result_t rc, CUstream stream, const char *what)
+{
+    if (rc != DSA_SUCCESS)
+        return rc;
+    CUresult r = mark(ctx, stream, what);
+    return r == CUDA_SUCCESS ? DSA_SUCCESS
+                             : dsa_fail(ctx, DSA_ERROR_CUDA, "stage timing: cuEventRecord after %s failed (%d)", what, (int)r);
+}
+
 /* A cooperative launch (coop) guarantees that every CTA of the grid is resident at once, for
  * kernels whose CTAs wait for each other; it fails rather than start a grid the device cannot hold. */
 static dsa_result_t launch_as(dsa_ctx_t ctx, const char *fn, CUfunction f, unsigned gx, unsigned gy, unsigned gz,
@@ -30,6 +65,8 @@ static dsa_result_t launch_as(dsa_ctx_t ctx, const char *fn, CUfunction f, unsig
     void *args[] = {params};
     CUresult r = coop ? dsa_cu.cuLaunchCooperativeKernel(f, gx, gy, gz, threads, 1, 1, smem, stream, args)
                       : dsa_cu.cuLaunchKernel(f, gx, gy, gz, threads, 1, 1, smem, stream, args, NULL);
+    if (r == CUDA_SUCCESS)
+        r = mark(ctx, stream, what);
     if (r != CUDA_SUCCESS) {
         const char *s = "?";
         dsa_cu.cuGetErrorString(r, &s);
@@ -198,8 +235,10 @@ static dsa_result_t attend_chunk(dsa_ctx_t ctx, const dsa_attend_args_t *a, cons
                      stream, "pack")) != DSA_SUCCESS)
         return rc;
     /* 2. the query all-gather: every rank attends for the whole group's heads */
-    if (dcp && (rc = ctx->dcp->allgather(ctx->dcp, ctx, ctx->ws_q, ctx->ws_qg, (size_t)n * (size_t)cfg->ws_q_packed,
-                                         stream)) != DSA_SUCCESS)
+    if (dcp && (rc = marked(ctx,
+                            ctx->dcp->allgather(ctx->dcp, ctx, ctx->ws_q, ctx->ws_qg, (size_t)n * (size_t)cfg->ws_q_packed,
+                                                stream),
+                            stream, "gather")) != DSA_SUCCESS)
         return rc;
     dsa_attend_params at = {0};
     at.q = (const uint16_t *)(uintptr_t)(dcp ? ctx->ws_qg : ctx->ws_q);
@@ -240,8 +279,10 @@ static dsa_result_t attend_chunk(dsa_ctx_t ctx, const dsa_attend_args_t *a, cons
         return DSA_SUCCESS;
     /* 5. the exchange (each rank receives every rank's partials of its own heads, outputs and LSEs in
      * one block a rank), then the merge */
-    if ((rc = ctx->dcp->alltoall(ctx->dcp, ctx, ctx->ws_x_send, ctx->ws_x_recv, (size_t)n * (size_t)cfg->exchange_row,
-                                 stream)) != DSA_SUCCESS)
+    if ((rc = marked(ctx,
+                     ctx->dcp->alltoall(ctx->dcp, ctx, ctx->ws_x_send, ctx->ws_x_recv,
+                                        (size_t)n * (size_t)cfg->exchange_row, stream),
+                     stream, "exchange")) != DSA_SUCCESS)
         return rc;
     dsa_merge_params mg = {0};
     mg.xrecv = (const uint8_t *)(uintptr_t)ctx->ws_x_recv;
@@ -360,8 +401,10 @@ static dsa_result_t index_chunk(dsa_ctx_t ctx, const dsa_index_args_t *a, const 
     if (rc != DSA_SUCCESS || !dcp)
         return rc;
     /* the candidates of every rank to every rank, then the same merge everywhere */
-    if ((rc = ctx->dcp->allgather(ctx->dcp, ctx, ctx->ws_icand, ctx->ws_icand_recv,
-                                  (size_t)n * (size_t)cfg->ws_idx_cand, stream)) != DSA_SUCCESS)
+    if ((rc = marked(ctx,
+                     ctx->dcp->allgather(ctx->dcp, ctx, ctx->ws_icand, ctx->ws_icand_recv,
+                                         (size_t)n * (size_t)cfg->ws_idx_cand, stream),
+                     stream, "index gather")) != DSA_SUCCESS)
         return rc;
     return launch(ctx, "dsa_index", ctx->index_merge_fn, (unsigned)n, 1, cfg->index_topk_threads, 0, &tk, stream,
                   "index merge");

@@ -25,6 +25,9 @@ struct dsa_ctx {
     unsigned attend_smem;           /* dynamic shared memory of attend_fn, exported by its module */
     int attend_slots;               /* attend CTAs resident at once on the device: what splits fill */
     int force_splits;               /* 0, or the splits every attend call uses (dsa_testing.h) */
+    CUevent const *marks;           /* stage timing (dsa_testing.h): events recorded after each step */
+    const char **mark_names;
+    int mark_cap, *mark_count;
     CUdeviceptr rope_cos, rope_sin; /* [max_positions, qk_rope_dim / 2] fp32 */
     CUdeviceptr rejected;           /* 2 x u64 */
     dsa_transport_t *dcp;           /* NULL at dcp 1 */

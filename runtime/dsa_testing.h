@@ -41,6 +41,14 @@ DSA_API dsa_result_t dsa_testing_force_attend_splits(dsa_ctx_t ctx, int splits);
  * benchmarks can run both kernels in one process. */
 DSA_API int64_t dsa_index_topk_splits(dsa_ctx_t ctx, int64_t rows, int64_t max_blocks);
 
+/* Stage timing for tools (dsa-demo --bench): while set, every kernel launch and collective that
+ * ctx's calls enqueue records events[*count] (a CUevent the caller created, on ctx's device) on the
+ * call's stream after it, names it names[*count] ("pack", "gather", "attend", "split merge",
+ * "exchange", "merge", "index query", ...) and increments *count, up to capacity; the time between
+ * consecutive events is a step's. Sets *count to 0. events NULL: off. */
+DSA_API dsa_result_t dsa_testing_stage_events(dsa_ctx_t ctx, void *const *events, const char **names, int capacity,
+                                              int *count);
+
 #ifdef __cplusplus
 }
 #endif

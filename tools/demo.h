@@ -33,6 +33,10 @@
 /* A device copy of the n bytes at h (dsa_demo.c). */
 CUdeviceptr demo_up(const void *h, size_t n);
 
+/* dsa-demo --bench on rank `rank` of ctx's group (demo_bench.c): the decode step timed step by step
+ * at 1, 64 and 128 rows; rank 0 prints the table. */
+void demo_bench_rank(dsa_ctx_t ctx, int rank);
+
 /* ---- stage B (demo_index.c) ---- */
 
 /* The indexer's inputs for a world (world.h), drawn from their own seed, so that every rank process

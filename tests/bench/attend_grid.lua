@@ -1,6 +1,6 @@
 -- The sparse MLA benchmark's grid (tests/bench/bench_attend.py): DeepSeek-V3.2's layer at TP 1, 2,
 -- 4 and 8 (128, 64, 32 and 16 heads per GPU) in each cache format, DCP 1. Kept outside specs/ so
--- libdsa does not link it: `build/dsagen tests/bench/attend_grid.lua -o .bench-out` renders it into
+-- libdsa does not link it: `build/dsagen tests/bench/*.lua -o .bench-out` renders it into
 -- the ignored folder .bench-out/, which the benchmark loads at run time (dsa_ctx_create_dir).
 return {
   model = "grid",

@@ -1,6 +1,6 @@
 -- GLM-5.2 at TP 2 x DCP 1 with the nvfp4_ds_mla cache: the DCP = 1 side of `dsa-demo --bench`'s
 -- comparison with glm5.2_tp2_dcp2_i1_nvfp4_ds_mla (the same heads per GPU, the whole cache on each
--- GPU). Kept outside specs/ so libdsa does not link it: `build/dsagen tests/bench/step_dcp1.lua -o
+-- GPU). Kept outside specs/ so libdsa does not link it: `build/dsagen tests/bench/*.lua -o
 -- .bench-out` renders it into the ignored folder .bench-out/, read at run time with --dir.
 return {
   model = "glm5.2",

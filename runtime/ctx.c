@@ -65,27 +65,47 @@ void dsa_ctx_destroy(dsa_ctx_t ctx)
 {
     if (!ctx)
         return;
+    if (ctx->cu)
+        dsa_cu.cuCtxPushCurrent(ctx->cu);
+    /* the transport first: it frees the DCP buffers it allocated (symmetric windows) */
+    const int transport_owns = ctx->dcp && ctx->dcp->alloc;
     if (ctx->dcp)
         ctx->dcp->destroy(ctx->dcp);
     if (ctx->cu) {
-        dsa_cu.cuCtxPushCurrent(ctx->cu);
         for (int i = 0; i < DSA_NMODULES; i++)
             if (ctx->modules[i])
                 dsa_cu.cuModuleUnload(ctx->modules[i]);
-        CUdeviceptr mem[] = {ctx->rope_cos,   ctx->rope_sin,    ctx->rejected,      ctx->ws_q,     ctx->ws_qg,
-                             ctx->ws_x_send,  ctx->ws_x_recv,  ctx->ws_iq8,
-                             ctx->ws_so,      ctx->ws_sl,
-                             ctx->ws_iwq,     ctx->ws_ikeys,    ctx->ws_icand,      ctx->ws_icand_recv, ctx->ws_imerged,
-                             ctx->ws_itopk_state};
+        CUdeviceptr mem[] = {ctx->rope_cos, ctx->rope_sin, ctx->rejected, ctx->ws_so,      ctx->ws_sl,
+                             ctx->ws_iq8,   ctx->ws_iwq,   ctx->ws_ikeys, ctx->ws_imerged, ctx->ws_itopk_state};
         for (size_t i = 0; i < sizeof mem / sizeof mem[0]; i++)
             if (mem[i])
                 dsa_cu.cuMemFree(mem[i]);
+        if (!transport_owns) { /* the buffers of the collectives: plain memory of the context's own */
+            CUdeviceptr dcp_mem[] = {ctx->ws_q, ctx->ws_qg, ctx->ws_x_send, ctx->ws_x_recv, ctx->ws_icand,
+                                     ctx->ws_icand_recv};
+            for (size_t i = 0; i < sizeof dcp_mem / sizeof dcp_mem[0]; i++)
+                if (dcp_mem[i])
+                    dsa_cu.cuMemFree(dcp_mem[i]);
+        }
         CUcontext dummy;
         dsa_cu.cuCtxPopCurrent(&dummy);
         dsa_cu.cuDevicePrimaryCtxRelease(ctx->dev);
     }
     dsa_cfg_free(ctx->owned_cfg);
     free(ctx);
+}
+
+/* A buffer a collective reads or writes (and, at dcp 1, the packed query): the transport's memory
+ * where it has its own (NCCL symmetric windows), else plain device memory the context frees. */
+static dsa_result_t ws_alloc(dsa_ctx_t ctx, CUdeviceptr *p, size_t bytes)
+{
+    if (ctx->dcp && ctx->dcp->alloc)
+        return ctx->dcp->alloc(ctx->dcp, ctx, bytes, p);
+    CUresult r = dsa_cu.cuMemAlloc(p, bytes);
+    if (r != CUDA_SUCCESS)
+        return dsa_fail(ctx, r == CUDA_ERROR_OUT_OF_MEMORY ? DSA_ERROR_OUT_OF_MEMORY : DSA_ERROR_CUDA,
+                        "dsa_ctx_create: cuMemAlloc of %zu bytes failed (%d)", bytes, (int)r);
+    return DSA_SUCCESS;
 }
 
 /* The DCP group named by the options: exactly one of nccl_comm, nccl_id, inproc_group at dcp > 1,
@@ -206,11 +226,14 @@ static dsa_result_t prepare_calls(dsa_ctx_t ctx)
         CU_CHECK(ctx, dsa_cu.cuMemAlloc(&ctx->ws_sl, (size_t)ctx->split_rows * (size_t)cfg->ws_partial_lse));
     }
     const size_t T = (size_t)ctx->ws_tokens;
-    CU_CHECK(ctx, dsa_cu.cuMemAlloc(&ctx->ws_q, T * (size_t)cfg->ws_q_packed));
+    if ((rc = ws_alloc(ctx, &ctx->ws_q, T * (size_t)cfg->ws_q_packed)) != DSA_SUCCESS)
+        goto fail;
     if (cfg->info.dcp > 1) {
-        CU_CHECK(ctx, dsa_cu.cuMemAlloc(&ctx->ws_qg, T * (size_t)cfg->ws_q_gathered));
-        CU_CHECK(ctx, dsa_cu.cuMemAlloc(&ctx->ws_x_send, T * (size_t)cfg->ws_exchange));
-        CU_CHECK(ctx, dsa_cu.cuMemAlloc(&ctx->ws_x_recv, T * (size_t)cfg->ws_exchange));
+        if ((rc = ws_alloc(ctx, &ctx->ws_qg, T * (size_t)cfg->ws_q_gathered)) != DSA_SUCCESS ||
+            (rc = ws_alloc(ctx, &ctx->ws_x_send, T * (size_t)cfg->ws_exchange)) != DSA_SUCCESS ||
+            (rc = ws_alloc(ctx, &ctx->ws_x_recv, T * (size_t)cfg->ws_exchange)) != DSA_SUCCESS)
+            goto fail;
+        dsa_log(ctx->opts.log_level, DSA_LOG_INFO, "%s: DCP collectives over %s", cfg->info.name, ctx->dcp->path);
     }
     CU_CHECK(ctx, dsa_cu.cuMemAlloc(&ctx->rejected, 2 * sizeof(uint64_t)));
     CU_CHECK(ctx, dsa_cu.cuMemsetD8(ctx->rejected, 0, 2 * sizeof(uint64_t)));
@@ -258,8 +281,9 @@ static dsa_result_t prepare_index(dsa_ctx_t ctx)
     CU_CHECK(ctx, dsa_cu.cuMemsetD8(ctx->ws_itopk_state, 0, T * (size_t)cfg->ws_idx_topk_state));
     if (cfg->info.dcp > 1) {
         const size_t W = (size_t)cfg->info.dcp;
-        CU_CHECK(ctx, dsa_cu.cuMemAlloc(&ctx->ws_icand, T * (size_t)cfg->ws_idx_cand));
-        CU_CHECK(ctx, dsa_cu.cuMemAlloc(&ctx->ws_icand_recv, W * T * (size_t)cfg->ws_idx_cand));
+        if ((rc = ws_alloc(ctx, &ctx->ws_icand, T * (size_t)cfg->ws_idx_cand)) != DSA_SUCCESS ||
+            (rc = ws_alloc(ctx, &ctx->ws_icand_recv, W * T * (size_t)cfg->ws_idx_cand)) != DSA_SUCCESS)
+            goto fail;
         CU_CHECK(ctx, dsa_cu.cuMemAlloc(&ctx->ws_imerged, T * (size_t)cfg->ws_idx_merged));
     }
 fail:

@@ -41,6 +41,11 @@ DSA_API dsa_result_t dsa_testing_force_attend_splits(dsa_ctx_t ctx, int splits);
  * benchmarks can run both kernels in one process. */
 DSA_API int64_t dsa_index_topk_splits(dsa_ctx_t ctx, int64_t rows, int64_t max_blocks);
 
+/* DSA_NCCL_WINDOWS in the environment at dsa_ctx_create (NCCL DCP groups): 0 allocates the
+ * collectives' buffers as plain device memory, 1 or unset as NCCL symmetric windows where the
+ * library has them (2.27 on; the context's log says which, at DSA_LOG_INFO). A benchmark hook: both
+ * paths in one process. */
+
 /* Stage timing for tools (dsa-demo --bench): while set, every kernel launch and collective that
  * ctx's calls enqueue records events[*count] (a CUevent the caller created, on ctx's device) on the
  * call's stream after it, names it names[*count] ("pack", "gather", "attend", "split merge",

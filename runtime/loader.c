@@ -14,6 +14,7 @@ dsa_nccl_api_t dsa_nccl;
 static const char *const cu_names[] = {DSA_CU_FUNCS(SYMBOL_NAME) NULL};
 static const char *const nvrtc_names[] = {DSA_NVRTC_FUNCS(SYMBOL_NAME) NULL};
 static const char *const nccl_names[] = {DSA_NCCL_FUNCS(SYMBOL_NAME) NULL};
+static const char *const nccl_optional[] = {DSA_NCCL_OPTIONAL_FUNCS(SYMBOL_NAME) NULL};
 #undef SYMBOL_NAME
 
 /* Where each symbol goes, in the order of the names (the dlsym idiom of POSIX: function pointers
@@ -25,17 +26,20 @@ static const char *const nccl_names[] = {DSA_NCCL_FUNCS(SYMBOL_NAME) NULL};
 static void **const cu_slots[] = {DSA_CU_FUNCS(CU_SLOT)};
 static void **const nvrtc_slots[] = {DSA_NVRTC_FUNCS(NVRTC_SLOT)};
 static void **const nccl_slots[] = {DSA_NCCL_FUNCS(NCCL_SLOT)};
+static void **const nccl_optional_slots[] = {DSA_NCCL_OPTIONAL_FUNCS(NCCL_SLOT)};
 
 typedef struct library {
     const char *const *symbols; /* NULL-terminated */
     void **const *slots;
+    const char *const *optional; /* NULL-terminated or NULL: left NULL where the library lacks them */
+    void **const *optional_slots;
     int state;                  /* 0 not tried, 1 loaded, -1 failed (remembered: one attempt) */
     char err[512];
 } library_t;
 
-static library_t cuda_lib = {cu_names, cu_slots, 0, ""};
-static library_t nvrtc_lib = {nvrtc_names, nvrtc_slots, 0, ""};
-static library_t nccl_lib = {nccl_names, nccl_slots, 0, ""};
+static library_t cuda_lib = {cu_names, cu_slots, NULL, NULL, 0, ""};
+static library_t nvrtc_lib = {nvrtc_names, nvrtc_slots, NULL, NULL, 0, ""};
+static library_t nccl_lib = {nccl_names, nccl_slots, nccl_optional, nccl_optional_slots, 0, ""};
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* Opens the first of files that loads and resolves every symbol of lib, once per process. */
@@ -56,6 +60,8 @@ static int load(library_t *lib, const char *const *files, char *err, size_t errl
                 break;
             }
         }
+        for (size_t i = 0; h && lib->state == 1 && lib->optional && lib->optional[i]; i++)
+            *lib->optional_slots[i] = dlsym(h, lib->optional[i]);
     }
     int rc = lib->state == 1 ? 0 : -1;
     if (rc)

@@ -26,6 +26,11 @@
     X(ncclCommInitRank) X(ncclCommDestroy) X(ncclCommCount) X(ncclCommUserRank) X(ncclAllGather) X(ncclSend)  \
     X(ncclRecv) X(ncclGroupStart) X(ncclGroupEnd) X(ncclGetErrorString) X(ncclGetUniqueId)
 
+/* NCCL's symmetric memory (2.27 on): NULL in dsa_nccl where the library lacks them, and the DCP
+ * transport then allocates plain memory (transport_nccl.c). */
+#define DSA_NCCL_OPTIONAL_FUNCS(X)                                                                           \
+    X(ncclMemAlloc) X(ncclMemFree) X(ncclCommWindowRegister) X(ncclCommWindowDeregister) X(ncclGetVersion)
+
 #define DSA_FN_FIELD(name) __typeof__(name) *name;
 typedef struct dsa_cu_api {
     DSA_CU_FUNCS(DSA_FN_FIELD)
@@ -35,6 +40,7 @@ typedef struct dsa_nvrtc_api {
 } dsa_nvrtc_api_t;
 typedef struct dsa_nccl_api {
     DSA_NCCL_FUNCS(DSA_FN_FIELD)
+    DSA_NCCL_OPTIONAL_FUNCS(DSA_FN_FIELD)
 } dsa_nccl_api_t;
 #undef DSA_FN_FIELD
 

@@ -15,6 +15,12 @@ struct dsa_transport {
     dsa_result_t (*alltoall)(dsa_transport_t *t, dsa_ctx_t ctx, CUdeviceptr send, CUdeviceptr recv, size_t bytes,
                              CUstream stream);
     void (*destroy)(dsa_transport_t *t);
+    /* NULL, or device memory for a buffer the collectives read or write, which the transport owns
+     * and frees in destroy: NCCL allocates it as a symmetric window on every rank where it can, so
+     * that its collectives run the symmetric-memory kernels (load/store over NVLink). Called in
+     * the same order with the same sizes on every rank (registration is collective). */
+    dsa_result_t (*alloc)(dsa_transport_t *t, dsa_ctx_t ctx, size_t bytes, CUdeviceptr *out);
+    const char *path; /* what carries the collectives, for the context's log */
 };
 
 /* The transport of a dcp-rank group named by opts (exactly one of nccl_comm, nccl_id,

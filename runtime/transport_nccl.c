@@ -1,10 +1,15 @@
 /* The NCCL transport of a DCP group: the host's communicator, or one created from an ncclUniqueId.
  * The exchange is grouped sends and receives (an all-to-all), which keeps each rank's partials in
- * rank order for the merge. */
+ * rank order for the merge. The buffers the collectives use are NCCL symmetric windows where the
+ * library has them (2.27 on: ncclMemAlloc + ncclCommWindowRegister with NCCL_WIN_COLL_SYMMETRIC),
+ * which lets NCCL run its symmetric-memory kernels; otherwise plain device memory, the same calls. */
 #include <stdlib.h>
 #include <string.h>
 
+#include "ctx.h"
 #include "transport.h"
+
+#define NCCL_MAX_WINDOWS 16
 
 _Static_assert(sizeof(ncclUniqueId) == DSA_NCCL_UNIQUE_ID_BYTES, "dsa.h's DSA_NCCL_UNIQUE_ID_BYTES is NCCL's");
 
@@ -12,6 +17,12 @@ typedef struct nccl_transport {
     dsa_transport_t base;
     ncclComm_t comm;
     int owned;
+    int windows; /* 1: allocate symmetric windows; 0: plain memory (unavailable, refused, or failed) */
+    int nbuf;
+    struct {
+        CUdeviceptr ptr;
+        ncclWindow_t win; /* NULL: cuMemAlloc'd */
+    } buf[NCCL_MAX_WINDOWS];
 } nccl_transport_t;
 
 #define NCCL_CHECK(ctx, call)                                                                                \
@@ -45,9 +56,54 @@ static dsa_result_t nccl_alltoall(dsa_transport_t *t, dsa_ctx_t ctx, CUdeviceptr
     return DSA_SUCCESS;
 }
 
+static dsa_result_t nccl_alloc(dsa_transport_t *t, dsa_ctx_t ctx, size_t bytes, CUdeviceptr *out)
+{
+    nccl_transport_t *n = (nccl_transport_t *)t;
+    *out = 0;
+    if (n->nbuf == NCCL_MAX_WINDOWS)
+        return dsa_fail(ctx, DSA_ERROR_INTERNAL, "DCP transport: more than %d buffers", NCCL_MAX_WINDOWS);
+    if (n->windows) {
+        void *p = NULL;
+        ncclWindow_t win = NULL;
+        ncclResult_t r = dsa_nccl.ncclMemAlloc(&p, bytes);
+        if (r == ncclSuccess) {
+            r = dsa_nccl.ncclCommWindowRegister(n->comm, p, bytes, &win, NCCL_WIN_COLL_SYMMETRIC);
+            if (r != ncclSuccess)
+                dsa_nccl.ncclMemFree(p);
+        }
+        if (r == ncclSuccess) {
+            n->buf[n->nbuf].ptr = (CUdeviceptr)(uintptr_t)p;
+            n->buf[n->nbuf++].win = win;
+            *out = (CUdeviceptr)(uintptr_t)p;
+            return DSA_SUCCESS;
+        }
+        dsa_log(ctx->opts.log_level, DSA_LOG_WARN,
+                "%s: NCCL symmetric window of %zu bytes refused (%s): plain device memory for the DCP buffers",
+                ctx->cfg->info.name, bytes, dsa_nccl.ncclGetErrorString(r));
+        n->windows = 0;
+        t->path = "NCCL (plain device memory: a symmetric window was refused)";
+    }
+    CUresult r = dsa_cu.cuMemAlloc(out, bytes);
+    if (r != CUDA_SUCCESS)
+        return dsa_fail(ctx, r == CUDA_ERROR_OUT_OF_MEMORY ? DSA_ERROR_OUT_OF_MEMORY : DSA_ERROR_CUDA,
+                        "dsa_ctx_create: cuMemAlloc of %zu bytes for a DCP buffer failed (%d)", bytes, (int)r);
+    n->buf[n->nbuf].ptr = *out;
+    n->buf[n->nbuf++].win = NULL;
+    return DSA_SUCCESS;
+}
+
+/* With the context's CUDA context current (dsa_ctx_destroy). */
 static void nccl_destroy(dsa_transport_t *t)
 {
     nccl_transport_t *n = (nccl_transport_t *)t;
+    for (int i = 0; i < n->nbuf; i++) {
+        if (n->buf[i].win) {
+            dsa_nccl.ncclCommWindowDeregister(n->comm, n->buf[i].win);
+            dsa_nccl.ncclMemFree((void *)(uintptr_t)n->buf[i].ptr);
+        } else {
+            dsa_cu.cuMemFree(n->buf[i].ptr);
+        }
+    }
     if (n->owned && n->comm)
         dsa_nccl.ncclCommDestroy(n->comm);
     free(n);
@@ -62,7 +118,7 @@ dsa_result_t dsa_transport_nccl(dsa_ctx_t ctx, const char *config, int W, const 
     nccl_transport_t *t = dsa_calloc(1, sizeof *t);
     if (!t)
         return dsa_fail(ctx, DSA_ERROR_OUT_OF_MEMORY, "dsa_ctx_create: out of host memory");
-    t->base = (dsa_transport_t){0, W, nccl_allgather, nccl_alltoall, nccl_destroy};
+    t->base = (dsa_transport_t){0, W, nccl_allgather, nccl_alltoall, nccl_destroy, nccl_alloc, "NCCL"};
     *out = &t->base; /* the caller destroys it, also on failure below */
     if (o->nccl_comm) {
         t->comm = (ncclComm_t)o->nccl_comm;
@@ -83,6 +139,20 @@ dsa_result_t dsa_transport_nccl(dsa_ctx_t ctx, const char *config, int W, const 
                         "dsa_ctx_create: the NCCL communicator has %d ranks, configuration %s has dcp %d", count,
                         config, W);
     t->base.rank = rank;
+    /* symmetric windows: NCCL 2.27 or later with the calls, unless DSA_NCCL_WINDOWS=0 (a test and
+     * benchmark hook, dsa_testing.h: the plain path in the same process) */
+    int version = 0;
+    const char *env = getenv("DSA_NCCL_WINDOWS");
+    if (env && strcmp(env, "0") && strcmp(env, "1"))
+        return dsa_fail(ctx, DSA_ERROR_INVALID_ARGUMENT, "dsa_ctx_create: DSA_NCCL_WINDOWS is '%s', expected 0 or 1",
+                        dsa_escape(env, (char[37]){0}, 37));
+    if (dsa_nccl.ncclGetVersion)
+        dsa_nccl.ncclGetVersion(&version);
+    const int have = dsa_nccl.ncclMemAlloc && dsa_nccl.ncclMemFree && dsa_nccl.ncclCommWindowRegister &&
+                     dsa_nccl.ncclCommWindowDeregister && version >= 22700;
+    t->windows = have && !(env && !strcmp(env, "0"));
+    t->base.path = t->windows ? "NCCL, symmetric windows" : have ? "NCCL (DSA_NCCL_WINDOWS=0: plain device memory)"
+                                                                 : "NCCL (no symmetric windows before 2.27: plain device memory)";
     return DSA_SUCCESS;
 }
 

@@ -173,6 +173,8 @@ static int gpu_rank(int rank, int fd, void *arg)
     opts.device = rank;
     opts.nccl_id = job->nccl_id;
     opts.dcp_rank = rank;
+    if (job->bench && rank == 0)
+        opts.log_level = DSA_LOG_INFO; /* which path carries the collectives, and the JIT */
     if (dir_arg)
         DSA(dsa_ctx_create_dir(dir_arg, &opts, &ctx));
     else

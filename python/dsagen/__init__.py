@@ -75,8 +75,19 @@ class ConfigInfo:
 
 
 # Open contexts by handle (dsa_ctx_t's address): the custom ops receive the handle, an int, since
-# a torch op's schema cannot carry a Python object. Weak: a context nobody holds is destroyed.
-_OPEN = weakref.WeakValueDictionary()
+# a torch op's schema cannot carry a Python object. Weak references: a context nobody holds is
+# destroyed, and its entry removed. A plain dict of weakref.ref, not a WeakValueDictionary, whose
+# get() is Python code on every op call.
+_OPEN = {}
+
+
+def _register(ctx):
+    handle = ctx.handle
+
+    def gone(ref):
+        if _OPEN.get(handle) is ref:
+            del _OPEN[handle]
+    _OPEN[handle] = weakref.ref(ctx, gone)
 
 
 def _result(r):
@@ -167,8 +178,8 @@ class Context:
         self.dcp_rank = rank
         self.info = ConfigInfo(**_result(self._ctx.info()))
         self.handle = self._ctx.handle
-        self._ops = self.geometry = None
-        _OPEN[self.handle] = self
+        self._ops = None
+        _register(self)
         if "torch" in sys.modules:  # torch.compile may trace a call before any eager one: import ops now
             try:
                 self._torch()
@@ -183,7 +194,9 @@ class Context:
         """Destroys the libdsa context (dsa_ctx_destroy); later calls on it raise. Idempotent. Call it
         after the device work that uses it has finished (torch.cuda.synchronize())."""
         if self._ctx is not None:
-            _OPEN.pop(self.handle, None)
+            ref = _OPEN.get(self.handle)
+            if ref is not None and ref() is self:  # after a close, a new context may have this address
+                del _OPEN[self.handle]
             self._ctx.close()
 
     def _torch(self):
@@ -193,7 +206,6 @@ class Context:
                 from . import ops
             except ImportError as e:
                 raise ImportError(f"dsagen: the per-layer calls need torch ({e})") from e
-            self.geometry = ops.Geometry(self.info)
             self._ops = ops
         return self._ops
 

@@ -8,11 +8,9 @@
 // One CTA = HB heads of one token, 8 warps. Per segment of up to 2048 top-k entries, the CTA first
 // compacts the entries this rank owns into a list of local slots (order kept), so a DCP rank only
 // pays for its own keys. Then, per tile of KT kept keys (dsa_attend_tiles.cuh loads them):
-//   1. the tile's raw cache entries, loaded by cp.async while earlier tiles were computed (a ring of
-//      up to 4 tiles in flight, as deep as shared memory allows: dsa_attend_layout.cuh,
-//      dsa_attend_tiles.cuh), are dequantised to bf16 in shared memory (fp8_ds_mla, nvfp4_ds_mla;
-//      bf16 entries are copied by cp.async straight into the ring's key tiles), as FlashMLA does
-//      (dsa_attend_dequant.cuh);
+//   1. the tile's raw cache entries, loaded by cp.async while the previous tile was computed, are
+//      dequantised to bf16 in shared memory (fp8_ds_mla, nvfp4_ds_mla; bf16 entries are copied by
+//      cp.async straight into a double-buffered key tile), as FlashMLA does (dsa_attend_dequant.cuh);
 //   2. S = Q K^T, the partial sums over the dims added in a fixed order (bit-for-bit repeatable),
 //      scaled and masked;
 //   3. online softmax per head in fp32, P to bf16;

@@ -12,21 +12,11 @@ constexpr bool kAttendWgmma = true;
 constexpr bool kAttendWgmma = false;
 #endif
 constexpr int kAttendSegment = 2048; // top-k entries compacted at a time
-constexpr int kAttendMaxRing = 4;     // key tiles a CTA keeps in flight at most (its cp.async ring)
-// Shared memory of an sm_90 SM, the most one CTA may take, and what the system keeps per CTA: one
-// CTA of L bytes runs per SM when L > 228 KiB / 2 - 1 KiB, else two.
-constexpr int kSmemPerSm = 233472, kSmemPerCta = 232448, kSmemReservedPerCta = 1024;
 
 // The shared-memory layout of a sparse MLA CTA (bytes), for HB heads, KV = query/key dims, LAT =
 // latent dims, cache Format (0 bf16, 1 fp8_ds_mla, 2 nvfp4_ds_mla) of EntryBytes per key. The
 // runtime reads `bytes` from the compiled module (dsa_attend_smem_<config>), so this is the one
-// place it is computed, and with it the depth of the key pipeline (RING, AHEAD).
-//
-// The key pipeline is a ring of RING slots at the end of the layout, each a tile of KT keys as they
-// arrive by cp.async: raw cache entries (fp8_ds_mla, nvfp4_ds_mla; dequantised into the one bf16 key
-// tile the MMAs read) or, for bf16 entries, the key tile itself. RING is as many slots as the shared
-// memory left over holds, up to kAttendMaxRing, without costing occupancy: where the shallowest ring
-// (1 raw slot, 2 bf16 key tiles) lets two CTAs share an SM, the ring is sized to keep two.
+// place it is computed.
 template <int HB, int KV, int LAT, int Format, int EntryBytes> struct AttendLayout {
     static_assert(HB == 16 || HB == 32 || HB == 64, "heads per CTA");
     static_assert(KV % 16 == 0 && LAT % 64 == 0 && LAT < KV, "dims");
@@ -39,12 +29,9 @@ template <int HB, int KV, int LAT, int Format, int EntryBytes> struct AttendLayo
     // 64 heads: two warpgroups on wgmma, tiles of core matrices; fewer: 8 warps on mma.sync, padded rows
     static constexpr bool WG = HB == 64 && kAttendWgmma;
     static constexpr int RS = WG ? KV : KV + 8;       // bf16 per Q/K row: padded, 16-byte chunks odd, so ldmatrix hits distinct banks
-    static constexpr int WM = HB < 32 ? HB : 32;      // mma.sync P V: heads per warp tile
-    enum : int { MB = WM / 16 };                      // mma.sync P V: 16-row blocks per warp tile
-    // mma.sync S: warp tiles of WMS heads x 32 keys, 16 heads where that still leaves every tile two
-    // or more warps over parts of KV: fewer warps sharing a tile, fewer partials of S in shared memory
-    enum : int { WMS = (HB / 16) * (KT / 32) <= kAttendThreads / 32 / 2 ? 16 : WM, MBS = WMS / 16 };
-    static constexpr int S_TILES = (HB / WMS) * (KT / 32); // mma.sync: warp tiles of S (WMS x 32)
+    static constexpr int WM = HB < 32 ? HB : 32;      // mma.sync: heads per warp tile
+    enum : int { MB = WM / 16 };                      // mma.sync: 16-row blocks per warp tile
+    static constexpr int S_TILES = (HB / WM) * (KT / 32); // mma.sync: warp tiles of S (WM x 32)
     static constexpr int SPLITS = WG ? 2 : kAttendThreads / 32 / S_TILES; // warps (groups) sharing S, each over part of KV
     static constexpr int SS = KT + 8;                 // fp32 per S row
     static constexpr int PS = WG ? KT : KT + 8;       // bf16 per P row
@@ -52,26 +39,13 @@ template <int HB, int KV, int LAT, int Format, int EntryBytes> struct AttendLayo
     static constexpr int DW = WG ? LAT / 2 : LAT / (kAttendThreads / 32 / RG); // P V: latent dims per warp (group)
     enum : int { NB = DW / 8 };                       // mma.sync P V: 8-dim blocks per warp
     static constexpr int ACC = WG ? DW / 2 : (WM / 16) * (DW / 8) * 4; // O accumulators per thread
+    static constexpr int KBUF = Format == 0 ? 2 : 1;  // bf16 keys land in the tile directly: two tiles
     static constexpr int q_off = 0;
-    static constexpr int k_off = q_off + HB * RS * 2; // the bf16 key tile (raw formats; bf16: ring slots)
-    static constexpr int s_off = k_off + (Format == 0 ? 0 : KT * RS * 2);
+    static constexpr int k_off = q_off + HB * RS * 2;
+    static constexpr int raw_off = k_off + KBUF * KT * RS * 2;
+    static constexpr int s_off = raw_off + (Format == 0 ? 0 : KT * EntryBytes);
     static constexpr int p_off = s_off + (SPLITS - 1) * HB * SS * 4;
     static constexpr int stat_off = p_off + HB * PS * 2; // m, l, corr per head
-    static constexpr int list_off = stat_off + 3 * HB * 4;
-    static constexpr int scan_off = list_off + kAttendSegment * 4;
-    // the ring, 128-byte aligned (wgmma reads bf16 key tiles from it): STAGE bytes a slot; RING slots;
-    // AHEAD tiles issued ahead of the one computed (a raw slot is free once dequantised, a bf16 key
-    // tile only once its P V is done: one slot fewer)
-    enum : int {
-        ring_off = (scan_off + 16 * 4 + 127) / 128 * 128,
-        STAGE = Format == 0 ? KT * RS * 2 : KT * EntryBytes,
-        MIN_RING = Format == 0 ? 2 : 1,
-        CTAS_PER_SM = ring_off + MIN_RING * STAGE <= kSmemPerSm / 2 - kSmemReservedPerCta ? 2 : 1,
-        RING_FITS = ((CTAS_PER_SM == 2 ? kSmemPerSm / 2 - kSmemReservedPerCta : kSmemPerCta) - ring_off) / STAGE,
-        RING = RING_FITS < kAttendMaxRing ? RING_FITS : kAttendMaxRing,
-        AHEAD = Format == 0 ? RING - 1 : RING,
-    };
-    static constexpr int bytes = ring_off + RING * STAGE;
     // wgmma: bytes between 8-row groups of core matrices in a Q or K tile (KV columns) and in P (KT)
     static constexpr uint32_t QK_SBO = KV / 8 * 128, P_SBO = KT / 8 * 128;
     // bf16 offset of element (r, c) of a tile of C columns: core matrices (wgmma) or rows of Pitch
@@ -81,14 +55,12 @@ template <int HB, int KV, int LAT, int Format, int EntryBytes> struct AttendLayo
     }
     static __device__ __forceinline__ int qk_at(int r, int c) { return at<KV, RS>(r, c); }
     static __device__ __forceinline__ int p_at(int r, int c) { return at<KT, PS>(r, c); }
-    // the ring slot of a segment's tile it, and the bf16 offset from k_s of the key tile the MMAs read
-    // for it (bf16 entries: the slot itself; raw formats: the one dequantised tile)
-    static __device__ __forceinline__ int slot_of_tile(int it) { return it % RING; }
-    static __device__ __forceinline__ int key_tile_off(int it) { return Format == 0 ? slot_of_tile(it) * KT * RS : 0; }
-    static_assert(MIN_RING <= RING && 1 <= AHEAD && AHEAD <= RING, "the ring");
-    static_assert(ring_off % 16 == 0 && STAGE % 16 == 0, "16-byte cp.async destinations");
-    static_assert(SPLITS >= 2 && DW % 16 == 0 && bytes <= kSmemPerCta, "fits an sm_90 CTA (227 KiB)");
-    static_assert(CTAS_PER_SM == 1 || bytes <= kSmemPerSm / 2 - kSmemReservedPerCta, "two CTAs per SM kept");
+    // bf16 offset from k_off of the key tile of a segment's tile it (bf16 keys alternate between two)
+    static __device__ __forceinline__ int key_tile_off(int it) { return Format == 0 ? (it % 2) * KT * RS : 0; }
+    static constexpr int list_off = stat_off + 3 * HB * 4;
+    static constexpr int scan_off = list_off + kAttendSegment * 4;
+    static constexpr int bytes = scan_off + 16 * 4;
+    static_assert(SPLITS >= 2 && DW % 16 == 0 && bytes <= 232448, "fits an sm_90 CTA (227 KiB)");
     static_assert(!WG || (DW % 32 == 0 && DW <= 256 && KV % 8 == 0), "wgmma shapes");
 };
 
@@ -99,18 +71,17 @@ struct CtaThread {
     __device__ __forceinline__ CtaThread() : tid(threadIdx.x), warp(tid / 32), lane(tid % 32), g(lane / 4), t4(lane % 4) {}
 };
 
-// The CTA's shared memory, cut by the layout: the query tile, the bf16 key tile (raw formats), S (and
-// the split partials), P, per-head m, l and corr, the segment's list of kept local slots with its
-// scan, and the ring of tiles in flight (raw entries; bf16 entries: the key tiles, k_s).
+// The CTA's shared memory, cut by the layout: the query tile, the key tile(s), the raw cache entries
+// of the next tile, S (and the split partials), P, per-head m, l and corr, and the segment's list of
+// kept local slots with its scan.
 template <class Lay> struct AttendSmem {
     uint16_t *q_s, *k_s, *p_s;
     uint8_t *raw_s;
     float *s_s, *m_s, *l_s, *corr_s;
     int32_t *list, *scan;
     __device__ __forceinline__ explicit AttendSmem(uint8_t *smem)
-        : q_s(reinterpret_cast<uint16_t *>(smem + Lay::q_off)),
-          k_s(reinterpret_cast<uint16_t *>(smem + (Lay::format == 0 ? Lay::ring_off : Lay::k_off))),
-          p_s(reinterpret_cast<uint16_t *>(smem + Lay::p_off)), raw_s(smem + Lay::ring_off),
+        : q_s(reinterpret_cast<uint16_t *>(smem + Lay::q_off)), k_s(reinterpret_cast<uint16_t *>(smem + Lay::k_off)),
+          p_s(reinterpret_cast<uint16_t *>(smem + Lay::p_off)), raw_s(smem + Lay::raw_off),
           s_s(reinterpret_cast<float *>(smem + Lay::s_off)), m_s(reinterpret_cast<float *>(smem + Lay::stat_off)),
           l_s(m_s + Lay::heads), corr_s(l_s + Lay::heads), list(reinterpret_cast<int32_t *>(smem + Lay::list_off)),
           scan(reinterpret_cast<int32_t *>(smem + Lay::scan_off))

@@ -1,8 +1,7 @@
 // Sparse MLA main loop on mma.sync (m16n8k16, ldmatrix operands, 8 warps): 16 or 32 heads per CTA,
 // and 64 on targets without wgmma (sm_90, sm_100a). S: each warp a WM x 32 tile over a share of the
 // dims, the shares summed in a fixed order (bit-for-bit repeatable); P V: each warp a block of heads
-// x latent dims in registers. Lay::AHEAD tiles are in flight while one is computed: the next one is
-// issued into the ring (dsa_attend_tiles.cuh) just before S.
+// x latent dims in registers. The next tile's cp.async is issued just before S.
 #pragma once
 #include "dsa_attend_tiles.cuh"
 
@@ -45,12 +44,12 @@ __device__ __forceinline__ void mma_sync_main_loop(const CtaThread &th, const At
                                                    float softmax_scale, const SlotOf &slot_of, const Store &store)
 {
     constexpr int HB = Lay::heads, KT = Lay::KT, RS = Lay::RS, WM = Lay::WM, SS = Lay::SS, PS = Lay::PS;
-    constexpr int MB = Lay::MB, NB = Lay::NB, WMS = Lay::WMS, MBS = Lay::MBS;
+    constexpr int MB = Lay::MB, NB = Lay::NB;
     const int tid = th.tid, warp = th.warp, lane = th.lane, g = th.g, t4 = th.t4;
     // ldmatrix lane offsets: A (row-major 16 x 16) and B of S (keys x dims): row, column of this lane
     const int a_row = (lane % 8) + 8 * ((lane / 8) % 2), a_col = 8 * (lane / 16);
     const int b_row = (lane % 8) + 8 * (lane / 16), b_col = 8 * ((lane / 8) % 2);
-    // S: warp tile (tr, tc) of WMS x 32, over k-steps [ks0, ks1) of the KV dims
+    // S: warp tile (tr, tc) of WM x 32, over k-steps [ks0, ks1) of the KV dims
     const int s_tile = warp % Lay::S_TILES, split = warp / Lay::S_TILES;
     const int tr = s_tile / (KT / 32), tc = s_tile % (KT / 32);
     const int ks0 = split * Lay::KSTEPS / Lay::SPLITS, ks1 = (split + 1) * Lay::KSTEPS / Lay::SPLITS;
@@ -96,21 +95,23 @@ __device__ __forceinline__ void mma_sync_main_loop(const CtaThread &th, const At
             if (mine[e] >= 0)
                 sm.list[base++] = mine[e];
         __syncthreads();
-        ring_start(th, sm, cache, n); // tiles 0 .. AHEAD - 1
+        if (n > 0)
+            issue_tile(th, sm, cache, 0, 0, n);
         for (int t0 = 0, it = 0; t0 < n; t0 += KT, it++) {
             const int nk = n - t0 < KT ? n - t0 : KT; // keys in this tile; the rest are zero rows
             const uint16_t *kt = sm.k_s + Lay::key_tile_off(it);
-            land_tile<Lay, ScaleOffset, RopeOffset>(sm, it); // 1. the bf16 key tile
-            ring_next(th, sm, cache, it, n);                 // tile it + AHEAD: lands while these are computed
+            land_tile<Lay, ScaleOffset, RopeOffset>(sm); // 1. the bf16 key tile
+            if (t0 + KT < n)
+                issue_tile(th, sm, cache, t0 + KT, (it + 1) % 2, n); // lands while this tile is computed
 
-            // 2. S = Q K^T: this warp's share of the dims of its WMS x 32 tile
-            float c[MBS][4][4];
+            // 2. S = Q K^T: this warp's share of the dims of its WM x 32 tile
+            float c[MB][4][4];
 #pragma unroll
-            for (int mb = 0; mb < MBS; mb++)
+            for (int mb = 0; mb < MB; mb++)
 #pragma unroll
                 for (int nb = 0; nb < 4; nb++)
                     c[mb][nb][0] = c[mb][nb][1] = c[mb][nb][2] = c[mb][nb][3] = 0.0f;
-            const uint32_t qa = smem_addr(sm.q_s + (tr * WMS + a_row) * RS + a_col);
+            const uint32_t qa = smem_addr(sm.q_s + (tr * WM + a_row) * RS + a_col);
             const uint32_t kb = smem_addr(kt + (tc * 32 + b_row) * RS + b_col);
             constexpr int KPS = (Lay::KSTEPS + Lay::SPLITS - 1) / Lay::SPLITS;
 #pragma unroll
@@ -118,16 +119,16 @@ __device__ __forceinline__ void mma_sync_main_loop(const CtaThread &th, const At
                 const int ks = ks0 + kq;
                 if (ks >= ks1)
                     break;
-                uint32_t a[MBS][4];
+                uint32_t a[MB][4];
 #pragma unroll
-                for (int mb = 0; mb < MBS; mb++)
+                for (int mb = 0; mb < MB; mb++)
                     ldsm_x4(a[mb], qa + (uint32_t)((mb * 16 * RS + ks * 16) * 2));
 #pragma unroll
                 for (int h = 0; h < 2; h++) { // keys 16h .. 16h + 15: two 8-key blocks
                     uint32_t b[4];
                     ldsm_x4(b, kb + (uint32_t)((h * 16 * RS + ks * 16) * 2));
 #pragma unroll
-                    for (int mb = 0; mb < MBS; mb++) {
+                    for (int mb = 0; mb < MB; mb++) {
                         mma_bf16(c[mb][2 * h], a[mb], b[0], b[1]);
                         mma_bf16(c[mb][2 * h + 1], a[mb], b[2], b[3]);
                     }
@@ -137,10 +138,10 @@ __device__ __forceinline__ void mma_sync_main_loop(const CtaThread &th, const At
             if (split > 0) {
                 float *sp = sm.s_s + (split - 1) * HB * SS;
 #pragma unroll
-                for (int mb = 0; mb < MBS; mb++)
+                for (int mb = 0; mb < MB; mb++)
 #pragma unroll
                     for (int nb = 0; nb < 4; nb++) {
-                        float *r0 = sp + (tr * WMS + mb * 16 + g) * SS + tc * 32 + nb * 8 + 2 * t4;
+                        float *r0 = sp + (tr * WM + mb * 16 + g) * SS + tc * 32 + nb * 8 + 2 * t4;
                         *reinterpret_cast<float2 *>(r0) = make_float2(c[mb][nb][0], c[mb][nb][1]);
                         *reinterpret_cast<float2 *>(r0 + 8 * SS) = make_float2(c[mb][nb][2], c[mb][nb][3]);
                     }
@@ -148,10 +149,10 @@ __device__ __forceinline__ void mma_sync_main_loop(const CtaThread &th, const At
             __syncthreads();
             if (split == 0) {
 #pragma unroll
-                for (int mb = 0; mb < MBS; mb++)
+                for (int mb = 0; mb < MB; mb++)
 #pragma unroll
                     for (int nb = 0; nb < 4; nb++) {
-                        const int off = (tr * WMS + mb * 16 + g) * SS + tc * 32 + nb * 8 + 2 * t4;
+                        const int off = (tr * WM + mb * 16 + g) * SS + tc * 32 + nb * 8 + 2 * t4;
                         const int col = tc * 32 + nb * 8 + 2 * t4;
 #pragma unroll
                         for (int hh = 0; hh < 2; hh++) {

@@ -1,7 +1,7 @@
 // Sparse MLA main loop on warpgroup MMA (wgmma, sm_90a; 64 heads per CTA, two warpgroups): operands
 // read from shared memory by the tensor cores, fp32 accumulators in registers. S: each warpgroup all
 // of S over half of the 576 dims; P V: each warpgroup half of the latent dims of every head. The next
-// tile's cp.async is issued into the ring (dsa_attend_tiles.cuh) while the tensor cores compute S.
+// tile's cp.async is issued while the tensor cores compute S.
 #pragma once
 #include "dsa_attend_tiles.cuh"
 
@@ -55,7 +55,7 @@ template <int TransB> __device__ __forceinline__ void wgmma_n256(float (&d)[128]
 
 // The whole key loop of one CTA on wgmma, in the steps of mma_sync_main_loop (dsa_mma_sync.cuh),
 // which also says why it is one function and why steps 0 (compaction) and 3 (online softmax) are
-// written out in both. The next tile's cp.async (ring_next) is issued while the tensor cores compute S.
+// written out in both. The next tile's cp.async is issued while the tensor cores compute S.
 template <class Lay, int TOPK, int ScaleOffset, int RopeOffset, class SlotOf, class Store>
 __device__ __forceinline__ void wgmma_main_loop(const CtaThread &th, const AttendSmem<Lay> &sm, const uint8_t *cache,
                                                 float softmax_scale, const SlotOf &slot_of, const Store &store)
@@ -103,11 +103,12 @@ __device__ __forceinline__ void wgmma_main_loop(const CtaThread &th, const Atten
             if (mine[e] >= 0)
                 sm.list[base++] = mine[e];
         __syncthreads();
-        ring_start(th, sm, cache, n); // tiles 0 .. AHEAD - 1
+        if (n > 0)
+            issue_tile(th, sm, cache, 0, 0, n);
         for (int t0 = 0, it = 0; t0 < n; t0 += KT, it++) {
             const int nk = n - t0 < KT ? n - t0 : KT; // keys in this tile; the rest are zero rows
             const uint16_t *kt = sm.k_s + Lay::key_tile_off(it);
-            land_tile<Lay, ScaleOffset, RopeOffset>(sm, it); // 1. the bf16 key tile
+            land_tile<Lay, ScaleOffset, RopeOffset>(sm); // 1. the bf16 key tile
 
             // 2. S = Q K^T: warpgroup wg all of S over its half of the dims; group 0 adds them
             float sacc[KT / 2]; // (row, key 8 j + 2 t4 + {0, 1}) at 4 j + {0, 1} (row 16 wl + g), + {2, 3} (+ 8)
@@ -133,7 +134,8 @@ __device__ __forceinline__ void wgmma_main_loop(const CtaThread &th, const Atten
                 }
             }
             wgmma_commit();
-            ring_next(th, sm, cache, it, n); // tile it + AHEAD, while the tensor cores work
+            if (t0 + KT < n)
+                issue_tile(th, sm, cache, t0 + KT, (it + 1) % 2, n); // while the tensor cores work; lands while this tile is computed
             wgmma_wait();
             wg_pin(sacc);
             const int r0 = 16 * wl + g;

@@ -265,8 +265,6 @@ static void push_env(lua_State *L, const loaded *l, const dsg_config *c, const c
     set_int(L, "index_score_keys_per_cta", dv.index_score_keys_per_cta);
     set_int(L, "index_topk_threads", dv.index_topk_threads);
     set_int(L, "index_score_min_ctas", dv.index_score_min_ctas);
-    set_int(L, "index_score_stages", dv.index_score_stages);
-    set_int(L, "index_score_smem", dv.index_score_smem);
     set_int(L, "index_topk_split_threads", dv.index_topk_split_threads);
     set_int(L, "index_topk_radix_bits", dv.index_topk_radix_bits);
     set_int(L, "index_topk_split_keys", dv.index_topk_split_keys);
@@ -282,8 +280,8 @@ static void push_env(lua_State *L, const loaded *l, const dsg_config *c, const c
     /* kernel entry names: the instantiations define them, the plan names them */
     lua_newtable(L);
     static const char *const entries[] = {"prologue",    "rope_table",  "pack_q",     "attend",     "merge",
-                                          "split_merge", "attend_smem", "index_q",     "index_score", "index_score_pipe",
-                                          "index_topk",  "index_topk_split", "index_merge"};
+                                          "split_merge", "attend_smem", "index_q",     "index_score", "index_topk",
+                                          "index_topk_split", "index_merge"};
     for (size_t i = 0; i < sizeof entries / sizeof entries[0]; i++) {
         char e[192];
         snprintf(e, sizeof e, "dsa_%s_%s", entries[i], c->symbol);

@@ -855,21 +855,7 @@ void dsg_derive(const dsg_geometry *g, const dsg_config *c, dsg_derived *o)
     o->index_q_threads = 256;
     o->index_q_ctas_per_token = (g->idx_heads + 7) / 8; /* a warp per head */
     o->index_score_threads = 128;
-    {
-        const int groups = 4; /* a warp scores 4 groups of 8 keys a step (1 KiB of key values a group at D 128) */
-        o->index_score_keys_per_cta = o->index_score_threads / 32 * 8 * groups;
-        /* The pipelined score kernel (index_score_pipe) keeps stages - 1 warp steps of keys in
-         * flight by cp.async while it scores one (4 KiB a step at D 128). Its registers, uncapped
-         * (a cap of 4 or 3 CTAs an SM made NVRTC spill): about 106 at 32 heads, so 4 CTAs of 4
-         * warps an SM, and 3 stages keep 16 x 8 KiB in flight per SM; about 183 at 64 heads, so 2
-         * CTAs, and 4 stages keep 8 x 12 KiB in flight. Both are about twice what the copy
-         * bandwidth times the memory latency needs (~48 KiB an SM at 4.2 TB/s and ~1.5 us), and fit
-         * 228 KiB of shared memory an SM with the query fragments. Its dynamic shared memory: per
-         * warp and stage the step's key values and a scale and a presence flag per key
-         * (ScorePipeLayout in kernels/dsa_index.cuh asserts the same bytes). */
-        o->index_score_stages = g->idx_heads > 32 ? 4 : 3;
-        o->index_score_smem = o->index_score_threads / 32 * o->index_score_stages * groups * 8 * (g->idx_head_dim + 2 * 4);
-    }
+    o->index_score_keys_per_cta = o->index_score_threads / 32 * 8 * 4; /* a warp scores 4 groups of 8 keys a step */
     /* 4 CTAs per SM caps the score kernel at 128 registers, which up to 32 heads fit without
      * spilling; with more heads NVRTC's own allocation (about 134 registers, 3 CTAs) does best:
      * a cap of 3 CTAs made it spill (0: no minimum given) */

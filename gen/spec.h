@@ -83,8 +83,6 @@ typedef struct dsg_derived {
     int ws_idx_q8, ws_idx_wq, ws_idx_keys, ws_idx_cand, ws_idx_merged, ws_index_row;
     int index_q_threads, index_q_ctas_per_token, index_score_threads, index_score_keys_per_cta, index_topk_threads;
     int index_score_min_ctas; /* CTAs per SM the score kernel is compiled for (its register cap) */
-    /* the pipelined score kernel: its cp.async stages per warp and its dynamic shared memory (bytes) */
-    int index_score_stages, index_score_smem;
     /* the top-k split over several CTAs of a row: threads per CTA, radix digit bits, the fewest keys
      * a CTA takes, the most CTAs a row can use, and the row's shared state (bytes) */
     int index_topk_split_threads, index_topk_radix_bits, index_topk_split_keys, index_topk_split_max;

@@ -89,6 +89,12 @@ template <class Lay> struct AttendSmem {
     }
 };
 
+__device__ __forceinline__ uint32_t smem_addr(const void *p)
+{
+    uint32_t a;
+    asm("{\n\t.reg .u64 t;\n\tcvta.to.shared.u64 t, %1;\n\tcvt.u32.u64 %0, t;\n\t}" : "=r"(a) : "l"(p));
+    return a;
+}
 // this thread's writes to shared memory become visible to the tensor cores' reads (wgmma)
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
 

@@ -5,6 +5,14 @@
 
 namespace dsa {
 
+// 16 bytes global -> shared, asynchronously; bytes = 0 writes zeros and reads nothing.
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, int bytes)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;" ::: "memory"); }
+
 // Issues the cp.async of the tile starting at kept key t0 of n: its raw cache entries, or for bf16
 // the key rows straight into key buffer buf. Keys past n are zero rows.
 template <class Lay>

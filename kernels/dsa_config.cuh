@@ -33,8 +33,6 @@ struct Config {
         idx_topk_threads = DSA_IDX_TOPK_THREADS,
         idx_score_min_ctas = DSA_IDX_SCORE_MIN_CTAS,
         idx_score_keys_per_cta = DSA_IDX_SCORE_KEYS_PER_CTA,
-        idx_score_stages = DSA_IDX_SCORE_STAGES,
-        idx_score_smem = DSA_IDX_SCORE_SMEM,
         idx_topk_split_threads = DSA_IDX_TOPK_SPLIT_THREADS,
         idx_topk_radix_bits = DSA_IDX_TOPK_RADIX_BITS,
         idx_topk_split_keys = DSA_IDX_TOPK_SPLIT_KEYS,

@@ -69,36 +69,29 @@ template <class C> __device__ __forceinline__ void index_query(const dsa_index_q
     }
 }
 
-// B.2, the parts both score kernels share, so that a key's score is the same fp32 computation,
-// bit for bit, whichever kernel runs. Each warp scores 8 keys at a time on fp8 tensor cores
-// (m16n8k32): A = the row's query heads (16 x 32 per step; heads past H are zero with weight 0),
-// B = 8 keys' values. The 32-dim k-steps walk each thread's own D / 4 contiguous bytes of the
-// query and key rows, a permutation of the dims that both operands share, so q . k is unchanged
-// and every load is 16 bytes. The per-key order of the fp32 operations: each head tile's dot
-// products over the k-steps in order on the tensor cores; per tile, w'[g] relu(d[g]) +
-// w'[g + 8] relu(d[g + 8]) added to the thread's running sum tile by tile; the 8 head groups
-// summed by a butterfly (xor 4, 8, 16); the key's scale last.
-template <class C> struct ScoreShape {
-    static constexpr int H = C::idx_heads, D = C::idx_head_dim, MT = (H + 15) / 16, KS = D / 32, LOADS = D / 64;
-    static constexpr int WARPS = C::idx_score_threads / 32;
-    static constexpr int G = C::idx_score_keys_per_cta / (WARPS * 8); // groups of 8 keys a warp step
-    static_assert(D % 64 == 0, "each thread takes D / 4 bytes of a row in 16-byte loads");
-    static_assert(G * WARPS * 8 == C::idx_score_keys_per_cta, "a warp step is G groups of 8 keys");
-    static constexpr int qfrag_words = MT * KS * 32; // uint4 of the staged query fragments
-};
-
-// The row's query fragments, staged once in shared memory in the order the mma reads them (one
-// 16-byte load per thread and step, no bank conflict): kept in registers they took 32 (GLM-5.2)
-// to 64 (DeepSeek-V3.2) registers per thread and capped the warps an SM holds. Also this thread's
-// head weights (rows g and g + 8 of each tile). Ends with a barrier of the CTA.
-template <class C>
-__device__ __forceinline__ void score_stage_query(const dsa_index_score_params &p, int t, uint4 *qfrag,
-                                                  float (&wh)[ScoreShape<C>::MT][2])
+// B.2: each warp scores 8 keys at a time on fp8 tensor cores (m16n8k32): A = the row's query
+// heads (16 x 32 per step, kept in registers; heads past H are zero with weight 0), B = 8 keys'
+// values. The 32-dim k-steps walk each thread's own D / 4 contiguous bytes of the query and key
+// rows, a permutation of the dims that both operands share, so q . k is unchanged and every load
+// is 16 bytes.
+template <class C> __device__ __forceinline__ void index_score(const dsa_index_score_params &p)
 {
-    using S = ScoreShape<C>;
-    constexpr int H = S::H, D = S::D, MT = S::MT, KS = S::KS, LOADS = S::LOADS;
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, tig = lane % 4;
-    for (int mt = warp; mt < MT; mt += S::WARPS) {
+    constexpr int H = C::idx_heads, D = C::idx_head_dim, W = C::dcp, I = C::interleave, BS = C::block_size;
+    constexpr int Threads = C::idx_score_threads;
+    static_assert(D % 64 == 0, "each thread takes D / 4 bytes of a row in 16-byte loads");
+    constexpr int MT = (H + 15) / 16, KS = D / 32, LOADS = D / 64, WARPS = Threads / 32;
+    const int t = blockIdx.x, warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, tig = lane % 4;
+    const int64_t last = row_last(p.positions, p.req_of_token, p.seq_lens, p.num_requests, t);
+    const int64_t n = last < 0 ? 0 : owned_count<W, I>(last, p.rank);
+    if (n == 0)
+        return;
+    const int32_t req = p.req_of_token[t];
+    const int32_t *blocks = p.block_table + (int64_t)req * p.max_blocks;
+    // The row's query fragments, staged once in shared memory in the order the mma reads them (one
+    // 16-byte load per thread and step, no bank conflict): kept in registers they took 32 (GLM-5.2)
+    // to 64 (DeepSeek-V3.2) registers per thread and capped the warps an SM holds.
+    __shared__ uint4 qfrag[MT * KS * 32];
+    for (int mt = warp; mt < MT; mt += WARPS) {
         uint32_t w[2][2 * KS]; // rows g and g + 8 of the tile: this thread's D / 4 bytes of each
 #pragma unroll
         for (int half = 0; half < 2; half++) {
@@ -114,6 +107,7 @@ __device__ __forceinline__ void score_stage_query(const dsa_index_score_params &
         for (int ks = 0; ks < KS; ks++)
             qfrag[(mt * KS + ks) * 32 + lane] = make_uint4(w[0][2 * ks], w[1][2 * ks], w[0][2 * ks + 1], w[1][2 * ks + 1]);
     }
+    float wh[MT][2];
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
 #pragma unroll
@@ -122,73 +116,11 @@ __device__ __forceinline__ void score_stage_query(const dsa_index_score_params &
             wh[mt][half] = h < H ? p.wq[(int64_t)t * H + h] : 0.0f;
         }
     __syncthreads();
-}
-
-// The head sums of G groups of 8 keys whose B fragments b[gi] this thread holds: s0[gi], s1[gi]
-// are keys 2 tig and 2 tig + 1 of group gi over this thread's heads (g and g + 8 of every tile).
-// Each query fragment is read from shared memory once and used for the G groups.
-template <class C, int G>
-__device__ __forceinline__ void score_heads(const uint4 *qfrag, const float (&wh)[ScoreShape<C>::MT][2],
-                                            const uint32_t (&b)[G][2 * ScoreShape<C>::KS], float (&s0)[G],
-                                            float (&s1)[G])
-{
-    constexpr int MT = ScoreShape<C>::MT, KS = ScoreShape<C>::KS;
-    const int lane = threadIdx.x % 32;
-#pragma unroll
-    for (int gi = 0; gi < G; gi++)
-        s0[gi] = 0.0f, s1[gi] = 0.0f;
-#pragma unroll
-    for (int mt = 0; mt < MT; mt++) {
-        float d[G][4];
-#pragma unroll
-        for (int gi = 0; gi < G; gi++)
-            d[gi][0] = d[gi][1] = d[gi][2] = d[gi][3] = 0.0f;
-#pragma unroll
-        for (int ks = 0; ks < KS; ks++) {
-            const uint4 f = qfrag[(mt * KS + ks) * 32 + lane];
-            const uint32_t a[4] = {f.x, f.y, f.z, f.w};
-#pragma unroll
-            for (int gi = 0; gi < G; gi++)
-                mma_e4m3_16832(d[gi], a, b[gi][2 * ks], b[gi][2 * ks + 1]);
-        }
-#pragma unroll
-        for (int gi = 0; gi < G; gi++) {
-            s0[gi] = __fadd_rn(s0[gi], __fadd_rn(__fmul_rn(wh[mt][0], relu_nan(d[gi][0])),
-                                                 __fmul_rn(wh[mt][1], relu_nan(d[gi][2]))));
-            s1[gi] = __fadd_rn(s1[gi], __fadd_rn(__fmul_rn(wh[mt][0], relu_nan(d[gi][1])),
-                                                 __fmul_rn(wh[mt][1], relu_nan(d[gi][3]))));
-        }
-    }
-}
-
-// The sum over the 8 head groups (lanes with the same tig), in a fixed order; every lane gets it.
-__device__ __forceinline__ float score_sum_groups(float v)
-{
-#pragma unroll
-    for (int o = 4; o < 32; o *= 2)
-        v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, o));
-    return v;
-}
-
-// B.2, the plain kernel: each warp loads G groups of 8 keys straight into registers (every group's
-// loads issued before the first mma, so a warp keeps G KiB of key rows in flight), scores them,
-// then loads the next; its warps wait on each step's loads.
-template <class C> __device__ __forceinline__ void index_score(const dsa_index_score_params &p)
-{
-    using S = ScoreShape<C>;
-    constexpr int D = S::D, W = C::dcp, I = C::interleave, BS = C::block_size;
-    constexpr int MT = S::MT, KS = S::KS, LOADS = S::LOADS, WARPS = S::WARPS, G = S::G;
-    const int t = blockIdx.x, warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, tig = lane % 4;
-    const int64_t last = row_last(p.positions, p.req_of_token, p.seq_lens, p.num_requests, t);
-    const int64_t n = last < 0 ? 0 : owned_count<W, I>(last, p.rank);
-    if (n == 0)
-        return;
-    const int32_t req = p.req_of_token[t];
-    const int32_t *blocks = p.block_table + (int64_t)req * p.max_blocks;
-    __shared__ uint4 qfrag[S::qfrag_words];
-    float wh[MT][2];
-    score_stage_query<C>(p, t, qfrag, wh);
     uint32_t *keys = p.keys + (int64_t)t * p.key_stride;
+    // G groups of 8 keys per warp step: every group's loads are issued before the first mma, so a
+    // warp keeps G KiB of key rows in flight (the kernel is bound by how many bytes are in flight)
+    constexpr int G = C::idx_score_keys_per_cta / (WARPS * 8); // the plan's split assumes this step
+    static_assert(G * WARPS * 8 == C::idx_score_keys_per_cta, "a warp step is G groups of 8 keys");
     const int64_t step = (int64_t)gridDim.y * WARPS * 8 * G;
     for (int64_t l0 = ((int64_t)blockIdx.y * WARPS + warp) * 8 * G; l0 < n; l0 += step) {
         uint32_t b[G][2 * KS];
@@ -215,11 +147,43 @@ template <class C> __device__ __forceinline__ void index_score(const dsa_index_s
             kscale[gi] = page ? *reinterpret_cast<const float *>(page + BS * D + 4 * off) : 0.0f;
             have[gi] = page != nullptr;
         }
+        // keys 2 tig, 2 tig + 1 of each group, summed over this thread's heads; each query fragment
+        // is read from shared memory once and used for the G groups
         float s0[G], s1[G];
-        score_heads<C, G>(qfrag, wh, b, s0, s1);
+#pragma unroll
+        for (int gi = 0; gi < G; gi++)
+            s0[gi] = 0.0f, s1[gi] = 0.0f;
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++) {
+            float d[G][4];
+#pragma unroll
+            for (int gi = 0; gi < G; gi++)
+                d[gi][0] = d[gi][1] = d[gi][2] = d[gi][3] = 0.0f;
+#pragma unroll
+            for (int ks = 0; ks < KS; ks++) {
+                const uint4 f = qfrag[(mt * KS + ks) * 32 + lane];
+                const uint32_t a[4] = {f.x, f.y, f.z, f.w};
+#pragma unroll
+                for (int gi = 0; gi < G; gi++)
+                    mma_e4m3_16832(d[gi], a, b[gi][2 * ks], b[gi][2 * ks + 1]);
+            }
+#pragma unroll
+            for (int gi = 0; gi < G; gi++) {
+                s0[gi] = __fadd_rn(s0[gi], __fadd_rn(__fmul_rn(wh[mt][0], relu_nan(d[gi][0])),
+                                                     __fmul_rn(wh[mt][1], relu_nan(d[gi][2]))));
+                s1[gi] = __fadd_rn(s1[gi], __fadd_rn(__fmul_rn(wh[mt][0], relu_nan(d[gi][1])),
+                                                     __fmul_rn(wh[mt][1], relu_nan(d[gi][3]))));
+            }
+        }
 #pragma unroll
         for (int gi = 0; gi < G; gi++) {
-            const float t0 = score_sum_groups(s0[gi]), t1 = score_sum_groups(s1[gi]);
+            // sum over the 8 head groups (lanes with the same tig), in a fixed order
+            float t0 = s0[gi], t1 = s1[gi];
+#pragma unroll
+            for (int o = 4; o < 32; o *= 2) {
+                t0 = __fadd_rn(t0, __shfl_xor_sync(0xffffffffu, t0, o));
+                t1 = __fadd_rn(t1, __shfl_xor_sync(0xffffffffu, t1, o));
+            }
             // key scales and presence travel from the thread that loaded key j (lane 4 j)
             const float sc0 = __shfl_sync(0xffffffffu, kscale[gi], 8 * tig);
             const float sc1 = __shfl_sync(0xffffffffu, kscale[gi], 8 * tig + 4);
@@ -231,125 +195,6 @@ template <class C> __device__ __forceinline__ void index_score(const dsa_index_s
             if (g == 0 && j0 + 1 < n)
                 keys[j0 + 1] = have1 ? score_key(__fmul_rn(sc1, t1)) : 0u;
         }
-    }
-}
-
-// The pipelined kernel's shared memory beyond the query fragments (dynamic; the plan's
-// index_score_smem, which the runtime launches with): per warp, P stages of G groups of 8 keys,
-// each group's values in the order its lanes read them ([c][lane] 16-byte words: lane (g, tig)
-// gets key g's bytes tig * D / 4 + 16 c), then per warp and stage the keys' scales and presence.
-template <class C> struct ScorePipeLayout {
-    using S = ScoreShape<C>;
-    static constexpr int P = C::idx_score_stages;
-    static constexpr int stage_words = S::G * S::LOADS * 32;                // uint4 of one stage's key values
-    static constexpr int keys_bytes = S::WARPS * P * stage_words * 16;
-    static constexpr int meta_words = S::WARPS * P * S::G * 8;              // one scale (and one flag) a key
-    static constexpr int bytes = keys_bytes + 2 * meta_words * 4;
-    static_assert(P >= 2, "a stage in flight while one is scored");
-    static_assert(bytes == C::idx_score_smem, "the plan's score shared memory is the kernel's layout");
-};
-
-// B.2, the pipelined kernel: the same warp steps and the same arithmetic as index_score, but each
-// warp copies its key groups with cp.async into P stages of shared memory, P - 1 steps ahead of
-// the step it scores, so (P - 1) G KiB of key rows per warp stay in flight while it computes, and
-// the block-table entries of the next step are loaded a step early. Each lane copies exactly the
-// 16-byte words it later reads (no barrier for those); the scales and presence flags, read by
-// other lanes, are ordered by the warp's barriers. Scores bit-identical to index_score's.
-template <class C> __device__ __forceinline__ void index_score_pipe(const dsa_index_score_params &p)
-{
-    using S = ScoreShape<C>;
-    using Lay = ScorePipeLayout<C>;
-    constexpr int D = S::D, W = C::dcp, I = C::interleave, BS = C::block_size, P = Lay::P;
-    constexpr int MT = S::MT, KS = S::KS, LOADS = S::LOADS, WARPS = S::WARPS, G = S::G;
-    const int t = blockIdx.x, warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, tig = lane % 4;
-    const int64_t last = row_last(p.positions, p.req_of_token, p.seq_lens, p.num_requests, t);
-    const int64_t n = last < 0 ? 0 : owned_count<W, I>(last, p.rank);
-    if (n == 0)
-        return;
-    const int32_t req = p.req_of_token[t];
-    const int32_t *blocks = p.block_table + (int64_t)req * p.max_blocks;
-    __shared__ uint4 qfrag[S::qfrag_words];
-    extern __shared__ uint4 score_pipe_smem[];
-    float wh[MT][2];
-    score_stage_query<C>(p, t, qfrag, wh);
-    // after the CTA's one barrier above, every warp runs alone
-    uint4 *const kbuf = score_pipe_smem + warp * P * Lay::stage_words;
-    float *const kscale = reinterpret_cast<float *>(score_pipe_smem + WARPS * P * Lay::stage_words) + warp * P * G * 8;
-    int *const kok = reinterpret_cast<int *>(score_pipe_smem + WARPS * P * Lay::stage_words) + Lay::meta_words +
-                     warp * P * G * 8;
-    uint32_t *keys = p.keys + (int64_t)t * p.key_stride;
-    const int64_t first = ((int64_t)blockIdx.y * WARPS + warp) * 8 * G, step = (int64_t)gridDim.y * WARPS * 8 * G;
-    if (first >= n)
-        return;
-    const int steps = (int)((n - first + step - 1) / step); // at most max_positions / 8
-    // the block of key l0 + 8 gi + g of a step, or -1 where the key is past the row or its table
-    auto fetch = [&](int64_t l0, int32_t (&blk)[G]) {
-#pragma unroll
-        for (int gi = 0; gi < G; gi++) {
-            const int64_t l = l0 + 8 * gi + g;
-            blk[gi] = l < n && l / BS < p.max_blocks ? blocks[l / BS] : -1;
-        }
-    };
-    // this lane's copies of a step into stage st: its key's 16-byte words, its key's scale and
-    // presence from lane tig 0; a key with no slot copies nothing and gets zeros (its source
-    // address then lies in the cache's first page, aligned, and is not read)
-    auto issue = [&](int64_t l0, const int32_t (&blk)[G], int st) {
-#pragma unroll
-        for (int gi = 0; gi < G; gi++) {
-            const int64_t l = l0 + 8 * gi + g;
-            const bool ok = blk[gi] >= 0 && (int64_t)blk[gi] * BS + l % BS < p.num_slots;
-            const uint8_t *page = ok ? p.idx_cache + (int64_t)blk[gi] * (BS * (D + 4)) : p.idx_cache;
-            const int off = ok ? (int)(l % BS) : 0;
-#pragma unroll
-            for (int c = 0; c < LOADS; c++)
-                cp_async16(smem_addr(kbuf + st * Lay::stage_words + (gi * LOADS + c) * 32 + lane),
-                           page + off * D + tig * (D / 4) + 16 * c, ok ? 16 : 0);
-            if (tig == 0) {
-                const int m = (st * G + gi) * 8 + g;
-                cp_async4(smem_addr(kscale + m), page + BS * D + 4 * off, ok ? 4 : 0);
-                kok[m] = ok;
-            }
-        }
-    };
-    int32_t blk[G];
-    for (int s = 0; s < P - 1; s++) {
-        if (s < steps) {
-            fetch(first + s * step, blk);
-            issue(first + s * step, blk, s);
-        }
-        cp_async_commit(); // one group per step, empty past the row, so the count below holds
-    }
-    fetch(first + (P - 1) * step, blk);
-    for (int it = 0; it < steps; it++) {
-        const int st = (int)(it % P);
-        if (it + P - 1 < steps) // into the stage scored at it - 1 (the warp barrier below freed it)
-            issue(first + (it + P - 1) * step, blk, (int)((it + P - 1) % P));
-        cp_async_commit();
-        fetch(first + (it + P) * step, blk); // in flight while this step computes
-        cp_async_wait<P - 1>();               // this step's copies have landed
-        __syncwarp();
-        const int64_t l0 = first + it * step;
-        uint32_t b[G][2 * KS];
-#pragma unroll
-        for (int gi = 0; gi < G; gi++)
-#pragma unroll
-            for (int c = 0; c < LOADS; c++) {
-                const uint4 v = kbuf[st * Lay::stage_words + (gi * LOADS + c) * 32 + lane];
-                b[gi][4 * c] = v.x, b[gi][4 * c + 1] = v.y, b[gi][4 * c + 2] = v.z, b[gi][4 * c + 3] = v.w;
-            }
-        float s0[G], s1[G];
-        score_heads<C, G>(qfrag, wh, b, s0, s1);
-#pragma unroll
-        for (int gi = 0; gi < G; gi++) {
-            const float t0 = score_sum_groups(s0[gi]), t1 = score_sum_groups(s1[gi]);
-            const int m = (st * G + gi) * 8 + 2 * tig;
-            const int64_t j0 = l0 + 8 * gi + 2 * tig;
-            if (g == 0 && j0 < n)
-                keys[j0] = kok[m] ? score_key(__fmul_rn(kscale[m], t0)) : 0u;
-            if (g == 0 && j0 + 1 < n)
-                keys[j0 + 1] = kok[m + 1] ? score_key(__fmul_rn(kscale[m + 1], t1)) : 0u;
-        }
-        __syncwarp(); // every lane is done with stage st before it is copied into again
     }
 }
 

@@ -152,28 +152,4 @@ struct bf16x8 {
 __device__ __forceinline__ uint4 load16(const void *p) { return *reinterpret_cast<const uint4 *>(p); }
 __device__ __forceinline__ void store16(void *p, uint4 v) { *reinterpret_cast<uint4 *>(p) = v; }
 
-// A generic pointer into shared memory as the 32-bit shared address that cp.async and ldmatrix take.
-__device__ __forceinline__ uint32_t smem_addr(const void *p)
-{
-    uint32_t a;
-    asm("{\n\t.reg .u64 t;\n\tcvta.to.shared.u64 t, %1;\n\tcvt.u32.u64 %0, t;\n\t}" : "=r"(a) : "l"(p));
-    return a;
-}
-
-// 16 bytes global -> shared, asynchronously (L2 only); bytes = 0 writes zeros and reads nothing.
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, int bytes)
-{
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(bytes) : "memory");
-}
-// 4 bytes global -> shared, asynchronously; bytes = 0 writes zeros and reads nothing.
-__device__ __forceinline__ void cp_async4(uint32_t dst, const void *src, int bytes)
-{
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(dst), "l"(src), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-// Waits until at most Pending of this thread's committed groups are still in flight; the copies of
-// the others are then visible to this thread (to other threads after a barrier).
-template <int Pending> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(Pending) : "memory"); }
-__device__ __forceinline__ void cp_async_wait_all() { cp_async_wait<0>(); }
-
 } // namespace dsa

@@ -331,29 +331,6 @@ int64_t dsa_index_topk_splits(dsa_ctx_t ctx, int64_t rows, int64_t max_blocks)
     return topk_splits(ctx, rows < ctx->idx_tokens ? rows : ctx->idx_tokens, max_blocks * ctx->cfg->info.block_size);
 }
 
-dsa_result_t dsa_testing_index_scores(dsa_ctx_t ctx, uint32_t *host, int64_t rows, int64_t keys)
-{
-    dsa_result_t rc = DSA_SUCCESS;
-    if (!ctx)
-        return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT, "dsa_testing_index_scores: ctx is NULL");
-    if (!host)
-        return dsa_fail(ctx, DSA_ERROR_INVALID_ARGUMENT, "dsa_testing_index_scores: host is NULL");
-    if (rows < 1 || rows > ctx->idx_tokens || keys < 1 || keys > ctx->cfg->idx_max_local)
-        return dsa_fail(ctx, DSA_ERROR_INVALID_ARGUMENT,
-                        "dsa_testing_index_scores: rows is %lld and keys %lld, must be 1 to %lld and 1 to %lld",
-                        (long long)rows, (long long)keys, (long long)ctx->idx_tokens,
-                        (long long)ctx->cfg->idx_max_local);
-    if ((rc = push(ctx, "dsa_testing_index_scores")) != DSA_SUCCESS)
-        return rc;
-    CU_CHECK(ctx, dsa_cu.cuCtxSynchronize());
-    for (int64_t t = 0; t < rows; t++)
-        CU_CHECK(ctx, dsa_cu.cuMemcpyDtoH(host + t * keys, ctx->ws_ikeys + (CUdeviceptr)(t * ctx->cfg->ws_idx_keys),
-                                          (size_t)keys * 4));
-fail:
-    pop();
-    return rc;
-}
-
 /* One chunk of n rows from t0: query, scores, local top-k, (exchange, merge). */
 static dsa_result_t index_chunk(dsa_ctx_t ctx, const dsa_index_args_t *a, const dsa_index_strides_t *st, int64_t t0,
                                 int64_t n, CUstream stream)
@@ -395,8 +372,8 @@ static dsa_result_t index_chunk(dsa_ctx_t ctx, const dsa_index_args_t *a, const 
     int64_t splits = ctx->score_slots / n;
     const int64_t most = (cfg->idx_max_local + cfg->index_score_keys_per_cta - 1) / cfg->index_score_keys_per_cta;
     splits = splits < 1 ? 1 : splits > most ? most : splits > 65535 ? 65535 : splits;
-    if ((rc = launch(ctx, "dsa_index", ctx->score_fn, (unsigned)n, (unsigned)splits, cfg->index_score_threads,
-                     ctx->score_smem, &sc, stream, "index score")) != DSA_SUCCESS)
+    if ((rc = launch(ctx, "dsa_index", ctx->index_score_fn, (unsigned)n, (unsigned)splits, cfg->index_score_threads, 0,
+                     &sc, stream, "index score")) != DSA_SUCCESS)
         return rc;
     dsa_index_topk_params tk = {0};
     tk.keys = sc.keys;

@@ -249,38 +249,14 @@ static dsa_result_t prepare_index(dsa_ctx_t ctx)
     CUmodule m = ctx->modules[DSA_MODULE_INDEX];
     CU_CHECK(ctx, dsa_cu.cuModuleGetFunction(&ctx->index_q_fn, m, cfg->entry_index_q));
     CU_CHECK(ctx, dsa_cu.cuModuleGetFunction(&ctx->index_score_fn, m, cfg->entry_index_score));
-    /* test and benchmark hook (dsa_testing.h): DSA_INDEX_SCORE=old launches the plain score kernel,
-     * `new` (or unset) the pipelined one; both give the same scores bit for bit */
-    const char *score = getenv("DSA_INDEX_SCORE");
-    if (score && strcmp(score, "old") && strcmp(score, "new"))
-        return dsa_fail(ctx, DSA_ERROR_INVALID_ARGUMENT,
-                        "dsa_ctx_create: DSA_INDEX_SCORE is '%s', expected 'old' or 'new'",
-                        dsa_escape(score, (char[37]){0}, 37));
-    if (score && !strcmp(score, "old")) {
-        ctx->score_fn = ctx->index_score_fn;
-        ctx->score_smem = 0;
-    } else {
-        CU_CHECK(ctx, dsa_cu.cuModuleGetFunction(&ctx->score_fn, m, cfg->entry_index_score_pipe));
-        ctx->score_smem = cfg->index_score_smem;
-        int optin = 0;
-        CU_CHECK(ctx, dsa_cu.cuDeviceGetAttribute(&optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
-                                                  ctx->dev));
-        if (ctx->score_smem > (unsigned)optin)
-            return dsa_fail(ctx, DSA_ERROR_UNSUPPORTED,
-                            "dsa_ctx_create: the index score kernel of %s needs %u bytes of shared memory per block, "
-                            "device %d allows %d",
-                            cfg->info.name, ctx->score_smem, ctx->opts.device, optin);
-        CU_CHECK(ctx, dsa_cu.cuFuncSetAttribute(ctx->score_fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                                (int)ctx->score_smem));
-    }
     CU_CHECK(ctx, dsa_cu.cuModuleGetFunction(&ctx->index_topk_fn, m, cfg->entry_index_topk));
     if (cfg->entry_index_merge[0])
         CU_CHECK(ctx, dsa_cu.cuModuleGetFunction(&ctx->index_merge_fn, m, cfg->entry_index_merge));
     CU_CHECK(ctx, dsa_cu.cuModuleGetFunction(&ctx->index_topk_split_fn, m, cfg->entry_index_topk_split));
     int sms = 0, per_sm = 0, coop = 0;
     CU_CHECK(ctx, dsa_cu.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, ctx->dev));
-    CU_CHECK(ctx, dsa_cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, ctx->score_fn,
-                                                                     (int)cfg->index_score_threads, ctx->score_smem));
+    CU_CHECK(ctx, dsa_cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, ctx->index_score_fn,
+                                                                     (int)cfg->index_score_threads, 0));
     ctx->score_slots = sms * (per_sm > 0 ? per_sm : 1);
     /* The split top-k's CTAs of a row wait for each other, so its grid must be resident at once: a
      * cooperative launch of at most the CTAs the device holds (the call's split comes from this). */

@@ -19,10 +19,7 @@ struct dsa_ctx {
     dsa_kernel_info_t info[DSA_NMODULES]; /* what dsa_ctx_kernels reports */
     CUfunction prologue_fn, pack_fn, attend_fn, split_merge_fn, merge_fn;
     CUfunction index_q_fn, index_score_fn, index_topk_fn, index_topk_split_fn, index_merge_fn;
-    CUfunction score_fn;            /* the score kernel dsa_index launches: index_score_fn's pipelined
-                                       entry, or the plain one under DSA_INDEX_SCORE=old */
-    unsigned score_smem;            /* score_fn's dynamic shared memory: the plan's, or 0 for the plain one */
-    int score_slots;                /* score_fn's CTAs resident at once on the device: its split */
+    int score_slots;                /* index score CTAs resident at once on the device: its split */
     int topk_slots;                 /* split top-k CTAs resident at once: its split; 0: one CTA a row */
     int topk_split_forced;          /* DSA_INDEX_TOPK=split: split from 2 CTAs a row, not the plan's minimum */
     unsigned attend_smem;           /* dynamic shared memory of attend_fn, exported by its module */

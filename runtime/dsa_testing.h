@@ -54,16 +54,6 @@ DSA_API int64_t dsa_index_topk_splits(dsa_ctx_t ctx, int64_t rows, int64_t max_b
 DSA_API dsa_result_t dsa_testing_stage_events(dsa_ctx_t ctx, void *const *events, const char **names, int capacity,
                                               int *count);
 
-/* The scores of ctx's last dsa_index chunk, as its top-k read them: for each of its first `rows`
- * rows, the first `keys` entries of the row's score workspace (by local key index: score_key of
- * the key's score, an order-preserving uint32; 0 for a key with no cache slot) into
- * host[row * keys ..]. Entries past a row's keys are whatever the workspace held. Synchronises
- * the context. rows: 1 to opts.index_tokens; keys: 1 to the plan's idx_max_local.
- * DSA_INDEX_SCORE in the environment at dsa_ctx_create picks the score kernel: `old` the plain
- * one, `new` or unset the pipelined one (cp.async stages); both must give the same bits, so a test
- * can compare them in one process. */
-DSA_API dsa_result_t dsa_testing_index_scores(dsa_ctx_t ctx, uint32_t *host, int64_t rows, int64_t keys);
-
 #ifdef __cplusplus
 }
 #endif

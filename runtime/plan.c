@@ -75,7 +75,6 @@ static const field_t fields[] = {
     {"entry_attend_smem", F_NAME, M(entry_attend_smem), 0, 0},
     {"entry_index_q", F_NAME, M(entry_index_q), 0, 0},
     {"entry_index_score", F_NAME, M(entry_index_score), 0, 0},
-    {"entry_index_score_pipe", F_NAME, M(entry_index_score_pipe), 0, 0},
     {"entry_index_topk", F_NAME, M(entry_index_topk), 0, 0},
     {"entry_index_topk_split", F_NAME, M(entry_index_topk_split), 0, 0},
     {"entry_index_merge", F_ENTRY, M(entry_index_merge), 0, 0},
@@ -91,7 +90,6 @@ static const field_t fields[] = {
     {"index_q_ctas_per_token", F_U32, M(index_q_ctas_per_token), 1, 65535},
     {"index_score_threads", F_U32, M(index_score_threads), 32, 1024},
     {"index_score_keys_per_cta", F_U32, M(index_score_keys_per_cta), 1, 65535},
-    {"index_score_smem", F_U32, M(index_score_smem), 16, 1u << 20},
     {"index_topk_threads", F_U32, M(index_topk_threads), 32, 1024},
     {"index_topk_split_threads", F_U32, M(index_topk_split_threads), 32, 1024},
     {"index_topk_split_max", F_U32, M(index_topk_split_max), 1, 65535},
@@ -341,7 +339,7 @@ static dsa_result_t parse(parser_t *p, const char *text, size_t len, dsa_cfg_t *
     c->info.cache_dtype_name = c->cache_dtype_name;
     c->modules[DSA_MODULE_PROLOGUE].entry = c->entry_prologue;
     c->modules[DSA_MODULE_ATTEND].entry = c->entry_attend;
-    c->modules[DSA_MODULE_INDEX].entry = c->entry_index_score_pipe; /* the default score kernel */
+    c->modules[DSA_MODULE_INDEX].entry = c->entry_index_score;
     return DSA_SUCCESS;
 }
 

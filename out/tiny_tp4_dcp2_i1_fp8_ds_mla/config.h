@@ -76,8 +76,6 @@
 #define DSA_IDX_TOPK_THREADS 1024
 #define DSA_IDX_SCORE_KEYS_PER_CTA 128 /* keys a score CTA takes per step */
 #define DSA_IDX_SCORE_MIN_CTAS 4 /* per SM: the score kernel's register cap */
-#define DSA_IDX_SCORE_STAGES 3 /* the pipelined score kernel's cp.async stages per warp */
-#define DSA_IDX_SCORE_SMEM 52224 /* its dynamic shared memory, bytes */
 #define DSA_IDX_TOPK_SPLIT_THREADS 512
 #define DSA_IDX_TOPK_RADIX_BITS 11 /* the split top-k's radix digit */
 #define DSA_IDX_TOPK_SPLIT_KEYS 2048 /* the fewest keys a split top-k CTA takes */

@@ -9,12 +9,10 @@ same with L2 flushed (a 256 MiB write) before each call. Each row's keys are its
 The configuration's shapes come from libdsa (dsa_config_info, through tests/bench/dsa_ctypes.py).
 Each point runs with both top-k kernels (DSA_INDEX_TOPK, read at context creation: `split`, the
 default choice, which spreads a row over several CTAs when there are few rows, and `one`, a CTA per
-row), says how many CTAs a row got, and checks that the two give the same rows. Likewise the two
-score kernels (DSA_INDEX_SCORE: `new`, the default, the pipelined one; `old`, the plain one).
+row), says how many CTAs a row got, and checks that the two give the same rows.
 
-Usage: python3 tests/bench/bench_index.py [--quick] [--topk auto|split|one|both] [--score new|old|both]
-           [--rows 64,128] [--context 32768,131072] [--configs NAME,...] [--no-peer]
-(from the repository root, after `ninja gpu`; default: --topk both --score new, every point, the peer)
+Usage: python3 tests/bench/bench_index.py [--quick] [--topk auto|split|one|both]   (from the repository
+root, after `ninja gpu`; default both)
 """
 import ctypes
 import os
@@ -90,12 +88,10 @@ def run(name, B, L, copy_bw, peer, modes):
 
     results, rows = {}, {}
     for mode in modes:
-        topk_mode, score_mode = mode
-        if topk_mode == "auto":  # the runtime's own choice
+        if mode == "auto":  # the runtime's own choice
             os.environ.pop("DSA_INDEX_TOPK", None)
         else:
-            os.environ["DSA_INDEX_TOPK"] = topk_mode  # read by dsa_ctx_create
-        os.environ["DSA_INDEX_SCORE"] = score_mode
+            os.environ["DSA_INDEX_TOPK"] = mode  # read by dsa_ctx_create
         ctx = ctypes.c_void_p()
         if lib.dsa_ctx_create(name.encode(), ctypes.byref(opts), ctypes.byref(ctx)) != 0:
             sys.exit(f"dsa_ctx_create: {lib.dsa_last_error(None).decode()}")
@@ -111,7 +107,6 @@ def run(name, B, L, copy_bw, peer, modes):
         results[mode] = (time_us(dsa, False), time_us(dsa, True), lib.dsa_index_topk_splits(ctx, B, nb))
         lib.dsa_ctx_destroy(ctx)
     os.environ.pop("DSA_INDEX_TOPK", None)
-    os.environ.pop("DSA_INDEX_SCORE", None)
     same = all(torch.equal(rows[m], rows[modes[0]]) for m in modes)
     floor_us = B * L * (D + 4) / copy_bw * 1e6
     us_p = float("nan")
@@ -131,35 +126,24 @@ def run(name, B, L, copy_bw, peer, modes):
     return results, same, floor_us, us_p
 
 
-def arg(flag, default):
-    return sys.argv[sys.argv.index(flag) + 1] if flag in sys.argv else default
-
-
 def main():
     quick = "--quick" in sys.argv
-    topk_arg, score_arg = arg("--topk", "both"), arg("--score", "new")
-    topks = ["auto", "split", "one"] if topk_arg == "both" else [topk_arg]
-    scores = ["new", "old"] if score_arg == "both" else [score_arg]
-    modes = [(t, s) for s in scores for t in topks]
-    batches = [int(x) for x in arg("--rows", "1,64" if quick else "1,64,128").split(",")]
-    contexts = [int(x) for x in arg("--context", "8192,32768" if quick else "8192,32768,131072").split(",")]
-    configs = arg("--configs", ",".join(CONFIGS)).split(",")
+    topk_arg = sys.argv[sys.argv.index("--topk") + 1] if "--topk" in sys.argv else "both"
+    modes = ["auto", "split", "one"] if topk_arg == "both" else [topk_arg]
     bw = copy_bandwidth()
     print(f"device {torch.cuda.get_device_name()}; copy bandwidth {bw / 1e12:.2f} TB/s (2 GiB copy)")
-    print("| configuration | indexer heads | rows | context | score | top-k (CTAs a row) | libdsa us | L2 flushed us | "
+    print("| configuration | indexer heads | rows | context | top-k (CTAs a row) | libdsa us | L2 flushed us | "
           "floor us | x floor | PyTorch peer us | speed-up | rows equal |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-    for name in configs:
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for name in CONFIGS:
         H = dsa_ctypes.config_info(lib, name).idx_heads
-        for B in batches:
-            for L in contexts:
-                # the peer materialises [B, H, L] fp32 scores
-                peer = B * L <= 64 * 131072 and "--no-peer" not in sys.argv
+        for B in ((1, 64) if quick else (1, 64, 128)):
+            for L in ((8192, 32768) if quick else (8192, 32768, 131072)):
+                peer = B * L <= 64 * 131072  # the peer materialises [B, H, L] fp32 scores
                 results, same, fl, us_p = run(name, B, L, bw, peer, modes)
-                for (topk, score), (us, us_f, splits) in results.items():
-                    print(f"| {name} | {H} | {B} | {L} | {score} | {topk} ({splits}) | {us:.1f} | {us_f:.1f} | "
-                          f"{fl:.1f} | {us_f / fl:.2f} | {us_p:.0f} | {us_p / us:.1f}x | {'yes' if same else 'NO'} |",
-                          flush=True)
+                for mode, (us, us_f, splits) in results.items():
+                    print(f"| {name} | {H} | {B} | {L} | {mode} ({splits}) | {us:.1f} | {us_f:.1f} | {fl:.1f} | "
+                          f"{us_f / fl:.2f} | {us_p:.0f} | {us_p / us:.1f}x | {'yes' if same else 'NO'} |", flush=True)
                 torch.cuda.empty_cache()
 
 

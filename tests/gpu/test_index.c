@@ -17,9 +17,6 @@
  *   absent requests: rows bit-identical at every split the chunking gives (index_tokens 1, 3, 64),
  *   at DCP = 1 and at DCP = 2, 4, 8 through the in-process group. DSA_INDEX_TOPK=one|split,
  *   read at context creation, picks the kernel (dsa_testing.h).
- * - `test_index scores`: the two score kernels (DSA_INDEX_SCORE=old, the plain one; new, the
- *   pipelined one and the default) on the same long rows: every key's score bit-identical
- *   (dsa_testing_index_scores), and the top-k rows.
  * - `test_index args`: argument checks, each with its message, and nothing written. */
 #include <cuda.h>
 #include <math.h>
@@ -171,31 +168,17 @@ static int world_for(const char *config, iworld_t *w, int W, int I, int key_pool
     return world_long(config, w, W, I, key_pool, nonfinite, seed, 0, 0, 0);
 }
 
-/* Sets the environment variable name to m (NULL: unsets it) for the contexts created next;
- * returns the value before, kept in before. */
-static const char *env_mode(const char *name, const char *m, char (*before)[16])
-{
-    const char *b = getenv(name);
-    snprintf(*before, sizeof *before, "%s", b ? b : "");
-    if (m)
-        setenv(name, m, 1);
-    else
-        unsetenv(name);
-    return b ? *before : NULL;
-}
-
-/* DSA_INDEX_TOPK (dsa_testing.h: the top-k kernel) for the contexts created next. */
+/* Sets DSA_INDEX_TOPK (NULL: unsets it) for the contexts created next; returns the value before. */
 static const char *topk_mode(const char *m)
 {
     static char before[16];
-    return env_mode("DSA_INDEX_TOPK", m, &before);
-}
-
-/* DSA_INDEX_SCORE (dsa_testing.h: the score kernel) for the contexts created next. */
-static const char *score_mode(const char *m)
-{
-    static char before[16];
-    return env_mode("DSA_INDEX_SCORE", m, &before);
+    const char *b = getenv("DSA_INDEX_TOPK");
+    snprintf(before, sizeof before, "%s", b ? b : "");
+    if (m)
+        setenv("DSA_INDEX_TOPK", m, 1);
+    else
+        unsetenv("DSA_INDEX_TOPK");
+    return b ? before : NULL;
 }
 
 static void test_ref(const char *config, int key_pool)
@@ -369,100 +352,6 @@ static void test_paths(const char *config, int key_pool, int nan_keys, int absen
     iworld_free(&w);
 }
 
-/* ---- the two score kernels against each other ---- */
-
-/* The keys row t of w sees at DCP = 1 (the kernels' row_last + 1, 0 for a row with none). */
-static int64_t row_keys(const iworld_t *w, int t)
-{
-    const int32_t req = w->req_of[t];
-    if (req < 0 || req >= w->nreq)
-        return 0;
-    const int64_t pos = w->positions[t], len = w->seq_lens[req];
-    const int64_t last = pos < len - 1 ? pos : len - 1;
-    return last < 0 ? 0 : last + 1;
-}
-
-/* dsa_index of config over w's unsharded cache in one chunk with DSA_INDEX_SCORE=mode: the top-k
- * rows into topk [T][K], the first `keys` score entries of each row into scores [T][keys]. */
-static int run_scores(const char *config, const iworld_t *w, const char *mode, int32_t *topk, uint32_t *scores,
-                      int64_t keys)
-{
-    const char *before = score_mode(mode);
-    dsa_options_t o = harness_options();
-    o.index_tokens = w->T;
-    dsa_ctx_t ctx;
-    const dsa_result_t made = dsa_ctx_create(config, &o, &ctx);
-    score_mode(before);
-    if (made != DSA_SUCCESS) {
-        printf("FAIL %s: dsa_ctx_create (DSA_INDEX_SCORE=%s): %s\n", config, mode, dsa_last_error(NULL));
-        return -1;
-    }
-    dev_world_t d;
-    upload(w, w->W, &d);
-    dsa_index_args_t a = args_of(w, &d);
-    dsa_result_t rc = dsa_index(ctx, &a, NULL);
-    if (rc == DSA_SUCCESS)
-        rc = dsa_testing_index_scores(ctx, scores, w->T, keys);
-    if (rc != DSA_SUCCESS)
-        printf("FAIL %s: DSA_INDEX_SCORE=%s: %s\n", config, mode, dsa_last_error(ctx));
-    CK(cuCtxSynchronize());
-    dev_get(topk, d.topk, (size_t)w->T * (size_t)w->cfg.K * 4);
-    release(&d);
-    dsa_ctx_destroy(ctx);
-    return rc == DSA_SUCCESS ? 0 : -1;
-}
-
-/* DCP = 1: the plain score kernel (DSA_INDEX_SCORE=old) against the pipelined one (new) on rows of
- * up to 50037 keys (world_long: several steps per warp, a partial last step and page, keys past a
- * short block table), with exact ties, NaN keys or an absent request: every key's score entry of
- * every row bit-identical, and the rows' top-k. */
-static void test_scores(const char *config, int key_pool, int nan_keys, int absent)
-{
-    if (strncmp(config, only, strlen(only)) != 0)
-        return;
-    dcp_ran++;
-    iworld_t w;
-    if (world_long(config, &w, 1, 1, key_pool, 0, harness_rng++, 1, nan_keys, absent) != 0) {
-        CHECK(0);
-        return;
-    }
-    int64_t keys = 1, total = 0;
-    for (int t = 0; t < w.T; t++) {
-        const int64_t n = row_keys(&w, t);
-        keys = n > keys ? n : keys;
-        total += n;
-    }
-    const size_t nk = (size_t)w.T * (size_t)w.cfg.K, ns = (size_t)w.T * (size_t)keys;
-    int32_t *top_old = malloc(nk * 4), *top_new = malloc(nk * 4);
-    uint32_t *s_old = malloc(ns * 4), *s_new = malloc(ns * 4);
-    const int ran = run_scores(config, &w, "old", top_old, s_old, keys) == 0 &&
-                    run_scores(config, &w, "new", top_new, s_new, keys) == 0;
-    int bad = 0, bad_rows = 0;
-    for (int t = 0; ran && t < w.T; t++) {
-        const int64_t n = row_keys(&w, t);
-        int64_t first = -1, differ = 0;
-        for (int64_t l = 0; l < n; l++)
-            if (s_old[(size_t)t * (size_t)keys + (size_t)l] != s_new[(size_t)t * (size_t)keys + (size_t)l]) {
-                first = first < 0 ? l : first;
-                differ++;
-            }
-        bad += differ > 0;
-        if (differ && bad <= 3)
-            printf("     row %d (%lld keys): %lld scores differ, the first at key %lld (old %08x, new %08x)\n", t,
-                   (long long)n, (long long)differ, (long long)first,
-                   s_old[(size_t)t * (size_t)keys + (size_t)first], s_new[(size_t)t * (size_t)keys + (size_t)first]);
-        bad_rows += memcmp(top_old + (size_t)t * (size_t)w.cfg.K, top_new + (size_t)t * (size_t)w.cfg.K,
-                           (size_t)w.cfg.K * 4) != 0;
-    }
-    CHECK(ran && bad == 0 && bad_rows == 0 && total > 0);
-    printf("%s %s%s%s%s: pipelined scores against the plain kernel's, %d rows of %lld keys in all: %d rows' scores "
-           "differ, %d top-k rows differ\n",
-           ran && !bad && !bad_rows && total > 0 ? "ok  " : "FAIL", config, key_pool ? ", exact ties" : "",
-           nan_keys ? ", NaN keys" : "", absent ? ", an absent request" : "", w.T, (long long)total, bad, bad_rows);
-    free(top_old), free(top_new), free(s_old), free(s_new);
-    iworld_free(&w);
-}
-
 /* ---- DCP = 2 over NCCL, one process per GPU ---- */
 
 static const char *const nccl_config = "glm5.2_tp2_dcp2_i1_nvfp4_ds_mla", *const nccl_single = "glm5.2_tp1_dcp1_i1_bf16";
@@ -607,18 +496,6 @@ int main(int argc, char **argv)
         test_dcp_as("deepseek_v32_tp8_dcp8_i1_fp8_ds_mla", "deepseek_v32_tp8_dcp1_i1_fp8_ds_mla", 8, 1, 0, 1, 1);
         if (!dcp_ran)
             printf("FAIL test_index paths: no configuration starts with '%s'\n", only);
-        CHECK(dcp_ran > 0);
-    }
-    if (!strcmp(what, "all") || !strcmp(what, "scores")) {
-        dcp_ran = 0;
-        test_scores("tiny_tp4_dcp1_i1_bf16", 0, 1, 1);
-        test_scores("tiny_tp4_dcp1_i1_bf16", 3, 0, 0);
-        test_scores("glm5.2_tp4_dcp1_i1_fp8_ds_mla", 0, 1, 1);
-        test_scores("glm5.2_tp4_dcp1_i1_fp8_ds_mla", 4, 0, 0);
-        test_scores("deepseek_v32_tp8_dcp1_i1_fp8_ds_mla", 0, 1, 0);
-        test_scores("deepseek_v32_tp8_dcp1_i1_fp8_ds_mla", 5, 0, 1);
-        if (!dcp_ran)
-            printf("FAIL test_index scores: no configuration starts with '%s'\n", only);
         CHECK(dcp_ran > 0);
     }
     if (!strcmp(what, "all") || !strcmp(what, "args"))

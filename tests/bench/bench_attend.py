@@ -2,8 +2,8 @@
 grid of issue 15: heads per GPU {16, 32, 64, 128} x decode rows {1, 8, 64, 128} x the three cache
 formats, top-k 2048, each row its own 2048 distinct keys of its own 16384-token request.
 
-The configurations are DeepSeek-V3.2's layer at TP 8, 4, 2, 1 (tests/bench/attend_grid.lua), rendered
-into .bench-out/ by `build/dsagen tests/bench/*.lua -o .bench-out` and loaded at run time
+The configurations are DeepSeek-V3.2's layer at TP 8, 4, 2, 1 (specs/models/bench_attend_grid.lua), rendered
+into .bench-out/ by `build/dsagen specs/models/bench_*.lua -o .bench-out` and loaded at run time
 (dsa_ctx_create_dir); heads, top-k, block size, dimensions and the cache layout come from libdsa.
 
 Per point: time back to back (median of 20 of the mean of 10 calls, CUDA events, after warm-ups) and
@@ -120,7 +120,7 @@ class Point:
 def main():
     quick = "--quick" in sys.argv
     if not os.path.isdir(GRID):
-        sys.exit(f"bench_attend: no {GRID}: run `build/dsagen tests/bench/*.lua -o .bench-out` first")
+        sys.exit(f"bench_attend: no {GRID}: run `build/dsagen specs/models/bench_*.lua -o .bench-out` first")
     bw, rate = copy_bandwidth(), tensor_rate()
     print(f"device {torch.cuda.get_device_name()}; copy bandwidth {bw / 1e12:.2f} TB/s (read + write), "
           f"bf16 tensor-core rate {rate / 1e12:.0f} TFLOP/s (8192^3 product); top-k 2048, {SEQ}-token requests")

@@ -20,14 +20,13 @@ and the dsagen command above; --quick: fp8 only)
 """
 import ctypes
 import os
-import statistics
 import sys
 
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import dsa_ctypes  # noqa: E402  (the binding the benchmarks share)
-from bench_prologue import copy_bandwidth, encode_entries, lib, time_ms  # noqa: E402
+from bench_prologue import copy_bandwidth, encode_entries, lib, time_flushed_ms, time_ms  # noqa: E402
 from dsa_ctypes import AttendArgs, ConfigInfo, Options  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -35,7 +34,6 @@ GRID = os.path.join(ROOT, ".bench-out")
 SEQ = 16384  # tokens of each request
 BATCHES = (1, 8, 64, 128)
 FORMATS = {"bf16": dsa_ctypes.CACHE_BF16, "fp8": dsa_ctypes.CACHE_FP8_DS_MLA, "nvfp4": dsa_ctypes.CACHE_NVFP4_DS_MLA}
-FLUSH = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")  # 4x the H200's L2
 
 
 def tensor_rate():
@@ -44,22 +42,6 @@ def tensor_rate():
     b = torch.randn(n, n, device="cuda").bfloat16()
     ms = time_ms(lambda: a @ b, reps=10, warmup=3)
     return 2 * n ** 3 / (ms * 1e-3)
-
-
-def time_flushed_ms(fn, reps=20, warmup=3):
-    """Median over reps of one call's time, the L2 flushed (FLUSH rewritten) before each call."""
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(reps):
-        FLUSH.fill_(1)
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b))
-    return statistics.median(times)
 
 
 class Point:

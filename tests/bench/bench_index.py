@@ -16,46 +16,21 @@ root, after `ninja gpu`; default both)
 """
 import ctypes
 import os
-import statistics
 import sys
 
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import dsa_ctypes  # noqa: E402
-from bench_prologue import copy_bandwidth, lib  # noqa: E402
+from bench_prologue import copy_bandwidth, lib, time_flushed_ms, time_ms  # noqa: E402
 from dsa_ctypes import IndexArgs, Options  # noqa: E402
 
 CONFIGS = ["deepseek_v32_tp8_dcp1_i1_fp8_ds_mla", "glm5.2_tp4_dcp1_i1_fp8_ds_mla"]
-FLUSH = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
 
 
 def time_us(fn, flush, reps=10, warmup=2, inner=5):
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        if flush:  # one call at a time, each after an L2 flush, timed alone
-            t = 0.0
-            for _ in range(inner):
-                FLUSH.fill_(1)
-                a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                a.record()
-                fn()
-                b.record()
-                b.synchronize()
-                t += a.elapsed_time(b)
-            times.append(t / inner * 1e3)
-        else:
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record()
-            for _ in range(inner):
-                fn()
-            b.record()
-            b.synchronize()
-            times.append(a.elapsed_time(b) / inner * 1e3)
-    return statistics.median(times)
+    """Median us of a call: back to back (time_ms), or each call alone after an L2 flush."""
+    return 1e3 * (time_flushed_ms if flush else time_ms)(fn, reps=reps, warmup=warmup, inner=inner)
 
 
 def run(name, B, L, copy_bw, peer, modes):

@@ -73,6 +73,32 @@ def time_ms(fn, reps=30, warmup=5, inner=1):
     return statistics.median(times)
 
 
+_FLUSH = []  # a 256 MiB buffer (4x the H200's L2), made at the first flushed timing
+
+
+def time_flushed_ms(fn, reps=20, warmup=3, inner=1):
+    """Median over reps of the mean time of `inner` calls, each timed alone between two events right
+    after the L2 is flushed (the flush buffer rewritten): the cold-cache time of a call."""
+    if not _FLUSH:
+        _FLUSH.append(torch.empty(256 << 20, dtype=torch.uint8, device="cuda"))
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        t = 0.0
+        for _ in range(inner):
+            _FLUSH[0].fill_(1)
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            fn()
+            b.record()
+            b.synchronize()
+            t += a.elapsed_time(b)
+        times.append(t / inner)
+    return statistics.median(times)
+
+
 def copy_bandwidth():
     n = 1 << 31  # 2 GiB, far beyond L2
     x = torch.empty(n, dtype=torch.uint8, device="cuda")

@@ -121,9 +121,11 @@ gen_tests() {
     && ok || bad "$tag duplicate across specs: $got"
   [ ! -e "$tmp/$tag-dup" ] && ok || bad "$tag duplicate across specs wrote output"
   # model names that differ only in '.', '-' or '_' would give two configurations one C symbol
-  sed 's/model = "glm5.2"/model = "glm5-2"/' specs/glm5.2.lua > "$tmp/$tag-glm5-2.lua"
-  got=$("$gen" specs/glm5.2.lua "$tmp/$tag-glm5-2.lua" -o "$tmp/$tag-sym" 2>&1 | head -1)
-  [ "$got" == "$tmp/$tag-glm5-2.lua:$(grep -n 'tp = 4, dcp = 1' specs/glm5.2.lua | cut -d: -f1): error: configs[1]: configuration 'glm5-2_tp4_dcp1_i1_fp8_ds_mla' has the same C symbol (glm5_2_tp4_dcp1_i1_fp8_ds_mla) as 'glm5.2_tp4_dcp1_i1_fp8_ds_mla' of specs/glm5.2.lua:$(grep -n 'tp = 4, dcp = 1' specs/glm5.2.lua | cut -d: -f1); model names must differ in more than '.', '-' and '_'" ] \
+  local symdir="$tmp/$tag-symspec" # the copy beside the geometry it imports
+  mkdir -p "$symdir/models" && cp specs/models/glm5.2.lua "$symdir/models/"
+  sed 's/model = "glm5.2"/model = "glm5-2"/' specs/glm5.2.lua > "$symdir/glm5-2.lua"
+  got=$("$gen" specs/glm5.2.lua "$symdir/glm5-2.lua" -o "$tmp/$tag-sym" 2>&1 | head -1)
+  [ "$got" == "$symdir/glm5-2.lua:$(grep -n 'tp = 4, dcp = 1' specs/glm5.2.lua | cut -d: -f1): error: configs[1]: configuration 'glm5-2_tp4_dcp1_i1_fp8_ds_mla' has the same C symbol (glm5_2_tp4_dcp1_i1_fp8_ds_mla) as 'glm5.2_tp4_dcp1_i1_fp8_ds_mla' of specs/glm5.2.lua:$(grep -n 'tp = 4, dcp = 1' specs/glm5.2.lua | cut -d: -f1); model names must differ in more than '.', '-' and '_'" ] \
     && ok || bad "$tag model names with one C symbol: $got"
   [ ! -e "$tmp/$tag-sym" ] && ok || bad "$tag model names with one C symbol wrote output"
 

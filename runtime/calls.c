@@ -22,13 +22,16 @@ static void pop(void)
     dsa_cu.cuCtxPopCurrent(&dummy);
 }
 
-/* Stage timing (dsa_testing.h): the next of the caller's events, recorded after a step. */
-static CUresult mark(dsa_ctx_t ctx, CUstream stream, const char *what)
+/* Stage timing (dsa_testing.h): the next of the caller's events, recorded after step `what`. */
+static dsa_result_t mark(dsa_ctx_t ctx, CUstream stream, const char *what)
 {
     if (!ctx->marks || *ctx->mark_count >= ctx->mark_cap)
-        return CUDA_SUCCESS;
+        return DSA_SUCCESS;
     ctx->mark_names[*ctx->mark_count] = what;
-    return dsa_cu.cuEventRecord(ctx->marks[(*ctx->mark_count)++], stream);
+    CUresult r = dsa_cu.cuEventRecord(ctx->marks[(*ctx->mark_count)++], stream);
+    return r == CUDA_SUCCESS
+               ? DSA_SUCCESS
+               : dsa_fail(ctx, DSA_ERROR_CUDA, "stage timing: cuEventRecord after %s failed (%d)", what, (int)r);
 }
 
 dsa_result_t dsa_testing_stage_events(dsa_ctx_t ctx, void *const *events, const char **names, int capacity, int *count)
@@ -47,14 +50,13 @@ dsa_result_t dsa_testing_stage_events(dsa_ctx_t ctx, void *const *events, const 
     return DSA_SUCCESS;
 }
 
-/* Records the mark after a collective, or says which one failed to. */
-static dsa_result_t marked(dsa_ctx_t ctx, dsa_result_t rc, CUstream stream, const char *what)
+/* A collective of the DCP group (all-to-all or all-gather), then its stage mark. */
+static dsa_result_t collective(dsa_ctx_t ctx, int alltoall, CUdeviceptr send, CUdeviceptr recv, size_t bytes,
+                               CUstream stream, const char *what)
 {
-    if (rc != DSA_SUCCESS)
-        return rc;
-    CUresult r = mark(ctx, stream, what);
-    return r == CUDA_SUCCESS ? DSA_SUCCESS
-                             : dsa_fail(ctx, DSA_ERROR_CUDA, "stage timing: cuEventRecord after %s failed (%d)", what, (int)r);
+    dsa_result_t rc = alltoall ? ctx->dcp->alltoall(ctx->dcp, ctx, send, recv, bytes, stream)
+                               : ctx->dcp->allgather(ctx->dcp, ctx, send, recv, bytes, stream);
+    return rc == DSA_SUCCESS ? mark(ctx, stream, what) : rc;
 }
 
 /* A cooperative launch (coop) guarantees that every CTA of the grid is resident at once, for
@@ -65,15 +67,13 @@ static dsa_result_t launch_as(dsa_ctx_t ctx, const char *fn, CUfunction f, unsig
     void *args[] = {params};
     CUresult r = coop ? dsa_cu.cuLaunchCooperativeKernel(f, gx, gy, gz, threads, 1, 1, smem, stream, args)
                       : dsa_cu.cuLaunchKernel(f, gx, gy, gz, threads, 1, 1, smem, stream, args, NULL);
-    if (r == CUDA_SUCCESS)
-        r = mark(ctx, stream, what);
     if (r != CUDA_SUCCESS) {
         const char *s = "?";
         dsa_cu.cuGetErrorString(r, &s);
         return dsa_fail(ctx, DSA_ERROR_CUDA, "%s: launch of the %s kernel of %s failed: %s", fn, what,
                         ctx->cfg->info.name, s);
     }
-    return DSA_SUCCESS;
+    return mark(ctx, stream, what);
 }
 
 static dsa_result_t launch(dsa_ctx_t ctx, const char *fn, CUfunction f, unsigned gx, unsigned gy, unsigned threads,
@@ -157,9 +157,8 @@ static dsa_result_t dcp_collective(dsa_ctx_t ctx, int alltoall, const void *send
     dsa_result_t rc = push(ctx, fn);
     if (rc != DSA_SUCCESS)
         return rc;
-    CUdeviceptr s = (CUdeviceptr)(uintptr_t)send, r = (CUdeviceptr)(uintptr_t)recv;
-    rc = alltoall ? ctx->dcp->alltoall(ctx->dcp, ctx, s, r, bytes, (CUstream)stream)
-                  : ctx->dcp->allgather(ctx->dcp, ctx, s, r, bytes, (CUstream)stream);
+    rc = collective(ctx, alltoall, (CUdeviceptr)(uintptr_t)send, (CUdeviceptr)(uintptr_t)recv, bytes, (CUstream)stream,
+                    fn);
     pop();
     return rc;
 }
@@ -235,10 +234,8 @@ static dsa_result_t attend_chunk(dsa_ctx_t ctx, const dsa_attend_args_t *a, cons
                      stream, "pack")) != DSA_SUCCESS)
         return rc;
     /* 2. the query all-gather: every rank attends for the whole group's heads */
-    if (dcp && (rc = marked(ctx,
-                            ctx->dcp->allgather(ctx->dcp, ctx, ctx->ws_q, ctx->ws_qg, (size_t)n * (size_t)cfg->ws_q_packed,
-                                                stream),
-                            stream, "gather")) != DSA_SUCCESS)
+    if (dcp && (rc = collective(ctx, 0, ctx->ws_q, ctx->ws_qg, (size_t)n * (size_t)cfg->ws_q_packed, stream,
+                                "gather")) != DSA_SUCCESS)
         return rc;
     dsa_attend_params at = {0};
     at.q = (const uint16_t *)(uintptr_t)(dcp ? ctx->ws_qg : ctx->ws_q);
@@ -279,10 +276,8 @@ static dsa_result_t attend_chunk(dsa_ctx_t ctx, const dsa_attend_args_t *a, cons
         return DSA_SUCCESS;
     /* 5. the exchange (each rank receives every rank's partials of its own heads, outputs and LSEs in
      * one block a rank), then the merge */
-    if ((rc = marked(ctx,
-                     ctx->dcp->alltoall(ctx->dcp, ctx, ctx->ws_x_send, ctx->ws_x_recv,
-                                        (size_t)n * (size_t)cfg->exchange_row, stream),
-                     stream, "exchange")) != DSA_SUCCESS)
+    if ((rc = collective(ctx, 1, ctx->ws_x_send, ctx->ws_x_recv, (size_t)n * (size_t)cfg->exchange_row, stream,
+                         "exchange")) != DSA_SUCCESS)
         return rc;
     dsa_merge_params mg = {0};
     mg.xrecv = (const uint8_t *)(uintptr_t)ctx->ws_x_recv;
@@ -401,10 +396,8 @@ static dsa_result_t index_chunk(dsa_ctx_t ctx, const dsa_index_args_t *a, const 
     if (rc != DSA_SUCCESS || !dcp)
         return rc;
     /* the candidates of every rank to every rank, then the same merge everywhere */
-    if ((rc = marked(ctx,
-                     ctx->dcp->allgather(ctx->dcp, ctx, ctx->ws_icand, ctx->ws_icand_recv,
-                                         (size_t)n * (size_t)cfg->ws_idx_cand, stream),
-                     stream, "index gather")) != DSA_SUCCESS)
+    if ((rc = collective(ctx, 0, ctx->ws_icand, ctx->ws_icand_recv, (size_t)n * (size_t)cfg->ws_idx_cand, stream,
+                         "index gather")) != DSA_SUCCESS)
         return rc;
     return launch(ctx, "dsa_index", ctx->index_merge_fn, (unsigned)n, 1, cfg->index_topk_threads, 0, &tk, stream,
                   "index merge");

@@ -102,10 +102,7 @@ static dsa_result_t ws_alloc(dsa_ctx_t ctx, CUdeviceptr *p, size_t bytes)
     if (ctx->dcp && ctx->dcp->alloc)
         return ctx->dcp->alloc(ctx->dcp, ctx, bytes, p);
     CUresult r = dsa_cu.cuMemAlloc(p, bytes);
-    if (r != CUDA_SUCCESS)
-        return dsa_fail(ctx, r == CUDA_ERROR_OUT_OF_MEMORY ? DSA_ERROR_OUT_OF_MEMORY : DSA_ERROR_CUDA,
-                        "dsa_ctx_create: cuMemAlloc of %zu bytes failed (%d)", bytes, (int)r);
-    return DSA_SUCCESS;
+    return r == CUDA_SUCCESS ? DSA_SUCCESS : dsa_cu_fail(ctx, r, "cuMemAlloc", __FILE__, __LINE__);
 }
 
 /* The DCP group named by the options: exactly one of nccl_comm, nccl_id, inproc_group at dcp > 1,
@@ -215,11 +212,10 @@ static dsa_result_t prepare_calls(dsa_ctx_t ctx)
                                             (int)ctx->attend_smem));
     /* Splitting a row's keys over CTAs fills at most one wave of the device (dsa_attend_splits), so
      * its workspaces hold attend_slots / ctas-per-row (row, split) partials at most. */
-    int sms = 0, per_sm = 0;
-    CU_CHECK(ctx, dsa_cu.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, ctx->dev));
+    int per_sm = 0;
     CU_CHECK(ctx, dsa_cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, ctx->attend_fn, (int)cfg->attend_threads,
                                                                      ctx->attend_smem));
-    ctx->attend_slots = sms * (per_sm > 0 ? per_sm : 1);
+    ctx->attend_slots = ctx->sms * (per_sm > 0 ? per_sm : 1);
     ctx->split_rows = cfg->attend_max_splits > 1 ? ctx->attend_slots / (int64_t)cfg->attend_ctas_per_token : 0;
     if (ctx->split_rows >= 2) {
         CU_CHECK(ctx, dsa_cu.cuMemAlloc(&ctx->ws_so, (size_t)ctx->split_rows * (size_t)cfg->ws_partial_out));
@@ -253,17 +249,16 @@ static dsa_result_t prepare_index(dsa_ctx_t ctx)
     if (cfg->entry_index_merge[0])
         CU_CHECK(ctx, dsa_cu.cuModuleGetFunction(&ctx->index_merge_fn, m, cfg->entry_index_merge));
     CU_CHECK(ctx, dsa_cu.cuModuleGetFunction(&ctx->index_topk_split_fn, m, cfg->entry_index_topk_split));
-    int sms = 0, per_sm = 0, coop = 0;
-    CU_CHECK(ctx, dsa_cu.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, ctx->dev));
+    int per_sm = 0, coop = 0;
     CU_CHECK(ctx, dsa_cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, ctx->index_score_fn,
                                                                      (int)cfg->index_score_threads, 0));
-    ctx->score_slots = sms * (per_sm > 0 ? per_sm : 1);
+    ctx->score_slots = ctx->sms * (per_sm > 0 ? per_sm : 1);
     /* The split top-k's CTAs of a row wait for each other, so its grid must be resident at once: a
      * cooperative launch of at most the CTAs the device holds (the call's split comes from this). */
     CU_CHECK(ctx, dsa_cu.cuDeviceGetAttribute(&coop, CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH, ctx->dev));
     CU_CHECK(ctx, dsa_cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, ctx->index_topk_split_fn,
                                                                      (int)cfg->index_topk_split_threads, 0));
-    ctx->topk_slots = coop && per_sm > 0 ? sms * per_sm : 0;
+    ctx->topk_slots = coop && per_sm > 0 ? ctx->sms * per_sm : 0;
     /* test and benchmark hook (dsa_testing.h): DSA_INDEX_TOPK=one keeps every row's top-k in one CTA */
     const char *mode = getenv("DSA_INDEX_TOPK");
     if (mode && strcmp(mode, "one") && strcmp(mode, "split"))
@@ -340,6 +335,7 @@ static dsa_result_t open_device(dsa_ctx_t ctx)
                         ctx->opts.device, count);
     CU_CHECK(ctx, dsa_cu.cuDeviceGet(&ctx->dev, ctx->opts.device));
     CU_CHECK(ctx, dsa_cu.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, ctx->dev));
+    CU_CHECK(ctx, dsa_cu.cuDeviceGetAttribute(&ctx->sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, ctx->dev));
     if (strncmp(ctx->target, "sm_90", 5) == 0 && major != 9)
         return dsa_fail(ctx, DSA_ERROR_UNSUPPORTED, "configuration %s targets %s; device %d has compute capability %d.x",
                         ctx->cfg->info.name, ctx->target, ctx->opts.device, major);

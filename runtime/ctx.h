@@ -19,6 +19,7 @@ struct dsa_ctx {
     dsa_kernel_info_t info[DSA_NMODULES]; /* what dsa_ctx_kernels reports */
     CUfunction prologue_fn, pack_fn, attend_fn, split_merge_fn, merge_fn;
     CUfunction index_q_fn, index_score_fn, index_topk_fn, index_topk_split_fn, index_merge_fn;
+    int sms;                        /* the device's multiprocessors, read once at creation */
     int score_slots;                /* index score CTAs resident at once on the device: its split */
     int topk_slots;                 /* split top-k CTAs resident at once: its split; 0: one CTA a row */
     int topk_split_forced;          /* DSA_INDEX_TOPK=split: split from 2 CTAs a row, not the plan's minimum */

@@ -85,8 +85,7 @@ static dsa_result_t nccl_alloc(dsa_transport_t *t, dsa_ctx_t ctx, size_t bytes, 
     }
     CUresult r = dsa_cu.cuMemAlloc(out, bytes);
     if (r != CUDA_SUCCESS)
-        return dsa_fail(ctx, r == CUDA_ERROR_OUT_OF_MEMORY ? DSA_ERROR_OUT_OF_MEMORY : DSA_ERROR_CUDA,
-                        "dsa_ctx_create: cuMemAlloc of %zu bytes for a DCP buffer failed (%d)", bytes, (int)r);
+        return dsa_cu_fail(ctx, r, "cuMemAlloc", __FILE__, __LINE__);
     n->buf[n->nbuf].ptr = *out;
     n->buf[n->nbuf++].win = NULL;
     return DSA_SUCCESS;

@@ -102,7 +102,7 @@ if [ "$mode" = python ]; then # the torch side: tests/gpu/test_torch.py, test_to
   # so a failure here fails the run but the tests still go on
   ninja python-torch || { echo "FAIL: ninja python-torch (dsagen._torch_view)"; status=1; }
   export PYTHONPATH=$PWD/build/python${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
-  export DSA_TEST_CACHE=$(mktemp -d) DSA_CACHE_DIR=$DSA_TEST_CACHE
+  DSA_TEST_CACHE=$(mktemp -d); export DSA_TEST_CACHE DSA_CACHE_DIR=$DSA_TEST_CACHE
   if [ "$part" = all ] || [ "$part" = single ]; then
     echo "== tests/gpu/test_torch.py (ops against the C calls, checks, CUDA graph, torch.compile, overhead)"
     timeout 400 python3 tests/gpu/test_torch.py 2>&1 | tee "$log/python.log" | grep -E "^(FAIL|ok|\||[0-9]+ passed)|Error" || status=1

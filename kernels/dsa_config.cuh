@@ -31,6 +31,7 @@ struct Config {
         idx_q_threads = DSA_IDX_Q_THREADS,
         idx_score_threads = DSA_IDX_SCORE_THREADS,
         idx_topk_threads = DSA_IDX_TOPK_THREADS,
+        idx_merge_smem = DSA_IDX_MERGE_SMEM,
         idx_score_min_ctas = DSA_IDX_SCORE_MIN_CTAS,
         idx_score_keys_per_cta = DSA_IDX_SCORE_KEYS_PER_CTA,
         idx_topk_split_threads = DSA_IDX_TOPK_SPLIT_THREADS,

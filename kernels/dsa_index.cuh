@@ -264,31 +264,47 @@ template <class C> __device__ __forceinline__ void index_topk_split(const dsa_in
     }
 }
 
-// B.4 (DCP > 1): the W lists of a row, each ascending in position with its candidates first,
-// merged into one ascending list (a candidate's place: its index in its own list plus how many
-// candidates of each other list have a smaller position), then the same selection as B.3. Every
-// rank runs this on the same gathered lists, so every rank writes the same row.
+// B.4 (DCP > 1): the W lists of a row, each ascending in position with its candidates first
+// (padding: key 0, position 0xffffffff), merged into one ascending list (a candidate's place: its
+// index in its own list plus how many candidates of each other list have a smaller position), then
+// the same selection as B.3. Every rank runs this on the same gathered lists, so every rank writes
+// the same row. The places come from binary searches over the lists' positions, which are staged in
+// shared memory first where the plan gives it (C::idx_merge_smem bytes: W x K positions), so that a
+// search step is a shared load, not a dependent trip to L2.
 template <class C> __device__ __forceinline__ void index_merge(const dsa_index_topk_params &p)
 {
     constexpr int W = C::dcp, K = C::idx_topk, Threads = C::idx_topk_threads;
+    constexpr bool Staged = C::idx_merge_smem > 0;
+    static_assert(!Staged || (C::idx_merge_smem == W * K * 4 && K % 2 == 0), "the plan's merge shared memory: W x K positions, K even");
     __shared__ uint32_t hist[256], scratch[3 + 2 * (C::idx_topk_threads / 32)];
     __shared__ int count[W];
+    extern __shared__ __align__(16) uint32_t staged_pos[]; // [W][K] when Staged
     const int t = blockIdx.x;
     const uint32_t *list[W];
 #pragma unroll
     for (int r = 0; r < W; r++)
         list[r] = p.cand_in + ((int64_t)r * p.num_tokens + t) * K * 2;
-    if (threadIdx.x < W) { // candidates first, then padding (key 0): count them by binary search
-        const uint32_t *c = list[threadIdx.x];
+    if constexpr (Staged) {
+        // two (key, position) pairs a 16-byte load (the plan stages only an even K: rows 16-byte aligned)
+        for (int e = threadIdx.x; e < W * K / 2; e += Threads) {
+            const int r = e / (K / 2), i = e % (K / 2);
+            const uint4 v = *reinterpret_cast<const uint4 *>(list[r] + 4 * i);
+            *reinterpret_cast<uint2 *>(staged_pos + r * K + 2 * i) = make_uint2(v.y, v.w);
+        }
+        __syncthreads();
+    }
+    const auto pos_of = [&](int r, int i) -> uint32_t { return Staged ? staged_pos[r * K + i] : list[r][2 * i + 1]; };
+    if (threadIdx.x < W) { // candidates first, then padding (position 0xffffffff): count them
+        const int r = threadIdx.x;
         int lo = 0, hi = K;
         while (lo < hi) {
             const int mid = (lo + hi) / 2;
-            if (c[2 * mid] != 0u)
+            if (pos_of(r, mid) != 0xffffffffu)
                 lo = mid + 1;
             else
                 hi = mid;
         }
-        count[threadIdx.x] = lo;
+        count[r] = lo;
     }
     __syncthreads();
     int total = 0;
@@ -300,7 +316,7 @@ template <class C> __device__ __forceinline__ void index_merge(const dsa_index_t
         const int r = e / K, i = e % K;
         if (i >= count[r])
             continue;
-        const uint32_t key = list[r][2 * i], pos = list[r][2 * i + 1];
+        const uint32_t key = list[r][2 * i], pos = pos_of(r, i);
         int at = i;
 #pragma unroll
         for (int o = 0; o < W; o++) {
@@ -309,7 +325,7 @@ template <class C> __device__ __forceinline__ void index_merge(const dsa_index_t
             int lo = 0, hi = count[o]; // candidates of list o with a smaller position
             while (lo < hi) {
                 const int mid = (lo + hi) / 2;
-                if (list[o][2 * mid + 1] < pos)
+                if (pos_of(o, mid) < pos)
                     lo = mid + 1;
                 else
                     hi = mid;

@@ -399,8 +399,8 @@ static dsa_result_t index_chunk(dsa_ctx_t ctx, const dsa_index_args_t *a, const 
     if ((rc = collective(ctx, 0, ctx->ws_icand, ctx->ws_icand_recv, (size_t)n * (size_t)cfg->ws_idx_cand, stream,
                          "index gather")) != DSA_SUCCESS)
         return rc;
-    return launch(ctx, "dsa_index", ctx->index_merge_fn, (unsigned)n, 1, cfg->index_topk_threads, 0, &tk, stream,
-                  "index merge");
+    return launch(ctx, "dsa_index", ctx->index_merge_fn, (unsigned)n, 1, cfg->index_topk_threads, cfg->index_merge_smem,
+                  &tk, stream, "index merge");
 }
 
 dsa_result_t dsa_index(dsa_ctx_t ctx, const dsa_index_args_t *a, void *stream)

@@ -246,8 +246,19 @@ static dsa_result_t prepare_index(dsa_ctx_t ctx)
     CU_CHECK(ctx, dsa_cu.cuModuleGetFunction(&ctx->index_q_fn, m, cfg->entry_index_q));
     CU_CHECK(ctx, dsa_cu.cuModuleGetFunction(&ctx->index_score_fn, m, cfg->entry_index_score));
     CU_CHECK(ctx, dsa_cu.cuModuleGetFunction(&ctx->index_topk_fn, m, cfg->entry_index_topk));
-    if (cfg->entry_index_merge[0])
+    if (cfg->entry_index_merge[0]) {
         CU_CHECK(ctx, dsa_cu.cuModuleGetFunction(&ctx->index_merge_fn, m, cfg->entry_index_merge));
+        /* the merge stages the lists' positions in dynamic shared memory (the plan's bytes) */
+        int optin = 0;
+        CU_CHECK(ctx, dsa_cu.cuDeviceGetAttribute(&optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, ctx->dev));
+        if (cfg->index_merge_smem > (unsigned)optin)
+            return dsa_fail(ctx, DSA_ERROR_UNSUPPORTED,
+                            "dsa_ctx_create: the index merge kernel of %s needs %u bytes of shared memory per block, "
+                            "device %d allows %d",
+                            cfg->info.name, cfg->index_merge_smem, ctx->opts.device, optin);
+        CU_CHECK(ctx, dsa_cu.cuFuncSetAttribute(ctx->index_merge_fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                                (int)cfg->index_merge_smem));
+    }
     CU_CHECK(ctx, dsa_cu.cuModuleGetFunction(&ctx->index_topk_split_fn, m, cfg->entry_index_topk_split));
     int per_sm = 0, coop = 0;
     CU_CHECK(ctx, dsa_cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, ctx->index_score_fn,

@@ -91,6 +91,7 @@ static const field_t fields[] = {
     {"index_score_threads", F_U32, M(index_score_threads), 32, 1024},
     {"index_score_keys_per_cta", F_U32, M(index_score_keys_per_cta), 1, 65535},
     {"index_topk_threads", F_U32, M(index_topk_threads), 32, 1024},
+    {"index_merge_smem", F_U32, M(index_merge_smem), 0, 227 * 1024},
     {"index_topk_split_threads", F_U32, M(index_topk_split_threads), 32, 1024},
     {"index_topk_split_max", F_U32, M(index_topk_split_max), 1, 65535},
     {"index_topk_split_min", F_U32, M(index_topk_split_min), 2, 65535},

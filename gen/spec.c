@@ -861,12 +861,13 @@ void dsg_derive(const dsg_geometry *g, const dsg_config *c, dsg_derived *o)
      * a cap of 3 CTAs made it spill (0: no minimum given) */
     o->index_score_min_ctas = g->idx_heads > 32 ? 0 : 4;
     o->index_topk_threads = 1024;
-    /* The DCP index merge places each candidate by binary searches over the other ranks' lists: the
-     * lists' positions are staged in shared memory (W x topk x 4 bytes) where they fit in 96 KiB
-     * (every shipped configuration: 64 KiB at DCP 8, top-k 2048), so each search step is a shared
-     * load rather than a dependent L2 round trip; beyond that (or for an odd top-k, whose rows are
-     * not 16-byte aligned) they are read from global memory. */
+    /* The DCP index merge places each candidate by binary searches over the other ranks' lists,
+     * then selects from the merged list: where 12 W topk bytes fit in 200 KiB of shared memory (every
+     * shipped configuration: 192 KiB at DCP 8, top-k 2048) the lists' positions and the merged list
+     * live there, so a search step or a selection pass reads shared memory rather than making
+     * dependent L2 round trips; beyond that (or for an odd top-k, whose lists are not 16-byte
+     * aligned) they are read from global memory. */
     o->index_merge_smem =
-        w > 1 && g->idx_topk % 2 == 0 && (long long)w * g->idx_topk * 4 <= 96 * 1024 ? w * g->idx_topk * 4 : 0;
+        w > 1 && g->idx_topk % 2 == 0 && 12LL * w * g->idx_topk <= 200 * 1024 ? 12 * w * g->idx_topk : 0;
     rope_freqs(g, o->rope_freq);
 }

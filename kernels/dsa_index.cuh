@@ -268,32 +268,35 @@ template <class C> __device__ __forceinline__ void index_topk_split(const dsa_in
 // (padding: key 0, position 0xffffffff), merged into one ascending list (a candidate's place: its
 // index in its own list plus how many candidates of each other list have a smaller position), then
 // the same selection as B.3. Every rank runs this on the same gathered lists, so every rank writes
-// the same row. The places come from binary searches over the lists' positions, which are staged in
-// shared memory first where the plan gives it (C::idx_merge_smem bytes: W x K positions), so that a
-// search step is a shared load, not a dependent trip to L2.
+// the same row. Where the plan gives the shared memory (C::idx_merge_smem = 12 W K bytes), the
+// lists' positions are staged there and the merged list is built there too, so that the binary
+// searches and the selection's passes read shared memory, not L2; otherwise both live in global
+// memory (p.merged).
 template <class C> __device__ __forceinline__ void index_merge(const dsa_index_topk_params &p)
 {
     constexpr int W = C::dcp, K = C::idx_topk, Threads = C::idx_topk_threads;
     constexpr bool Staged = C::idx_merge_smem > 0;
-    static_assert(!Staged || (C::idx_merge_smem == W * K * 4 && K % 2 == 0), "the plan's merge shared memory: W x K positions, K even");
+    static_assert(!Staged || (C::idx_merge_smem == 12 * W * K && K % 2 == 0),
+                  "the plan's merge shared memory: W x K positions, then the merged keys and positions; K even");
     __shared__ uint32_t hist[256], scratch[3 + 2 * (C::idx_topk_threads / 32)];
     __shared__ int count[W];
-    extern __shared__ __align__(16) uint32_t staged_pos[]; // [W][K] when Staged
+    extern __shared__ __align__(16) uint32_t merge_s[]; // Staged: [W K] positions, [W K] merged keys, [W K] their positions
     const int t = blockIdx.x;
     const uint32_t *list[W];
 #pragma unroll
     for (int r = 0; r < W; r++)
         list[r] = p.cand_in + ((int64_t)r * p.num_tokens + t) * K * 2;
+    uint32_t *const pos_s = merge_s, *const mkey_s = merge_s + W * K, *const mpos_s = merge_s + 2 * W * K;
     if constexpr (Staged) {
-        // two (key, position) pairs a 16-byte load (the plan stages only an even K: rows 16-byte aligned)
+        // two (key, position) pairs a 16-byte load (an even K keeps every list 16-byte aligned)
         for (int e = threadIdx.x; e < W * K / 2; e += Threads) {
             const int r = e / (K / 2), i = e % (K / 2);
             const uint4 v = *reinterpret_cast<const uint4 *>(list[r] + 4 * i);
-            *reinterpret_cast<uint2 *>(staged_pos + r * K + 2 * i) = make_uint2(v.y, v.w);
+            *reinterpret_cast<uint2 *>(pos_s + r * K + 2 * i) = make_uint2(v.y, v.w);
         }
         __syncthreads();
     }
-    const auto pos_of = [&](int r, int i) -> uint32_t { return Staged ? staged_pos[r * K + i] : list[r][2 * i + 1]; };
+    const auto pos_of = [&](int r, int i) -> uint32_t { return Staged ? pos_s[r * K + i] : list[r][2 * i + 1]; };
     if (threadIdx.x < W) { // candidates first, then padding (position 0xffffffff): count them
         const int r = threadIdx.x;
         int lo = 0, hi = K;
@@ -332,14 +335,24 @@ template <class C> __device__ __forceinline__ void index_merge(const dsa_index_t
             }
             at += lo;
         }
-        merged[2 * at] = key;
-        merged[2 * at + 1] = pos;
+        if constexpr (Staged) {
+            mkey_s[at] = key;
+            mpos_s[at] = pos;
+        } else {
+            merged[2 * at] = key;
+            merged[2 * at + 1] = pos;
+        }
     }
     __syncthreads();
     int32_t *out = p.topk + (int64_t)t * p.topk_stride;
-    const int written = select_topk<Threads, 2>(merged, total, K,
-                                                        [&](int j, int64_t i) { out[j] = (int32_t)merged[2 * i + 1]; },
-                                                        hist, scratch);
+    int written;
+    if constexpr (Staged)
+        written = select_topk<Threads, 1>(mkey_s, total, K, [&](int j, int64_t i) { out[j] = (int32_t)mpos_s[i]; },
+                                          hist, scratch);
+    else
+        written = select_topk<Threads, 2>(merged, total, K,
+                                          [&](int j, int64_t i) { out[j] = (int32_t)merged[2 * i + 1]; }, hist,
+                                          scratch);
     for (int j = written + threadIdx.x; j < K; j += Threads)
         out[j] = -1;
 }

@@ -74,7 +74,7 @@
 #define DSA_IDX_Q_THREADS 256
 #define DSA_IDX_SCORE_THREADS 128
 #define DSA_IDX_TOPK_THREADS 1024
-#define DSA_IDX_MERGE_SMEM 512 /* the DCP index merge's dynamic shared memory, bytes */
+#define DSA_IDX_MERGE_SMEM 1536 /* the DCP index merge's dynamic shared memory, bytes */
 #define DSA_IDX_SCORE_KEYS_PER_CTA 128 /* keys a score CTA takes per step */
 #define DSA_IDX_SCORE_MIN_CTAS 4 /* per SM: the score kernel's register cap */
 #define DSA_IDX_TOPK_SPLIT_THREADS 512

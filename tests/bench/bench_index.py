@@ -11,8 +11,9 @@ Each point runs with both top-k kernels (DSA_INDEX_TOPK, read at context creatio
 default choice, which spreads a row over several CTAs when there are few rows, and `one`, a CTA per
 row), says how many CTAs a row got, and checks that the two give the same rows.
 
-Usage: python3 tests/bench/bench_index.py [--quick] [--topk auto|split|one|both]   (from the repository
-root, after `ninja gpu`; default both)
+Usage: python3 tests/bench/bench_index.py [--quick] [--topk auto|split|one|both] [--rows 1,64,128]
+[--context 8192,32768,131072] [--no-peer]   (from the repository root, after `ninja gpu`; default:
+both top-k kernels, every row count and context, the peer where its scores fit)
 """
 import ctypes
 import os
@@ -105,6 +106,12 @@ def main():
     quick = "--quick" in sys.argv
     topk_arg = sys.argv[sys.argv.index("--topk") + 1] if "--topk" in sys.argv else "both"
     modes = ["auto", "split", "one"] if topk_arg == "both" else [topk_arg]
+
+    def ints(flag, default):
+        return tuple(int(x) for x in sys.argv[sys.argv.index(flag) + 1].split(",")) if flag in sys.argv else default
+    rows = ints("--rows", (1, 64) if quick else (1, 64, 128))
+    contexts = ints("--context", (8192, 32768) if quick else (8192, 32768, 131072))
+    no_peer = "--no-peer" in sys.argv
     bw = copy_bandwidth()
     print(f"device {torch.cuda.get_device_name()}; copy bandwidth {bw / 1e12:.2f} TB/s (2 GiB copy)")
     print("| configuration | indexer heads | rows | context | top-k (CTAs a row) | libdsa us | L2 flushed us | "
@@ -112,9 +119,9 @@ def main():
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for name in CONFIGS:
         H = dsa_ctypes.config_info(lib, name).idx_heads
-        for B in ((1, 64) if quick else (1, 64, 128)):
-            for L in ((8192, 32768) if quick else (8192, 32768, 131072)):
-                peer = B * L <= 64 * 131072  # the peer materialises [B, H, L] fp32 scores
+        for B in rows:
+            for L in contexts:
+                peer = not no_peer and B * L <= 64 * 131072  # the peer materialises [B, H, L] fp32 scores
                 results, same, fl, us_p = run(name, B, L, bw, peer, modes)
                 for mode, (us, us_f, splits) in results.items():
                     print(f"| {name} | {H} | {B} | {L} | {mode} ({splits}) | {us:.1f} | {us_f:.1f} | {fl:.1f} | "

@@ -15,9 +15,6 @@
 //      scaled and masked;
 //   3. online softmax per head in fp32, P to bf16;
 //   4. O = O * corr + P V, each warpgroup (warp) a block of heads x latent dims held in registers.
-// The wgmma path (64 heads) orders this differently: each warpgroup takes its own 32 keys of a 64-key
-// tile over all dims, so S needs no cross-group sum and the softmax runs in registers, and the next
-// tile is loaded and dequantised through registers while the tensor cores work (dsa_wgmma.cuh).
 // The CPU reference rounds the dequantised keys to bf16 the same way, so both compute one function.
 #pragma once
 #include "dsa_merge.cuh"

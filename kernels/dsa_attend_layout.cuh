@@ -24,33 +24,28 @@ template <int HB, int KV, int LAT, int Format, int EntryBytes> struct AttendLayo
     // the arguments again, and the counts below that the main loops add, as enumerators: NVRTC emits
     // every constant data member as a global of the module
     enum : int { heads = HB, kv = KV, lat = LAT, format = Format, entry_bytes = EntryBytes };
+    static constexpr int KT = Format == 0 ? 32 : 64;  // keys per tile
     enum : int { KSTEPS = KV / 16 };                  // 16-dim k-steps of S = Q K^T
     // 64 heads: two warpgroups on wgmma, tiles of core matrices; fewer: 8 warps on mma.sync, padded rows
     static constexpr bool WG = HB == 64 && kAttendWgmma;
-    static constexpr int KT = Format == 0 && !WG ? 32 : 64; // keys per tile (wgmma: 32 per warpgroup)
     static constexpr int RS = WG ? KV : KV + 8;       // bf16 per Q/K row: padded, 16-byte chunks odd, so ldmatrix hits distinct banks
     static constexpr int WM = HB < 32 ? HB : 32;      // mma.sync: heads per warp tile
     enum : int { MB = WM / 16 };                      // mma.sync: 16-row blocks per warp tile
     static constexpr int S_TILES = (HB / WM) * (KT / 32); // mma.sync: warp tiles of S (WM x 32)
-    static constexpr int SPLITS = WG ? 1 : kAttendThreads / 32 / S_TILES; // mma.sync: warps sharing S, each over part of KV
+    static constexpr int SPLITS = WG ? 2 : kAttendThreads / 32 / S_TILES; // warps (groups) sharing S, each over part of KV
     static constexpr int SS = KT + 8;                 // fp32 per S row
     static constexpr int PS = WG ? KT : KT + 8;       // bf16 per P row
     static constexpr int RG = HB / WM;                // mma.sync P V: warp rows
     static constexpr int DW = WG ? LAT / 2 : LAT / (kAttendThreads / 32 / RG); // P V: latent dims per warp (group)
     enum : int { NB = DW / 8 };                       // mma.sync P V: 8-dim blocks per warp
     static constexpr int ACC = WG ? DW / 2 : (WM / 16) * (DW / 8) * 4; // O accumulators per thread
-    // two key tiles where the next one is written while the tensor cores read this one: bf16 keys
-    // (cp.async straight into the tile) and every wgmma tile (dequantised from registers, no raw
-    // buffer); the mma.sync path dequantises fp8/nvfp4 from a raw buffer into one tile
-    static constexpr int KBUF = Format == 0 || WG ? 2 : 1;
+    static constexpr int KBUF = Format == 0 ? 2 : 1;  // bf16 keys land in the tile directly: two tiles
     static constexpr int q_off = 0;
     static constexpr int k_off = q_off + HB * RS * 2;
     static constexpr int raw_off = k_off + KBUF * KT * RS * 2;
-    static constexpr int s_off = raw_off + (KBUF == 2 ? 0 : KT * EntryBytes);
+    static constexpr int s_off = raw_off + (Format == 0 ? 0 : KT * EntryBytes);
     static constexpr int p_off = s_off + (SPLITS - 1) * HB * SS * 4;
-    // wgmma: P (bf16, HB x KT) lives in the rope columns of the key tile, dead once both warpgroups
-    // have S (the columns [LAT, KV) of a tile of KT = HB rows hold exactly HB x (KV - LAT) >= HB x KT)
-    static constexpr int stat_off = p_off + (WG ? 0 : HB * PS * 2); // m, l, corr per head (wgmma: + HB)
+    static constexpr int stat_off = p_off + HB * PS * 2; // m, l, corr per head
     // wgmma: bytes between 8-row groups of core matrices in a Q or K tile (KV columns) and in P (KT)
     static constexpr uint32_t QK_SBO = KV / 8 * 128, P_SBO = KT / 8 * 128;
     // bf16 offset of element (r, c) of a tile of C columns: core matrices (wgmma) or rows of Pitch
@@ -61,12 +56,12 @@ template <int HB, int KV, int LAT, int Format, int EntryBytes> struct AttendLayo
     static __device__ __forceinline__ int qk_at(int r, int c) { return at<KV, RS>(r, c); }
     static __device__ __forceinline__ int p_at(int r, int c) { return at<KT, PS>(r, c); }
     // bf16 offset from k_off of the key tile of a segment's tile it (bf16 keys alternate between two)
-    static __device__ __forceinline__ int key_tile_off(int it) { return KBUF == 2 ? (it % 2) * KT * RS : 0; }
-    static constexpr int list_off = stat_off + (WG ? 4 : 3) * HB * 4;
+    static __device__ __forceinline__ int key_tile_off(int it) { return Format == 0 ? (it % 2) * KT * RS : 0; }
+    static constexpr int list_off = stat_off + 3 * HB * 4;
     static constexpr int scan_off = list_off + kAttendSegment * 4;
     static constexpr int bytes = scan_off + 16 * 4;
-    static_assert((WG || SPLITS >= 2) && DW % 16 == 0 && bytes <= 232448, "fits an sm_90 CTA (227 KiB)");
-    static_assert(!WG || (DW == 256 && KT == HB && KV - LAT >= KT && KV % 32 == 0), "wgmma shapes");
+    static_assert(SPLITS >= 2 && DW % 16 == 0 && bytes <= 232448, "fits an sm_90 CTA (227 KiB)");
+    static_assert(!WG || (DW % 32 == 0 && DW <= 256 && KV % 8 == 0), "wgmma shapes");
 };
 
 // This thread's place in the CTA: thread, warp, lane, and the lane's row (lane / 4) and column pair

@@ -1,5 +1,5 @@
-// Sparse MLA key tiles of the mma.sync main loop: the cp.async loads of a tile of kept keys, and its
-// arrival as bf16 keys. (The wgmma loop stages its tiles through registers: KeyStage, dsa_attend_dequant.cuh.)
+// Sparse MLA key tiles: the cp.async loads of a tile of kept keys, and its arrival as bf16 keys.
+// Shared by the wgmma and the mma.sync main loops.
 #pragma once
 #include "dsa_attend_dequant.cuh"
 
@@ -39,133 +39,16 @@ __device__ __forceinline__ void issue_tile(const CtaThread &th, const AttendSmem
 // which also means every warp is done with the previous tile.
 template <class Lay, int ScaleOffset, int RopeOffset> __device__ __forceinline__ void land_tile(const AttendSmem<Lay> &sm)
 {
-    static_assert(!Lay::WG, "the wgmma path stages its tiles through registers (KeyStage)");
     cp_async_wait_all();
+    if constexpr (Lay::WG && Lay::format == 0)
+        fence_proxy_async(); // key rows written by this thread's copies, read by the tensor cores
     __syncthreads(); // the raw tile has landed; the previous tile's P V is done
     if constexpr (Lay::format != 0) {
         dequant_tile<Lay, ScaleOffset, RopeOffset>(sm.raw_s, sm.k_s);
+        if constexpr (Lay::WG)
+            fence_proxy_async(); // read by the tensor cores
         __syncthreads();
     }
 }
-
-// The wgmma loop's key tiles (KT = 64 keys, two bf16 tiles of core matrices), staged so that the
-// tensor cores never wait for them: load(t0) fetches the raw entries of kept keys [t0, t0 + KT) into
-// registers (issued while the tensor cores compute P V of the tile two before); put(t0, k) writes
-// them as the bf16 key tile k (while the tensor cores compute S of the tile before, whose buffer is
-// the other one); landed() completes the writes of this thread. The caller then fences (the tensor
-// cores read k) and synchronises. bf16 entries need no conversion: put issues their cp.async straight
-// into k and landed waits for it; load does nothing. Keys past n are zero rows (never NaN: P V reads
-// them with P = 0).
-//
-// Thread (warp w, lane l) takes key 8w + l % 8 and 16-byte chunks l / 8 + 4i of each part of its
-// entry: a quarter warp writes the 8 rows of one core matrix (128 contiguous bytes, no bank
-// conflict), and a warp reads 64 contiguous bytes of each of 8 entries (whole sectors).
-template <class Lay, int ScaleOffset, int RopeOffset> struct KeyStage {
-    enum : int { KV = Lay::kv, LAT = Lay::lat, R = KV - LAT, Format = Lay::format, EntryBytes = Lay::entry_bytes };
-    static_assert(Lay::WG && Lay::KT == 64 && kAttendThreads == 256, "one key per thread, 8 warps of 8 keys");
-    static_assert(RopeOffset % 16 == 0 && ScaleOffset % 4 == 0, "16-byte rope chunks");
-    // 16-byte latent and rope chunks per entry, and per thread (a quarter of them)
-    enum : int {
-        CL = Format == 1 ? LAT / 16 : Format == 2 ? LAT / 32 : 0,
-        CR = Format == 1 ? R / 8 : Format == 2 ? R / 16 : 0,
-        NL = CL / 4 > 0 ? CL / 4 : 1,
-        NR = CR / 4 > 0 ? CR / 4 : 1,
-        NS = Format == 1 ? LAT / 128 : Format == 2 ? 2 * NL : 1 // scales per thread
-    };
-    static_assert(CL % 4 == 0 && CR % 4 == 0, "chunks per quarter warp");
-    static_assert(Format != 1 || (LAT % 128 == 0 && ScaleOffset % 16 == 0 && NS % 4 == 0), "fp8_ds_mla scales");
-    static_assert(Format != 0 || KV % 32 == 0, "bf16 rows in 16-byte chunks, 4 per quarter warp");
-    const int j, q; // this thread's key in the tile, its quarter
-    uint4 lat[NL], rope[NR];
-    uint32_t sc[NS];                    // fp8_ds_mla: fp32 scales as bits; nvfp4_ds_mla: e4m3 codes
-
-    __device__ __forceinline__ explicit KeyStage(const CtaThread &th) : j(8 * th.warp + th.lane % 8), q(th.lane / 8) {}
-
-    __device__ __forceinline__ void load(const uint8_t *cache, const int32_t *list, int t0, int n)
-    {
-        if constexpr (Format != 0) {
-            const bool ok = t0 + j < n;
-            const uint8_t *e = cache + (ok ? (int64_t)list[t0 + j] * EntryBytes : 0);
-#pragma unroll
-            for (int i = 0; i < NL; i++)
-                lat[i] = ok ? load16(e + 16 * (q + 4 * i)) : make_uint4(0u, 0u, 0u, 0u);
-#pragma unroll
-            for (int i = 0; i < NR; i++)
-                rope[i] = ok ? load16(e + RopeOffset + 16 * (q + 4 * i)) : make_uint4(0u, 0u, 0u, 0u);
-            if constexpr (Format == 1) {
-#pragma unroll
-                for (int i = 0; i < NS / 4; i++) {
-                    const uint4 v = ok ? load16(e + ScaleOffset + 16 * i) : make_uint4(0u, 0u, 0u, 0u);
-                    sc[4 * i] = v.x, sc[4 * i + 1] = v.y, sc[4 * i + 2] = v.z, sc[4 * i + 3] = v.w;
-                }
-            } else { // scale blocks 2c and 2c + 1 of chunk c = q + 4i, 4 interleaved rows
-#pragma unroll
-                for (int s = 0; s < NS; s++) {
-                    const int b = 2 * (q + 4 * (s / 2)) + s % 2;
-                    sc[s] = ok ? e[ScaleOffset + (LAT / 64) * (b & 3) + (b >> 2)] : 0u;
-                }
-            }
-        }
-    }
-
-    __device__ __forceinline__ void put(const uint8_t *cache, const int32_t *list, int t0, int n, uint16_t *k) const
-    {
-        if constexpr (Format == 0) {
-            const bool ok = t0 + j < n;
-            const uint8_t *e = cache + (ok ? (int64_t)list[t0 + j] * EntryBytes : 0);
-#pragma unroll
-            for (int i = 0; i < KV / 32; i++) {
-                const int c = q + 4 * i;
-                cp_async16(smem_addr(k + Lay::qk_at(j, 8 * c)), e + 16 * c, ok ? 16 : 0);
-            }
-            cp_async_commit();
-        } else if constexpr (Format == 1) { // e4m3 latent x fp32 scale per 128 (chunk c = q + 4i: scale i / 2), bf16 rope
-#pragma unroll
-            for (int i = 0; i < NL; i++) {
-                const int c = q + 4 * i;
-                uint4 o0, o1;
-                e4m3x16_to_bf16(lat[i], __uint_as_float(sc[i / 2]), o0, o1);
-                store16(k + Lay::qk_at(j, 16 * c), o0);
-                store16(k + Lay::qk_at(j, 16 * c + 8), o1);
-            }
-#pragma unroll
-            for (int i = 0; i < NR; i++)
-                store16(k + Lay::qk_at(j, LAT + 8 * (q + 4 * i)), rope[i]);
-        } else { // e2m1 latent x e4m3 scale per 16, e4m3 rope
-#pragma unroll
-            for (int i = 0; i < NL; i++) {
-                const int c = q + 4 * i;
-                const uint32_t w[4] = {lat[i].x, lat[i].y, lat[i].z, lat[i].w};
-                uint32_t o[16];
-#pragma unroll
-                for (int half = 0; half < 2; half++) {
-                    const float scale = e4m3_to_float((uint8_t)sc[2 * i + half]);
-#pragma unroll
-                    for (int b = 0; b < 8; b++) {
-                        const uint32_t byte = (w[2 * half + b / 4] >> (8 * (b % 4))) & 0xffu;
-                        o[8 * half + b] = bf16x2(e2m1_to_float(byte & 0xf) * scale, e2m1_to_float(byte >> 4) * scale);
-                    }
-                }
-#pragma unroll
-                for (int v = 0; v < 4; v++)
-                    store16(k + Lay::qk_at(j, 32 * c + 8 * v), make_uint4(o[4 * v], o[4 * v + 1], o[4 * v + 2], o[4 * v + 3]));
-            }
-#pragma unroll
-            for (int i = 0; i < NR; i++) {
-                const int c = q + 4 * i;
-                uint4 o0, o1;
-                e4m3x16_to_bf16(rope[i], 1.0f, o0, o1);
-                store16(k + Lay::qk_at(j, LAT + 16 * c), o0);
-                store16(k + Lay::qk_at(j, LAT + 16 * c + 8), o1);
-            }
-        }
-    }
-
-    __device__ __forceinline__ void landed() const
-    {
-        if constexpr (Format == 0)
-            cp_async_wait_all();
-    }
-};
 
 } // namespace dsa

@@ -860,8 +860,8 @@ void dsg_derive(const dsg_geometry *g, const dsg_config *c, dsg_derived *o)
     o->index_score_keys_per_cta = o->index_score_threads / 32 * 8 * 4;
     /* mma.sync: 4 CTAs per SM caps the score kernel at 128 registers, which up to 32 heads fit
      * without spilling; with more heads NVRTC's own allocation (about 134 registers, 3 CTAs) does
-     * best: a cap of 3 CTAs made it spill (0: no minimum given). The wgmma kernel takes 96
-     * registers or fewer either way (5 CTAs per SM, as its 42 KiB of shared memory allow). */
+     * best: a cap of 3 CTAs made it spill (0: no minimum given). The wgmma kernel takes 112
+     * registers at 64 heads (4 CTAs per SM), 86 at 32 (5, as its 34 KiB of shared memory allow). */
     o->index_score_min_ctas = g->idx_heads > 32 ? 0 : 4;
     o->index_topk_threads = 1024;
     rope_freqs(g, o->rope_freq);

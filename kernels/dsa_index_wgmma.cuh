@@ -49,24 +49,78 @@ template <int N> __device__ __forceinline__ void wgmma_e4m3(float (&d)[N / 2], c
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate));
 }
 
+// Two e4m3 bytes (bits 0-7: the first) to an f16x2, exactly
+__device__ __forceinline__ uint32_t e4m3x2_to_f16x2(uint32_t pair)
+{
+    uint32_t r;
+    asm("{\n\t.reg .b16 t;\n\tcvt.u16.u32 t, %1;\n\tcvt.rn.f16x2.e4m3x2 %0, t;\n\t}" : "=r"(r) : "r"(pair));
+    return r;
+}
+
+// D (+)= A B, m64 x N x k16 f16 -> fp32: A (64 keys x 16 dims) in registers (the m16n8k16 A
+// fragment per warp), B (16 dims x N heads, K-major) by descriptor. Accumulate 0: D = A B.
+template <int N> __device__ __forceinline__ void wgmma_f16(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t b,
+                                                          int accumulate)
+{
+    static_assert(N == 8 || N == 16 || N == 32 || N == 64, "heads per wgmma: 8, 16, 32 or 64");
+    if constexpr (N == 8)
+        asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %9, 0;\n\t"
+                     "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%0,%1,%2,%3}, {%4,%5,%6,%7}, %8, p, 1, 1, 0;\n\t}"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate));
+    else if constexpr (N == 16)
+        asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %13, 0;\n\t"
+                     "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7}, {%8,%9,%10,%11}, %12, p, 1, 1, 0;\n\t}"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate));
+    else if constexpr (N == 32)
+        asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %21, 0;\n\t"
+                     "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, "
+                     "{%16,%17,%18,%19}, %20, p, 1, 1, 0;\n\t}"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                       "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate));
+    else
+        asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %37, 0;\n\t"
+                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+                     "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, {%32,%33,%34,%35}, %36, p, 1, 1, 0;\n\t}"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                       "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                       "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                       "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate));
+}
+
+// The tensor cores' input type for the scores. e4m3 (QGMMA, twice f16's rate) keeps only about
+// 14 bits of each sum of 32 products and of the running sum (the DeepSeek-V3 report, 3.5.2; seen
+// by others as an FP22 accumulator), far coarser than the reference's fp32 sums that test_index
+// allows 2^-16 of; the mma.sync kernel on sm_90 runs as HMMA on f16 (SASS: F2FP unpack, then
+// HMMA.16816.F32) and meets it. So the keys and query go to the tensor cores as f16, exactly
+// (every e4m3 value is an f16), on HGMMA: 1 MFLOP per tile of 64 keys at 64 heads, about half of
+// the f16 rate at the memory floor. false: e4m3, for measuring.
+constexpr bool kScoreF16 = true;
+
 // The score CTA's shape: one warpgroup; tiles of 64 keys (the wgmma M), each a ring slot of the
 // keys' D bytes then their 64 fp32 scales (the page's layout, so a page's part lands with two bulk
-// copies); Stages slots, so that up to Stages tiles (34 KiB) per CTA are in flight.
-template <int H, int D> struct ScoreWgmmaShape {
+// copies); `stages` slots, so that as many tiles (25 or 34 KiB) per CTA are in flight. The query
+// in the MMA's type (f16: 16 KiB at 64 heads, hence one slot fewer, under 48 KiB in all).
+template <int H, int D, bool F16> struct ScoreWgmmaShape {
     enum : int {
         keys = 64,                                          // per tile
         heads = H <= 8 ? 8 : H <= 16 ? 16 : H <= 32 ? 32 : 64, // the wgmma N: heads past H are zero, weight 0
-        stages = 4,
+        elem = F16 ? 2 : 1,                                 // bytes per query or key value at the MMA
+        kdims = F16 ? 16 : 32,                              // dims per wgmma (its K)
+        stages = F16 ? 3 : 4,
         slot_bytes = keys * (D + 4),
-        q_bytes = heads * D,
+        q_bytes = heads * D * elem,
     };
 };
 
-// The CTA's shared memory: the row's query (B: core matrices of 8 heads x 16 dims, 128 bytes each;
-// a group of 8 heads takes 8 D bytes, its 16-dim chunks 128 bytes apart), the ring, its barriers
+// The CTA's shared memory: the row's query (B: core matrices of 8 heads x 16 bytes, 128 bytes each;
+// a group of 8 heads takes 8 D elem bytes, its 16-byte chunks 128 bytes apart), the ring, its barriers
 // (full: the slot's copies landed; empty: the warpgroup has read the slot).
-template <int H, int D> struct ScoreWgmmaSmem {
-    using S = ScoreWgmmaShape<H, D>;
+template <int H, int D, bool F16> struct ScoreWgmmaSmem {
+    using S = ScoreWgmmaShape<H, D, F16>;
     alignas(128) uint8_t q[S::q_bytes];
     alignas(128) uint8_t ring[S::stages][S::slot_bytes];
     uint64_t full[S::stages], empty[S::stages];
@@ -76,18 +130,21 @@ template <int H, int D> struct ScoreWgmmaSmem {
 // takes the row's tiles of 64 keys in runs of keys_per_cta / 64 consecutive tiles, every
 // gridDim.y-th run; thread 0 keeps the ring full with bulk copies of the tiles' pages (a tile's keys
 // in one page when block_size >= 64, else in 64 / block_size pages). The keys are A, read from the
-// slot into registers: a thread loads 16-byte pieces of its rows, which fixes a permutation of the
-// D dims (thread tig of a quad takes dims [tig D/4, (tig + 1) D/4), two 4-byte words per 32-dim
-// k-step); the query, B, is stored with the same permutation, so each q . k is unchanged. The
+// slot into registers (f16 after an exact conversion; kScoreF16): a thread loads 16-byte pieces of
+// its rows, which fixes a permutation of the D dims (thread tig of a quad takes dims
+// [tig D/4, (tig + 1) D/4), one 4-byte word per k-step of 16 dims, two per k-step of 32); the
+// query, B, is stored with the same permutation, so each q . k is unchanged. The
 // accumulators hold (key, head): ReLU, the head weight and the sum over a thread's heads, then over
 // the quad, then the key's scale; every key of every tile, CTA and DCP rank takes the same steps.
 // n: the row's keys on this rank (index_score).
 template <class C> __device__ __forceinline__ void index_score_wgmma(const dsa_index_score_params &p, int64_t n)
 {
     constexpr int H = C::idx_heads, D = C::idx_head_dim, BS = C::block_size;
-    using Shape = ScoreWgmmaShape<H, D>;
-    constexpr int TK = Shape::keys, N = Shape::heads, S = Shape::stages;
-    constexpr int KS = D / 32, LOADS = D / 64, CHUNKS = D / 16;     // k-steps; 16-byte loads per row
+    constexpr bool F16 = kScoreF16;
+    using Shape = ScoreWgmmaShape<H, D, F16>;
+    constexpr int TK = Shape::keys, N = Shape::heads, S = Shape::stages, E = Shape::elem;
+    constexpr int KS = D / Shape::kdims, LOADS = D / 64, WORDS = D / 16; // k-steps; 16-byte loads, words per thread and row
+    constexpr uint32_t SBO = D * E / 16 * 128;                      // between 8-head groups of B
     constexpr int CK = BS < TK ? BS : TK, PARTS = TK / CK;          // keys per page part, parts per tile
     constexpr int64_t PAGE = (int64_t)BS * (D + 4);
     constexpr int RUN = C::idx_score_keys_per_cta / TK;             // consecutive tiles per CTA step
@@ -116,7 +173,7 @@ template <class C> __device__ __forceinline__ void index_score_wgmma(const dsa_i
         return blk >= 0 && (int64_t)blk * BS + l % BS < p.num_slots ? p.idx_cache + blk * PAGE : nullptr;
     };
 
-    __shared__ ScoreWgmmaSmem<H, D> sm;
+    __shared__ ScoreWgmmaSmem<H, D, F16> sm;
     const uint32_t q_s = smem_addr(sm.q), ring_s = smem_addr(sm.ring[0]);
     const uint32_t full_s = smem_addr(&sm.full[0]), empty_s = smem_addr(&sm.empty[0]);
     // the pages of the i-th tile's parts (look-ups in the block table)
@@ -158,12 +215,20 @@ template <class C> __device__ __forceinline__ void index_score_wgmma(const dsa_i
                 issue(s, src);
             }
     }
-    // B: head h's permuted dims, word w of a row (bytes 4w..) is k-step (w % (D/16)) / 2 of thread
-    // w / (D/16), so it sits in 16-dim chunk w % (D/16), at word w / (D/16) of the core matrix row
-    for (int i = tid; i < N * D / 4; i += C::idx_score_threads) {
-        const int h = i / (D / 4), w = i % (D / 4);
-        const uint32_t v = h < H ? *reinterpret_cast<const uint32_t *>(p.q8 + ((int64_t)t * H + h) * D + 4 * w) : 0u;
-        *reinterpret_cast<uint32_t *>(sm.q + (h / 8) * (CHUNKS * 128) + (w % CHUNKS) * 128 + (h % 8) * 16 + 4 * (w / CHUNKS)) = v;
+    // B: head h's dims in the keys' permutation. Byte b of a row is byte b % 4 of word r / 4 (r =
+    // b % (D/4)) of thread tig = b / (D/4)'s piece; the A fragment puts that word at logical dims
+    // k (of the k-step) 4 tig + 16 ((r/4) % 2) + {0..3} of k-step r / 8 (e4m3), or bytes {0, 1} at
+    // 2 tig + {0, 1} and {2, 3} at 8 + 2 tig + {0, 1} of k-step r / 4 (f16)
+    for (int i = tid; i < N * D; i += C::idx_score_threads) {
+        const int h = i / D, b = i % D, tq = b / (D / 4), r = b % (D / 4);
+        const uint32_t v = h < H ? p.q8[((int64_t)t * H + h) * D + b] : 0u;
+        const int k = F16 ? 16 * (r / 4) + 8 * ((r % 4) / 2) + 2 * tq + r % 2
+                          : 32 * (r / 8) + 16 * ((r / 4) % 2) + 4 * tq + r % 4;
+        uint8_t *at = sm.q + (h / 8) * SBO + (k * E / 16) * 128 + (h % 8) * 16 + (k * E) % 16;
+        if constexpr (F16)
+            *reinterpret_cast<uint16_t *>(at) = (uint16_t)(e4m3x2_to_f16x2(v) & 0xffffu);
+        else
+            *at = (uint8_t)v;
     }
     fence_proxy_async(); // the query is read by the tensor cores
     // this thread's heads 8 j + 2 tig + {0, 1}: accumulators 4 j + {0, 1} (row g), + {2, 3} (row g + 8)
@@ -205,7 +270,7 @@ template <class C> __device__ __forceinline__ void index_score_wgmma(const dsa_i
             pages(i + S, next);
         mbar_wait(full_s + 8 * s, parity);
         const uint8_t *slot = sm.ring[s];
-        uint32_t a[KS][4]; // k-step ks: words 2 ks, 2 ks + 1 of this thread's piece of rows r0, r0 + 8
+        uint32_t u[2][WORDS]; // this thread's piece of rows r0, r0 + 8
 #pragma unroll
         for (int half = 0; half < 2; half++) {
             const uint8_t *row = slot + (r0 + 8 * half) * D + tig * (D / 4);
@@ -216,10 +281,24 @@ template <class C> __device__ __forceinline__ void index_score_wgmma(const dsa_i
 #pragma unroll
             for (int c = 0; c < LOADS; c++) {
                 const uint4 x = swap ? v[(c ^ 1) % LOADS] : v[c]; // piece c
-                a[2 * c][half] = x.x, a[2 * c][2 + half] = x.y;
-                a[2 * c + 1][half] = x.z, a[2 * c + 1][2 + half] = x.w;
+                u[half][4 * c] = x.x, u[half][4 * c + 1] = x.y, u[half][4 * c + 2] = x.z, u[half][4 * c + 3] = x.w;
             }
         }
+        // the A fragments (rows r0 / r0 + 8 at registers 0, 2 / 1, 3): e4m3, k-step ks takes words
+        // 2 ks, 2 ks + 1; f16, word ks's two byte pairs
+        uint32_t a[KS][4];
+#pragma unroll
+        for (int ks = 0; ks < KS; ks++)
+#pragma unroll
+            for (int half = 0; half < 2; half++) {
+                if constexpr (F16) {
+                    a[ks][half] = e4m3x2_to_f16x2(u[half][ks] & 0xffffu);
+                    a[ks][2 + half] = e4m3x2_to_f16x2(u[half][ks] >> 16);
+                } else {
+                    a[ks][half] = u[half][2 * ks];
+                    a[ks][2 + half] = u[half][2 * ks + 1];
+                }
+            }
         const float *scale = reinterpret_cast<const float *>(slot + TK * D);
         const float ksc = scale[r0 + 8 * (tig & 1)]; // key l's
         mbar_arrive(empty_s + 8 * s); // this thread is done with the slot
@@ -227,7 +306,10 @@ template <class C> __device__ __forceinline__ void index_score_wgmma(const dsa_i
         wgmma_fence();
 #pragma unroll
         for (int ks = 0; ks < KS; ks++)
-            wgmma_e4m3<N>(acc, a[ks], wg_desc(q_s + 256u * ks, 128u, CHUNKS * 128u), ks > 0);
+            if constexpr (F16)
+                wgmma_f16<N>(acc, a[ks], wg_desc(q_s + 256u * ks, 128u, SBO), ks > 0);
+            else
+                wgmma_e4m3<N>(acc, a[ks], wg_desc(q_s + 256u * ks, 128u, SBO), ks > 0);
         wgmma_commit();
         // refill the slot with tile i + S once the whole warpgroup has read it, while the tensor
         // cores work

@@ -855,10 +855,13 @@ void dsg_derive(const dsg_geometry *g, const dsg_config *c, dsg_derived *o)
     o->index_q_threads = 256;
     o->index_q_ctas_per_token = (g->idx_heads + 7) / 8; /* a warp per head */
     o->index_score_threads = 128;
-    o->index_score_keys_per_cta = o->index_score_threads / 32 * 8 * 4; /* a warp scores 4 groups of 8 keys a step */
-    /* 4 CTAs per SM caps the score kernel at 128 registers, which up to 32 heads fit without
-     * spilling; with more heads NVRTC's own allocation (about 134 registers, 3 CTAs) does best:
-     * a cap of 3 CTAs made it spill (0: no minimum given) */
+    /* One warpgroup a CTA. A CTA step: on sm_90a (wgmma, kernels/dsa_index_wgmma.cuh) two tiles of
+     * 64 keys; elsewhere (mma.sync) each warp scores 4 groups of 8 keys. */
+    o->index_score_keys_per_cta = o->index_score_threads / 32 * 8 * 4;
+    /* mma.sync: 4 CTAs per SM caps the score kernel at 128 registers, which up to 32 heads fit
+     * without spilling; with more heads NVRTC's own allocation (about 134 registers, 3 CTAs) does
+     * best: a cap of 3 CTAs made it spill (0: no minimum given). The wgmma kernel takes 112
+     * registers at 64 heads (4 CTAs per SM), 86 at 32 (5, as its 34 KiB of shared memory allow). */
     o->index_score_min_ctas = g->idx_heads > 32 ? 0 : 4;
     o->index_topk_threads = 1024;
     /* The DCP index merge places each candidate by binary searches over the other ranks' lists,

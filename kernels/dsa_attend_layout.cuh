@@ -1,16 +1,13 @@
 // The sparse MLA CTA's shape and shared-memory layout, shared by its wgmma and mma.sync main loops.
 #pragma once
+#include "dsa_async.cuh"
 #include "dsa_numerics.cuh"
 
 namespace dsa {
 
 constexpr int kAttendThreads = 256;
 // warpgroup MMA exists on sm_90a only (plain sm_90 and sm_100a targets take the mma.sync path)
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-constexpr bool kAttendWgmma = true;
-#else
-constexpr bool kAttendWgmma = false;
-#endif
+constexpr bool kAttendWgmma = kHasWgmma;
 constexpr int kAttendSegment = 2048; // top-k entries compacted at a time
 
 // The shared-memory layout of a sparse MLA CTA (bytes), for HB heads, KV = query/key dims, LAT =
@@ -88,14 +85,5 @@ template <class Lay> struct AttendSmem {
     {
     }
 };
-
-__device__ __forceinline__ uint32_t smem_addr(const void *p)
-{
-    uint32_t a;
-    asm("{\n\t.reg .u64 t;\n\tcvta.to.shared.u64 t, %1;\n\tcvt.u32.u64 %0, t;\n\t}" : "=r"(a) : "l"(p));
-    return a;
-}
-// this thread's writes to shared memory become visible to the tensor cores' reads (wgmma)
-__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
 
 } // namespace dsa

@@ -3,6 +3,7 @@
 // total order (score_key, then position), so every rank and every run picks the same set.
 #pragma once
 #include "dsa_index_select.cuh"
+#include "dsa_index_wgmma.cuh"
 #include "dsa_indexer_key.cuh"
 
 namespace dsa {
@@ -69,12 +70,12 @@ template <class C> __device__ __forceinline__ void index_query(const dsa_index_q
     }
 }
 
-// B.2: each warp scores 8 keys at a time on fp8 tensor cores (m16n8k32): A = the row's query
-// heads (16 x 32 per step, kept in registers; heads past H are zero with weight 0), B = 8 keys'
-// values. The 32-dim k-steps walk each thread's own D / 4 contiguous bytes of the query and key
-// rows, a permutation of the dims that both operands share, so q . k is unchanged and every load
-// is 16 bytes.
-template <class C> __device__ __forceinline__ void index_score(const dsa_index_score_params &p)
+// B.2 on mma.sync (targets without wgmma): each warp scores 8 keys at a time on fp8 tensor cores
+// (m16n8k32): A = the row's query heads (16 x 32 per step, kept in registers; heads past H are zero
+// with weight 0), B = 8 keys' values. The 32-dim k-steps walk each thread's own D / 4 contiguous
+// bytes of the query and key rows, a permutation of the dims that both operands share, so q . k is
+// unchanged and every load is 16 bytes.
+template <class C> __device__ __forceinline__ void index_score_mma_sync(const dsa_index_score_params &p)
 {
     constexpr int H = C::idx_heads, D = C::idx_head_dim, W = C::dcp, I = C::interleave, BS = C::block_size;
     constexpr int Threads = C::idx_score_threads;
@@ -196,6 +197,19 @@ template <class C> __device__ __forceinline__ void index_score(const dsa_index_s
                 keys[j0 + 1] = have1 ? score_key(__fmul_rn(sc1, t1)) : 0u;
         }
     }
+}
+
+// B.2: score = k_scale * sum_h w'_h ReLU(q_h . k) for each key of the row this rank owns, written
+// as an orderable key (score_key; 0 where the key has no page). sm_90a: warpgroup MMA fed by bulk
+// copies (dsa_index_wgmma.cuh), up to 64 heads; elsewhere mma.sync. Every CTA and rank of one
+// build computes a key's score the same way, bit for bit.
+template <class C> __device__ __forceinline__ void index_score(const dsa_index_score_params &p)
+{
+    if constexpr (kHasWgmma && C::idx_heads <= 64) {
+        const int64_t last = row_last(p.positions, p.req_of_token, p.seq_lens, p.num_requests, blockIdx.x);
+        index_score_wgmma<C>(p, last < 0 ? 0 : owned_count<C::dcp, C::interleave>(last, p.rank));
+    } else
+        index_score_mma_sync<C>(p);
 }
 
 // B.3: one CTA per row over its keys (ascending local index = ascending position). DCP = 1 writes

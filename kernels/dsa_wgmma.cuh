@@ -3,31 +3,16 @@
 // of S over half of the 576 dims; P V: each warpgroup half of the latent dims of every head. The next
 // tile's cp.async is issued while the tensor cores compute S.
 #pragma once
+#include "dsa_async.cuh"
 #include "dsa_attend_tiles.cuh"
 
 namespace dsa {
 
-// Warpgroup MMA (wgmma, sm_90a): 4 warps multiply a 64-row A by B, both read from shared memory by
-// the tensor cores through descriptors, fp32 accumulators in registers (the m16n8 fragment layout per
-// warp: warp w of the group holds rows 16w + lane/4 and + 8). Tiles are stored as 8 x 8 core matrices
-// of 16-byte rows (no swizzle): element (r, c) of a tile with C columns at (r/8)(C/8)64 + (c/8)64 +
-// (r%8)8 + c%8 (bf16 units), so one tile serves Q K^T (K-major, row groups SBO = C/8 x 128 bytes
-// apart, column groups LBO = 128) and P V (V N-major: the same key tile read with LBO and SBO swapped).
-__device__ __forceinline__ uint64_t wg_desc(uint32_t addr, uint32_t lbo, uint32_t sbo)
-{
-    return (uint64_t)((addr & 0x3ffffu) >> 4) | (uint64_t)(lbo >> 4) << 16 | (uint64_t)(sbo >> 4) << 32;
-}
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
-__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
-__device__ __forceinline__ void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory"); }
-// the accumulators are (re)defined here: keeps the compiler's reads and writes of them on the right
-// side of the asynchronous MMAs
-template <int N> __device__ __forceinline__ void wg_pin(float (&d)[N])
-{
-#pragma unroll
-    for (int i = 0; i < N; i++)
-        asm volatile("" : "+f"(d[i])::"memory");
-}
+// The attend tiles for wgmma (dsa_async.cuh has the instructions and the descriptor): 8 x 8 core
+// matrices of 16-byte rows (no swizzle): element (r, c) of a tile with C columns at (r/8)(C/8)64 +
+// (c/8)64 + (r%8)8 + c%8 (bf16 units), so one tile serves Q K^T (K-major, row groups SBO = C/8 x 128
+// bytes apart, column groups LBO = 128) and P V (V N-major: the same key tile read with LBO and SBO
+// swapped).
 // D += A B, m64 x N x k16, A and B by descriptor (TransB = 1: B N-major)
 template <int TransB> __device__ __forceinline__ void wgmma_n32(float (&d)[16], uint64_t a, uint64_t b)
 {

@@ -1,0 +1,345 @@
+// Stage B.2 on warpgroup MMA (sm_90a): a row's keys scored 64 at a time by one warpgroup, the key
+// pages streamed into a ring of shared-memory slots by the copy engine. dsa_index.cuh picks this or
+// the mma.sync kernel at compile time; both compute the same formula (index_score there).
+#pragma once
+#include "dsa_async.cuh"
+#include "dsa_index_select.cuh"
+
+namespace dsa {
+
+// ReLU that keeps a NaN a NaN (relu_nan in one instruction: max.NaN returns the NaN)
+__device__ __forceinline__ float relu_keep_nan(float x)
+{
+    float r;
+    asm("max.NaN.f32 %0, %1, 0f00000000;" : "=f"(r) : "f"(x));
+    return r;
+}
+
+// D (+)= A B, m64 x N x k32 e4m3 -> fp32: A (64 keys x 32 dims) in registers (the m16n8k32 A
+// fragment per warp), B (32 dims x N heads, K-major) by descriptor. Accumulate 0: D = A B.
+template <int N> __device__ __forceinline__ void wgmma_e4m3(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t b,
+                                                           int accumulate)
+{
+    static_assert(N == 8 || N == 16 || N == 32 || N == 64, "heads per wgmma: 8, 16, 32 or 64");
+    if constexpr (N == 8)
+        asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %9, 0;\n\t"
+                     "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 {%0,%1,%2,%3}, {%4,%5,%6,%7}, %8, p, 1, 1;\n\t}"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate));
+    else if constexpr (N == 16)
+        asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %13, 0;\n\t"
+                     "wgmma.mma_async.sync.aligned.m64n16k32.f32.e4m3.e4m3 {%0,%1,%2,%3,%4,%5,%6,%7}, {%8,%9,%10,%11}, %12, p, 1, 1;\n\t}"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate));
+    else if constexpr (N == 32)
+        asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %21, 0;\n\t"
+                     "wgmma.mma_async.sync.aligned.m64n32k32.f32.e4m3.e4m3 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, "
+                     "{%16,%17,%18,%19}, %20, p, 1, 1;\n\t}"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                       "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate));
+    else
+        asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %37, 0;\n\t"
+                     "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+                     "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, {%32,%33,%34,%35}, %36, p, 1, 1;\n\t}"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                       "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                       "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                       "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate));
+}
+
+// Two e4m3 bytes (bits 0-7: the first) to an f16x2, exactly
+__device__ __forceinline__ uint32_t e4m3x2_to_f16x2(uint32_t pair)
+{
+    uint32_t r;
+    asm("{\n\t.reg .b16 t;\n\tcvt.u16.u32 t, %1;\n\tcvt.rn.f16x2.e4m3x2 %0, t;\n\t}" : "=r"(r) : "r"(pair));
+    return r;
+}
+
+// D (+)= A B, m64 x N x k16 f16 -> fp32: A (64 keys x 16 dims) in registers (the m16n8k16 A
+// fragment per warp), B (16 dims x N heads, K-major) by descriptor. Accumulate 0: D = A B.
+template <int N> __device__ __forceinline__ void wgmma_f16(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t b,
+                                                          int accumulate)
+{
+    static_assert(N == 8 || N == 16 || N == 32 || N == 64, "heads per wgmma: 8, 16, 32 or 64");
+    if constexpr (N == 8)
+        asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %9, 0;\n\t"
+                     "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%0,%1,%2,%3}, {%4,%5,%6,%7}, %8, p, 1, 1, 0;\n\t}"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate));
+    else if constexpr (N == 16)
+        asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %13, 0;\n\t"
+                     "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7}, {%8,%9,%10,%11}, %12, p, 1, 1, 0;\n\t}"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate));
+    else if constexpr (N == 32)
+        asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %21, 0;\n\t"
+                     "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, "
+                     "{%16,%17,%18,%19}, %20, p, 1, 1, 0;\n\t}"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                       "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate));
+    else
+        asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %37, 0;\n\t"
+                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+                     "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, {%32,%33,%34,%35}, %36, p, 1, 1, 0;\n\t}"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                       "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                       "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                       "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate));
+}
+
+// The tensor cores' input type for the scores. e4m3 (QGMMA, twice f16's rate) keeps only about
+// 14 bits of each sum of 32 products and of the running sum (the DeepSeek-V3 report, 3.5.2; seen
+// by others as an FP22 accumulator), far coarser than the reference's fp32 sums that test_index
+// allows 2^-16 of; the mma.sync kernel on sm_90 runs as HMMA on f16 (SASS: F2FP unpack, then
+// HMMA.16816.F32) and meets it. So the keys and query go to the tensor cores as f16, exactly
+// (every e4m3 value is an f16), on HGMMA: 1 MFLOP per tile of 64 keys at 64 heads, about half of
+// the f16 rate at the memory floor. false: e4m3, for measuring.
+constexpr bool kScoreF16 = true;
+
+// The score CTA's shape: one warpgroup; tiles of 64 keys (the wgmma M), each a ring slot of the
+// keys' D bytes then their 64 fp32 scales (the page's layout, so a page's part lands with two bulk
+// copies); `stages` slots, so that as many tiles (25 or 34 KiB) per CTA are in flight. The query
+// in the MMA's type (f16: 16 KiB at 64 heads, hence one slot fewer, under 48 KiB in all).
+template <int H, int D, bool F16> struct ScoreWgmmaShape {
+    enum : int {
+        keys = 64,                                          // per tile
+        heads = H <= 8 ? 8 : H <= 16 ? 16 : H <= 32 ? 32 : 64, // the wgmma N: heads past H are zero, weight 0
+        elem = F16 ? 2 : 1,                                 // bytes per query or key value at the MMA
+        kdims = F16 ? 16 : 32,                              // dims per wgmma (its K)
+        stages = F16 ? 3 : 4,
+        slot_bytes = keys * (D + 4),
+        q_bytes = heads * D * elem,
+    };
+};
+
+// The CTA's shared memory: the row's query (B: core matrices of 8 heads x 16 bytes, 128 bytes each;
+// a group of 8 heads takes 8 D elem bytes, its 16-byte chunks 128 bytes apart), the ring, its barriers
+// (full: the slot's copies landed; empty: the warpgroup has read the slot).
+template <int H, int D, bool F16> struct ScoreWgmmaSmem {
+    using S = ScoreWgmmaShape<H, D, F16>;
+    alignas(128) uint8_t q[S::q_bytes];
+    alignas(128) uint8_t ring[S::stages][S::slot_bytes];
+    uint64_t full[S::stages], empty[S::stages];
+};
+
+// B.2 on wgmma, the same scores as the mma.sync kernel up to the order of the fp32 sums. A CTA
+// takes the row's tiles of 64 keys in runs of keys_per_cta / 64 consecutive tiles, every
+// gridDim.y-th run; thread 0 keeps the ring full with bulk copies of the tiles' pages (a tile's keys
+// in one page when block_size >= 64, else in 64 / block_size pages). The keys are A, read from the
+// slot into registers (f16 after an exact conversion; kScoreF16): a thread loads 16-byte pieces of
+// its rows, which fixes a permutation of the D dims (thread tig of a quad takes dims
+// [tig D/4, (tig + 1) D/4), one 4-byte word per k-step of 16 dims, two per k-step of 32); the
+// query, B, is stored with the same permutation, so each q . k is unchanged. The
+// accumulators hold (key, head): ReLU, the head weight and the sum over a thread's heads, then over
+// the quad, then the key's scale; every key of every tile, CTA and DCP rank takes the same steps.
+// n: the row's keys on this rank (index_score).
+template <class C> __device__ __forceinline__ void index_score_wgmma(const dsa_index_score_params &p, int64_t n)
+{
+    constexpr int H = C::idx_heads, D = C::idx_head_dim, BS = C::block_size;
+    constexpr bool F16 = kScoreF16;
+    using Shape = ScoreWgmmaShape<H, D, F16>;
+    constexpr int TK = Shape::keys, N = Shape::heads, S = Shape::stages, E = Shape::elem;
+    constexpr int KS = D / Shape::kdims, LOADS = D / 64, WORDS = D / 16; // k-steps; 16-byte loads, words per thread and row
+    constexpr uint32_t SBO = D * E / 16 * 128;                      // between 8-head groups of B
+    constexpr int CK = BS < TK ? BS : TK, PARTS = TK / CK;          // keys per page part, parts per tile
+    constexpr int64_t PAGE = (int64_t)BS * (D + 4);
+    constexpr int RUN = C::idx_score_keys_per_cta / TK;             // consecutive tiles per CTA step
+    static_assert(C::idx_score_threads == 128, "one warpgroup per CTA");
+    static_assert(H <= 64, "up to 64 heads (one wgmma N)");
+    static_assert(D == 64 || D == 128 || D == 256, "each thread takes D / 4 bytes of a row in 16-byte loads");
+    static_assert(RUN * TK == C::idx_score_keys_per_cta, "the plan's CTA step is whole tiles");
+    static_assert(TK % CK == 0 && BS % CK == 0 && (4 * CK) % 16 == 0, "a tile is whole page parts of 16-byte copies");
+
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, tig = lane % 4;
+    const int t = blockIdx.x;
+    const int64_t tiles = (n + TK - 1) / TK, step = (int64_t)gridDim.y;
+    // this CTA's i-th tile (increasing in i: the CTA's tiles are those below `tiles`)
+    auto tile_of = [&](int64_t i) { return ((int64_t)blockIdx.y + (i / RUN) * step) * RUN + i % RUN; };
+    if (tile_of(0) >= tiles)
+        return;
+    const int32_t req = p.req_of_token[t];
+    const int32_t *blocks = p.block_table + (int64_t)req * p.max_blocks;
+    // the page holding local key l, or null: past the row, no block, or a block beyond the cache
+    // (the mma.sync kernel's test, key by key; a page part is copied when its first key has a page,
+    // so every key that has one lies in a copied part)
+    auto page_of = [&](int64_t l) -> const uint8_t * {
+        if (l >= n || l / BS >= p.max_blocks)
+            return nullptr;
+        const int32_t blk = blocks[l / BS];
+        return blk >= 0 && (int64_t)blk * BS + l % BS < p.num_slots ? p.idx_cache + blk * PAGE : nullptr;
+    };
+
+    __shared__ ScoreWgmmaSmem<H, D, F16> sm;
+    const uint32_t q_s = smem_addr(sm.q), ring_s = smem_addr(sm.ring[0]);
+    const uint32_t full_s = smem_addr(&sm.full[0]), empty_s = smem_addr(&sm.empty[0]);
+    // the pages of the i-th tile's parts (look-ups in the block table)
+    auto pages = [&](int64_t i, const uint8_t *(&src)[PARTS]) {
+#pragma unroll
+        for (int c = 0; c < PARTS; c++)
+            src[c] = page_of(tile_of(i) * TK + c * CK);
+    };
+    // the i-th tile's page parts into slot i % S, completing on its full barrier (thread 0 only)
+    auto issue = [&](int64_t i, const uint8_t *const (&src)[PARTS]) {
+        const int64_t l0 = tile_of(i) * TK;
+        const int s = (int)(i % S);
+        uint32_t bytes = 0;
+#pragma unroll
+        for (int c = 0; c < PARTS; c++)
+            bytes += src[c] ? CK * (D + 4) : 0;
+        mbar_arrive_expect(full_s + 8 * s, bytes);
+#pragma unroll
+        for (int c = 0; c < PARTS; c++)
+            if (src[c]) {
+                const int off = (int)((l0 + c * CK) % BS);
+                const uint32_t slot = ring_s + s * Shape::slot_bytes;
+                bulk_copy(slot + c * CK * D, src[c] + off * D, CK * D, full_s + 8 * s);
+                bulk_copy(slot + TK * D + 4 * c * CK, src[c] + BS * D + 4 * off, 4 * CK, full_s + 8 * s);
+            }
+    };
+    if (tid == 0) {
+#pragma unroll
+        for (int s = 0; s < S; s++) {
+            mbar_init(full_s + 8 * s, 1);
+            mbar_init(empty_s + 8 * s, C::idx_score_threads);
+        }
+        mbar_init_fence();
+#pragma unroll
+        for (int s = 0; s < S; s++)
+            if (tile_of(s) < tiles) {
+                const uint8_t *src[PARTS];
+                pages(s, src);
+                issue(s, src);
+            }
+    }
+    // B: head h's dims in the keys' permutation. Byte b of a row is byte b % 4 of word r / 4 (r =
+    // b % (D/4)) of thread tig = b / (D/4)'s piece; the A fragment puts that word at logical dims
+    // k (of the k-step) 4 tig + 16 ((r/4) % 2) + {0..3} of k-step r / 8 (e4m3), or bytes {0, 1} at
+    // 2 tig + {0, 1} and {2, 3} at 8 + 2 tig + {0, 1} of k-step r / 4 (f16)
+    for (int i = tid; i < N * D; i += C::idx_score_threads) {
+        const int h = i / D, b = i % D, tq = b / (D / 4), r = b % (D / 4);
+        const uint32_t v = h < H ? p.q8[((int64_t)t * H + h) * D + b] : 0u;
+        const int k = F16 ? 16 * (r / 4) + 8 * ((r % 4) / 2) + 2 * tq + r % 2
+                          : 32 * (r / 8) + 16 * ((r / 4) % 2) + 4 * tq + r % 4;
+        uint8_t *at = sm.q + (h / 8) * SBO + (k * E / 16) * 128 + (h % 8) * 16 + (k * E) % 16;
+        if constexpr (F16)
+            *reinterpret_cast<uint16_t *>(at) = (uint16_t)(e4m3x2_to_f16x2(v) & 0xffffu);
+        else
+            *at = (uint8_t)v;
+    }
+    fence_proxy_async(); // the query is read by the tensor cores
+    // this thread's heads 8 j + 2 tig + {0, 1}: accumulators 4 j + {0, 1} (row g), + {2, 3} (row g + 8)
+    float wq[N / 4];
+#pragma unroll
+    for (int j = 0; j < N / 8; j++)
+#pragma unroll
+        for (int b = 0; b < 2; b++) {
+            const int h = 8 * j + 2 * tig + b;
+            wq[2 * j + b] = h < H ? p.wq[(int64_t)t * H + h] : 0.0f;
+        }
+    __syncthreads(); // the barriers' initialization and the query
+
+    uint32_t *keys = p.keys + (int64_t)t * p.key_stride;
+    const int r0 = 16 * warp + g; // this thread's rows (keys of the tile): r0 and r0 + 8
+    // 16-byte loads of a row at 128-byte pitch: odd rows take their pieces in the other order, so
+    // that a quarter warp's 8 loads hit all 32 banks
+    const int swap = LOADS > 1 ? (g & 1) : 0;
+    float acc[N / 2];
+#pragma unroll
+    for (int i = 0; i < N / 2; i++)
+        acc[i] = 0.0f;
+    for (int64_t i = 0;; i++) {
+        const int64_t tile = tile_of(i);
+        if (tile >= tiles)
+            break;
+        const int s = (int)(i % S);
+        const uint32_t parity = (uint32_t)(i / S) & 1u;
+        // the block-table look-ups of this step first, so that their latency hides behind the waits:
+        // the key this lane writes (tig 0: row r0, tig 1: r0 + 8) and the pages of tile i + S
+        const int64_t l = tile * TK + r0 + 8 * (tig & 1);
+        const bool have = tig < 2 && page_of(l) != nullptr;
+        const bool refill = tid == 0 && tile_of(i + S) < tiles;
+        const uint8_t *next[PARTS];
+#pragma unroll
+        for (int c = 0; c < PARTS; c++)
+            next[c] = nullptr;
+        if (refill)
+            pages(i + S, next);
+        mbar_wait(full_s + 8 * s, parity);
+        const uint8_t *slot = sm.ring[s];
+        uint32_t u[2][WORDS]; // this thread's piece of rows r0, r0 + 8
+#pragma unroll
+        for (int half = 0; half < 2; half++) {
+            const uint8_t *row = slot + (r0 + 8 * half) * D + tig * (D / 4);
+            uint4 v[LOADS];
+#pragma unroll
+            for (int c = 0; c < LOADS; c++)
+                v[c] = *reinterpret_cast<const uint4 *>(row + 16 * (c ^ swap));
+#pragma unroll
+            for (int c = 0; c < LOADS; c++) {
+                const uint4 x = swap ? v[(c ^ 1) % LOADS] : v[c]; // piece c
+                u[half][4 * c] = x.x, u[half][4 * c + 1] = x.y, u[half][4 * c + 2] = x.z, u[half][4 * c + 3] = x.w;
+            }
+        }
+        // the A fragments (rows r0 / r0 + 8 at registers 0, 2 / 1, 3): e4m3, k-step ks takes words
+        // 2 ks, 2 ks + 1; f16, word ks's two byte pairs
+        uint32_t a[KS][4];
+#pragma unroll
+        for (int ks = 0; ks < KS; ks++)
+#pragma unroll
+            for (int half = 0; half < 2; half++) {
+                if constexpr (F16) {
+                    a[ks][half] = e4m3x2_to_f16x2(u[half][ks] & 0xffffu);
+                    a[ks][2 + half] = e4m3x2_to_f16x2(u[half][ks] >> 16);
+                } else {
+                    a[ks][half] = u[half][2 * ks];
+                    a[ks][2 + half] = u[half][2 * ks + 1];
+                }
+            }
+        const float *scale = reinterpret_cast<const float *>(slot + TK * D);
+        const float ksc = scale[r0 + 8 * (tig & 1)]; // key l's
+        mbar_arrive(empty_s + 8 * s); // this thread is done with the slot
+        __syncwarp();                 // the wgmma instructions are warp-aligned
+        wgmma_fence();
+#pragma unroll
+        for (int ks = 0; ks < KS; ks++)
+            if constexpr (F16)
+                wgmma_f16<N>(acc, a[ks], wg_desc(q_s + 256u * ks, 128u, SBO), ks > 0);
+            else
+                wgmma_e4m3<N>(acc, a[ks], wg_desc(q_s + 256u * ks, 128u, SBO), ks > 0);
+        wgmma_commit();
+        // refill the slot with tile i + S once the whole warpgroup has read it, while the tensor
+        // cores work
+        if (refill) {
+            mbar_wait(empty_s + 8 * s, parity);
+            issue(i + S, next);
+        }
+        __syncwarp();
+        wgmma_wait();
+        wg_pin(acc);
+#pragma unroll
+        for (int ks = 0; ks < KS; ks++)
+            wg_pin(a[ks]);
+        float lo = 0.0f, hi = 0.0f; // rows r0, r0 + 8 over this thread's heads, in head order
+#pragma unroll
+        for (int j = 0; j < N / 8; j++) {
+            lo = __fmaf_rn(wq[2 * j], relu_keep_nan(acc[4 * j]), lo);
+            lo = __fmaf_rn(wq[2 * j + 1], relu_keep_nan(acc[4 * j + 1]), lo);
+            hi = __fmaf_rn(wq[2 * j], relu_keep_nan(acc[4 * j + 2]), hi);
+            hi = __fmaf_rn(wq[2 * j + 1], relu_keep_nan(acc[4 * j + 3]), hi);
+        }
+        // over the quad's heads: each lane adds the same two operands in either order
+#pragma unroll
+        for (int o = 1; o < 4; o *= 2) {
+            lo = __fadd_rn(lo, __shfl_xor_sync(0xffffffffu, lo, o));
+            hi = __fadd_rn(hi, __shfl_xor_sync(0xffffffffu, hi, o));
+        }
+        if (tig < 2 && l < n)
+            keys[l] = have ? score_key(__fmul_rn(ksc, tig ? hi : lo)) : 0u;
+    }
+}
+
+} // namespace dsa

@@ -863,6 +863,12 @@ void dsg_derive(const dsg_geometry *g, const dsg_config *c, dsg_derived *o)
      * best: a cap of 3 CTAs made it spill (0: no minimum given). The wgmma kernel takes 112
      * registers at 64 heads (4 CTAs per SM), 86 at 32 (5, as its 34 KiB of shared memory allow). */
     o->index_score_min_ctas = g->idx_heads > 32 ? 0 : 4;
+    /* Two score kernels: on sm_90a index_score runs on warpgroup MMA fed by bulk copies,
+     * index_score_few on mma.sync. On an H200 (tests/bench/RESULTS.md) the first wins from 512K keys
+     * a call (rows x a row's keys: 4 x 128K 1.14x, 64 x 8K 1.15x, 64 x 128K 1.25-1.5x) and loses up
+     * to 15-20% at 128K keys or fewer (1 x 128K, 16 x 8K), where a CTA's few tiles do not repay its
+     * pipeline fill. A call of fewer keys than this uses index_score_few. */
+    o->index_score_few_keys = 262144;
     o->index_topk_threads = 1024;
     /* The DCP index merge places each candidate by binary searches over the other ranks' lists,
      * then selects from the merged list: where 12 W topk bytes fit in 200 KiB of shared memory (every

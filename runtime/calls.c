@@ -319,6 +319,19 @@ static int64_t topk_splits(dsa_ctx_t ctx, int64_t n, int64_t max_keys)
     return s >= (ctx->topk_split_forced ? 2 : (int64_t)cfg->index_topk_split_min) ? s : 1;
 }
 
+dsa_result_t dsa_testing_force_index_score(dsa_ctx_t ctx, int which)
+{
+    if (!ctx)
+        return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT, "dsa_testing_force_index_score: ctx is NULL");
+    if (which < 0 || which > 2)
+        return dsa_fail(ctx, DSA_ERROR_INVALID_ARGUMENT,
+                        "dsa_testing_force_index_score: which is %d, must be 0 (automatic), 1 (index_score_few) or 2 "
+                        "(index_score)",
+                        which);
+    ctx->force_score = which;
+    return DSA_SUCCESS;
+}
+
 int64_t dsa_index_topk_splits(dsa_ctx_t ctx, int64_t rows, int64_t max_blocks)
 {
     if (!ctx || rows < 1 || max_blocks < 1)
@@ -364,10 +377,15 @@ static dsa_result_t index_chunk(dsa_ctx_t ctx, const dsa_index_args_t *a, const 
     sc.rank = ctx->dcp ? ctx->dcp->rank : 0;
     /* one wave: the CTAs the device holds at once, shared by the rows (a second, partial wave
      * would leave most of the machine idle), never more than a row's keys need */
-    int64_t splits = ctx->score_slots / n;
+    /* few keys in the call (rows x the block table's keys a row): the mma.sync kernel, whose CTAs
+     * start scoring at once; from the plan's index_score_few_keys on, index_score (on sm_90a
+     * warpgroup MMA behind a bulk-copy pipeline) */
+    const int64_t call_keys = n * a->max_blocks * cfg->info.block_size;
+    const int few = ctx->force_score ? ctx->force_score == 1 : call_keys < (int64_t)cfg->index_score_few_keys;
+    int64_t splits = (few ? ctx->score_few_slots : ctx->score_slots) / n;
     const int64_t most = (cfg->idx_max_local + cfg->index_score_keys_per_cta - 1) / cfg->index_score_keys_per_cta;
     splits = splits < 1 ? 1 : splits > most ? most : splits > 65535 ? 65535 : splits;
-    if ((rc = launch(ctx, "dsa_index", ctx->index_score_fn, (unsigned)n, (unsigned)splits, cfg->index_score_threads, 0,
+    if ((rc = launch(ctx, "dsa_index", few ? ctx->index_score_few_fn : ctx->index_score_fn, (unsigned)n, (unsigned)splits, cfg->index_score_threads, 0,
                      &sc, stream, "index score")) != DSA_SUCCESS)
         return rc;
     dsa_index_topk_params tk = {0};

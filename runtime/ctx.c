@@ -245,6 +245,7 @@ static dsa_result_t prepare_index(dsa_ctx_t ctx)
     CUmodule m = ctx->modules[DSA_MODULE_INDEX];
     CU_CHECK(ctx, dsa_cu.cuModuleGetFunction(&ctx->index_q_fn, m, cfg->entry_index_q));
     CU_CHECK(ctx, dsa_cu.cuModuleGetFunction(&ctx->index_score_fn, m, cfg->entry_index_score));
+    CU_CHECK(ctx, dsa_cu.cuModuleGetFunction(&ctx->index_score_few_fn, m, cfg->entry_index_score_few));
     CU_CHECK(ctx, dsa_cu.cuModuleGetFunction(&ctx->index_topk_fn, m, cfg->entry_index_topk));
     if (cfg->entry_index_merge[0]) {
         CU_CHECK(ctx, dsa_cu.cuModuleGetFunction(&ctx->index_merge_fn, m, cfg->entry_index_merge));
@@ -264,6 +265,9 @@ static dsa_result_t prepare_index(dsa_ctx_t ctx)
     CU_CHECK(ctx, dsa_cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, ctx->index_score_fn,
                                                                      (int)cfg->index_score_threads, 0));
     ctx->score_slots = ctx->sms * (per_sm > 0 ? per_sm : 1);
+    CU_CHECK(ctx, dsa_cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, ctx->index_score_few_fn,
+                                                                     (int)cfg->index_score_threads, 0));
+    ctx->score_few_slots = ctx->sms * (per_sm > 0 ? per_sm : 1);
     /* The split top-k's CTAs of a row wait for each other, so its grid must be resident at once: a
      * cooperative launch of at most the CTAs the device holds (the call's split comes from this). */
     CU_CHECK(ctx, dsa_cu.cuDeviceGetAttribute(&coop, CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH, ctx->dev));

@@ -18,9 +18,10 @@ struct dsa_ctx {
     CUmodule modules[DSA_NMODULES];
     dsa_kernel_info_t info[DSA_NMODULES]; /* what dsa_ctx_kernels reports */
     CUfunction prologue_fn, pack_fn, attend_fn, split_merge_fn, merge_fn;
-    CUfunction index_q_fn, index_score_fn, index_topk_fn, index_topk_split_fn, index_merge_fn;
+    CUfunction index_q_fn, index_score_fn, index_score_few_fn, index_topk_fn, index_topk_split_fn, index_merge_fn;
     int sms;                        /* the device's multiprocessors, read once at creation */
-    int score_slots;                /* index score CTAs resident at once on the device: its split */
+    int score_slots, score_few_slots; /* CTAs of index_score / index_score_few resident at once: their split */
+    int force_score;                /* 0 automatic, 1 index_score_few, 2 index_score (dsa_testing.h) */
     int topk_slots;                 /* split top-k CTAs resident at once: its split; 0: one CTA a row */
     int topk_split_forced;          /* DSA_INDEX_TOPK=split: split from 2 CTAs a row, not the plan's minimum */
     unsigned attend_smem;           /* dynamic shared memory of attend_fn, exported by its module */

@@ -32,6 +32,11 @@ DSA_API int dsa_testing_attend_splits(dsa_ctx_t ctx, int64_t rows);
  * attend_max_splits, with the ctx's chunk of rows times splits within its split workspace. */
 DSA_API dsa_result_t dsa_testing_force_attend_splits(dsa_ctx_t ctx, int splits);
 
+/* Every later dsa_index call of ctx scores its keys with one kernel: 1 the plan's index_score_few
+ * (mma.sync), 2 index_score (warpgroup MMA on sm_90a), 0 the automatic choice again (index_score_few
+ * below the plan's index_score_few_keys keys a call), so tests and benchmarks can run both on the same rows. */
+DSA_API dsa_result_t dsa_testing_force_index_score(dsa_ctx_t ctx, int which);
+
 /* How many CTAs each row's top-k runs on in a dsa_index call of `rows` rows whose block tables have
  * max_blocks entries, in its first chunk (1: one CTA a row, the kernel for many rows; 0: ctx is NULL,
  * rows < 1 or max_blocks < 1). The choice is made per chunk from the CTAs the device holds at once

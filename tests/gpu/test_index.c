@@ -84,6 +84,12 @@ static dsa_index_args_t args_of(const iworld_t *w, const dev_world_t *d)
 
 /* Runs dsa_index of config on GPU `device` (the current context's) over cache s of w; out gets
  * [T][K]. 0, or -1 (reported). */
+/* The score kernel every context of this test uses (dsa_testing_force_index_score): 1 the mma.sync
+ * kernel, 2 index_score (warpgroup MMA on sm_90a). The tests' calls have few keys, so the automatic
+ * choice would take 1 only: ref and dcp run once with each. */
+static int score_kernel = 1;
+static const char *const score_name[] = {"", "score: mma.sync", "score: index_score"};
+
 static int run_index(const char *config, const iworld_t *w, int s, int32_t *out, int index_tokens, int device)
 {
     dsa_options_t o = harness_options();
@@ -94,6 +100,7 @@ static int run_index(const char *config, const iworld_t *w, int s, int32_t *out,
         printf("FAIL %s: dsa_ctx_create: %s\n", config, dsa_last_error(NULL));
         return -1;
     }
+    CHECK(dsa_testing_force_index_score(ctx, score_kernel) == DSA_SUCCESS);
     dev_world_t d;
     upload(w, s, &d);
     dsa_index_args_t a = args_of(w, &d);
@@ -199,8 +206,8 @@ static void test_ref(const char *config, int key_pool)
     for (int t = 0; t < w.T; t++)
         bad += !compare_row(&w, t, gpu + (size_t)t * (size_t)K, ref + (size_t)t * (size_t)K);
     CHECK(bad == 0);
-    printf("%s %s%s: %d rows against the reference, %d bad\n", bad ? "FAIL" : "ok  ", config,
-           key_pool ? " (exact ties)" : "", w.T, bad);
+    printf("%s %s%s (%s): %d rows against the reference, %d bad\n", bad ? "FAIL" : "ok  ", config,
+           key_pool ? " (exact ties)" : "", score_name[score_kernel], w.T, bad);
     free(gpu), free(ref);
     iworld_free(&w);
 }
@@ -232,6 +239,8 @@ static void *index_rank(void *arg)
         io->failed = 1;
         return NULL;
     }
+    if (dsa_testing_force_index_score(ctx, score_kernel) != DSA_SUCCESS)
+        io->failed = 1;
     dev_world_t d;
     upload(io->w, io->rank, &d);
     dsa_index_args_t a = args_of(io->w, &d);
@@ -467,14 +476,15 @@ int main(int argc, char **argv)
     harness_start("test_index");
     harness_rng = (unsigned)time(NULL);
     printf("test_index: seed %u\n", harness_rng);
-    if (!strcmp(what, "all") || !strcmp(what, "ref")) {
+    for (score_kernel = 1; score_kernel <= 2 && (!strcmp(what, "all") || !strcmp(what, "ref")); score_kernel++) {
         test_ref("tiny_tp4_dcp1_i1_bf16", 0);
         test_ref("tiny_tp4_dcp1_i1_bf16", 3);
         test_ref("glm5.2_tp4_dcp1_i1_fp8_ds_mla", 0);
         test_ref("deepseek_v32_tp8_dcp1_i1_fp8_ds_mla", 0);
         test_ref("deepseek_v32_tp8_dcp1_i1_fp8_ds_mla", 5);
     }
-    if (!strcmp(what, "all") || !strcmp(what, "dcp")) {
+    for (score_kernel = 1; score_kernel <= 2 && (!strcmp(what, "all") || !strcmp(what, "dcp")); score_kernel++) {
+        printf("-- dcp, %s\n", score_name[score_kernel]);
         test_dcp("tiny_tp4_dcp2_i1_bf16", "tiny_tp4_dcp1_i1_bf16", 2, 1, 3, 0);
         test_dcp("tiny_tp4_dcp4_i1_fp8_ds_mla", "tiny_tp4_dcp1_i1_bf16", 4, 1, 0, 1);
         test_dcp("tiny_tp4_dcp4_i2_fp8_ds_mla", "tiny_tp4_dcp1_i1_bf16", 4, 2, 3, 0);
@@ -484,6 +494,7 @@ int main(int argc, char **argv)
             printf("FAIL test_index dcp: no configuration starts with '%s'\n", only);
         CHECK(dcp_ran > 0);
     }
+    score_kernel = 1;
     if (!strcmp(what, "all") || !strcmp(what, "paths")) {
         dcp_ran = 0;
         test_paths("tiny_tp4_dcp1_i1_bf16", 0, 1, 0);

@@ -60,13 +60,33 @@ static dsa_result_t collective(dsa_ctx_t ctx, int alltoall, CUdeviceptr send, CU
 }
 
 /* A cooperative launch (coop) guarantees that every CTA of the grid is resident at once, for
- * kernels whose CTAs wait for each other; it fails rather than start a grid the device cannot hold. */
+ * kernels whose CTAs wait for each other; it fails rather than start a grid the device cannot hold.
+ * Every other launch is a programmatic dependent launch (sm_90 on): the kernel may start launching
+ * while the one ahead of it in the stream is finishing, and waits at its top for that kernel's
+ * completion and memory (dsa::after_prior_grid, kernels/dsa_numerics.cuh), so only the launch's
+ * latency overlaps. A cooperative grid is launched plainly: it must find the device free. */
 static dsa_result_t launch_as(dsa_ctx_t ctx, const char *fn, CUfunction f, unsigned gx, unsigned gy, unsigned gz,
                               unsigned threads, unsigned smem, void *params, CUstream stream, const char *what, int coop)
 {
     void *args[] = {params};
-    CUresult r = coop ? dsa_cu.cuLaunchCooperativeKernel(f, gx, gy, gz, threads, 1, 1, smem, stream, args)
-                      : dsa_cu.cuLaunchKernel(f, gx, gy, gz, threads, 1, 1, smem, stream, args, NULL);
+    CUresult r;
+    if (coop) {
+        r = dsa_cu.cuLaunchCooperativeKernel(f, gx, gy, gz, threads, 1, 1, smem, stream, args);
+    } else {
+        CUlaunchAttribute attr;
+        memset(&attr, 0, sizeof attr);
+        attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+        attr.value.programmaticStreamSerializationAllowed = 1;
+        CUlaunchConfig lc;
+        memset(&lc, 0, sizeof lc);
+        lc.gridDimX = gx, lc.gridDimY = gy, lc.gridDimZ = gz;
+        lc.blockDimX = threads, lc.blockDimY = 1, lc.blockDimZ = 1;
+        lc.sharedMemBytes = smem;
+        lc.hStream = stream;
+        lc.attrs = &attr;
+        lc.numAttrs = ctx->no_pdl ? 0 : 1;
+        r = dsa_cu.cuLaunchKernelEx(&lc, f, args, NULL);
+    }
     if (r != CUDA_SUCCESS) {
         const char *s = "?";
         dsa_cu.cuGetErrorString(r, &s);
@@ -312,11 +332,36 @@ dsa_result_t dsa_attend(dsa_ctx_t ctx, const dsa_attend_args_t *a, void *stream)
 static int64_t topk_splits(dsa_ctx_t ctx, int64_t n, int64_t max_keys)
 {
     const dsa_cfg_t *cfg = ctx->cfg;
+    if (ctx->force_topk == 1)
+        return 1;
     int64_t s = n > 0 ? ctx->topk_slots / n : 0;
     s = s > (int64_t)cfg->index_topk_split_max ? (int64_t)cfg->index_topk_split_max : s;
     const int64_t by_keys = (max_keys + cfg->index_topk_split_keys - 1) / cfg->index_topk_split_keys;
     s = s > by_keys ? by_keys : s;
-    return s >= (ctx->topk_split_forced ? 2 : (int64_t)cfg->index_topk_split_min) ? s : 1;
+    return s >= (ctx->force_topk == 2 ? 2 : (int64_t)cfg->index_topk_split_min) ? s : 1;
+}
+
+dsa_result_t dsa_testing_programmatic_launch(dsa_ctx_t ctx, int on)
+{
+    if (!ctx)
+        return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT, "dsa_testing_programmatic_launch: ctx is NULL");
+    if (on != 0 && on != 1)
+        return dsa_fail(ctx, DSA_ERROR_INVALID_ARGUMENT, "dsa_testing_programmatic_launch: on is %d, must be 0 or 1", on);
+    ctx->no_pdl = !on;
+    return DSA_SUCCESS;
+}
+
+dsa_result_t dsa_testing_force_index_topk(dsa_ctx_t ctx, int which)
+{
+    if (!ctx)
+        return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT, "dsa_testing_force_index_topk: ctx is NULL");
+    if (which < 0 || which > 2)
+        return dsa_fail(ctx, DSA_ERROR_INVALID_ARGUMENT,
+                        "dsa_testing_force_index_topk: which is %d, must be 0 (automatic), 1 (one CTA a row) or 2 "
+                        "(split from 2 CTAs a row)",
+                        which);
+    ctx->force_topk = which;
+    return DSA_SUCCESS;
 }
 
 dsa_result_t dsa_testing_force_index_score(dsa_ctx_t ctx, int which)

@@ -274,15 +274,6 @@ static dsa_result_t prepare_index(dsa_ctx_t ctx)
     CU_CHECK(ctx, dsa_cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, ctx->index_topk_split_fn,
                                                                      (int)cfg->index_topk_split_threads, 0));
     ctx->topk_slots = coop && per_sm > 0 ? ctx->sms * per_sm : 0;
-    /* test and benchmark hook (dsa_testing.h): DSA_INDEX_TOPK=one keeps every row's top-k in one CTA */
-    const char *mode = getenv("DSA_INDEX_TOPK");
-    if (mode && strcmp(mode, "one") && strcmp(mode, "split"))
-        return dsa_fail(ctx, DSA_ERROR_INVALID_ARGUMENT,
-                        "dsa_ctx_create: DSA_INDEX_TOPK is '%s', expected 'one' or 'split'",
-                        dsa_escape(mode, (char[37]){0}, 37));
-    if (mode && !strcmp(mode, "one"))
-        ctx->topk_slots = 0;
-    ctx->topk_split_forced = mode && !strcmp(mode, "split");
     const size_t T = (size_t)ctx->idx_tokens;
     CU_CHECK(ctx, dsa_cu.cuMemAlloc(&ctx->ws_iq8, T * (size_t)cfg->ws_idx_q8));
     CU_CHECK(ctx, dsa_cu.cuMemAlloc(&ctx->ws_iwq, T * (size_t)cfg->ws_idx_wq));

@@ -21,9 +21,10 @@ struct dsa_ctx {
     CUfunction index_q_fn, index_score_fn, index_score_few_fn, index_topk_fn, index_topk_split_fn, index_merge_fn;
     int sms;                        /* the device's multiprocessors, read once at creation */
     int score_slots, score_few_slots; /* CTAs of index_score / index_score_few resident at once: their split */
+    int no_pdl;                     /* 1: plain launches, not programmatic dependent ones (dsa_testing.h) */
     int force_score;                /* 0 automatic, 1 index_score_few, 2 index_score (dsa_testing.h) */
     int topk_slots;                 /* split top-k CTAs resident at once: its split; 0: one CTA a row */
-    int topk_split_forced;          /* DSA_INDEX_TOPK=split: split from 2 CTAs a row, not the plan's minimum */
+    int force_topk;                 /* 0 automatic, 1 one CTA a row, 2 split from 2 CTAs a row (dsa_testing.h) */
     unsigned attend_smem;           /* dynamic shared memory of attend_fn, exported by its module */
     int attend_slots;               /* attend CTAs resident at once on the device: what splits fill */
     int force_splits;               /* 0, or the splits every attend call uses (dsa_testing.h) */

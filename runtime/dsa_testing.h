@@ -32,6 +32,11 @@ DSA_API int dsa_testing_attend_splits(dsa_ctx_t ctx, int64_t rows);
  * attend_max_splits, with the ctx's chunk of rows times splits within its split workspace. */
 DSA_API dsa_result_t dsa_testing_force_attend_splits(dsa_ctx_t ctx, int splits);
 
+/* Whether later calls of ctx launch their kernels as programmatic dependent launches (1, the
+ * default: each kernel's launch overlaps the end of the one before it) or plainly (0), so a benchmark
+ * can measure what the overlap buys on the same context. */
+DSA_API dsa_result_t dsa_testing_programmatic_launch(dsa_ctx_t ctx, int on);
+
 /* Every later dsa_index call of ctx scores its keys with one kernel: 1 the plan's index_score_few
  * (mma.sync), 2 index_score (warpgroup MMA on sm_90a), 0 the automatic choice again (index_score_few
  * below the plan's index_score_few_keys keys a call), so tests and benchmarks can run both on the same rows. */
@@ -41,10 +46,13 @@ DSA_API dsa_result_t dsa_testing_force_index_score(dsa_ctx_t ctx, int which);
  * max_blocks entries, in its first chunk (1: one CTA a row, the kernel for many rows; 0: ctx is NULL,
  * rows < 1 or max_blocks < 1). The choice is made per chunk from the CTAs the device holds at once
  * (queried at context creation), the plan's fewest CTAs worth a split and the row's most keys.
- * DSA_INDEX_TOPK in the environment at dsa_ctx_create: `one` keeps every row in one CTA, `split`
- * splits from 2 CTAs a row (not the plan's minimum), unset is the default choice; so tests and
- * benchmarks can run both kernels in one process. */
+ * dsa_testing_force_index_topk changes the choice. */
 DSA_API int64_t dsa_index_topk_splits(dsa_ctx_t ctx, int64_t rows, int64_t max_blocks);
+
+/* Every later dsa_index call of ctx selects its top-k with: 1 one CTA a row, 2 the split kernel from
+ * 2 CTAs a row (not the plan's minimum, where the device holds them), 0 the automatic choice again;
+ * so tests and benchmarks can run both kernels on the same rows in one process. */
+DSA_API dsa_result_t dsa_testing_force_index_topk(dsa_ctx_t ctx, int which);
 
 /* DSA_NCCL_WINDOWS in the environment at dsa_ctx_create (NCCL DCP groups): 0 allocates the
  * collectives' buffers as plain device memory, 1 or unset as NCCL symmetric windows where the

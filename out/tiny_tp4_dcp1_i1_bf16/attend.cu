@@ -7,6 +7,7 @@
 // outputs and LSEs before merge.
 #include "config.h"
 #include "dsa_config.cuh"
+#include "dsa_launch.cuh"
 #include "dsa_pack_q.cuh"
 #include "dsa_attend.cuh"
 #include "dsa_merge.cuh"
@@ -14,7 +15,7 @@
 using C = dsa::Config; // this configuration, as the library reads it
 
 // 1. q = [q_lat | rope(q_pe)], one thread per 8 elements (dsa_pack_q.cuh).
-extern "C" __global__ void __launch_bounds__(256) dsa_pack_q_tiny_tp4_dcp1_i1_bf16(const dsa_pack_params p) { dsa::pack_q<C>(p); }
+extern "C" __global__ void __launch_bounds__(256) dsa_pack_q_tiny_tp4_dcp1_i1_bf16(const dsa_pack_params p) { dsa::after_prior_grid(); dsa::pack_q<C>(p); }
 
 // 3-4. Top-k to this rank's slots, then sparse MLA over the kept keys (dsa_attend.cuh), a row's keys
 // split over up to 1 CTAs when rows alone do not fill the device. The CTA's
@@ -22,11 +23,13 @@ extern "C" __global__ void __launch_bounds__(256) dsa_pack_q_tiny_tp4_dcp1_i1_bf
 extern "C" __device__ const unsigned int dsa_attend_smem_tiny_tp4_dcp1_i1_bf16 = dsa::attend_smem_bytes<C>;
 extern "C" __global__ void __launch_bounds__(dsa::kAttendThreads, 1) dsa_attend_tiny_tp4_dcp1_i1_bf16(const dsa_attend_params p)
 {
+    dsa::after_prior_grid();
     dsa::attend<C>(p);
 }
 
 // 4b. The merge of a split row's partials: in fp32, in split order (dsa_merge.cuh).
 extern "C" __global__ void __launch_bounds__(128) dsa_split_merge_tiny_tp4_dcp1_i1_bf16(const dsa_split_merge_params p)
 {
+    dsa::after_prior_grid();
     dsa::split_merge<C>(p);
 }

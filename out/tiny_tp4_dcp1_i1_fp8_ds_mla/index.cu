@@ -6,12 +6,13 @@
 // the candidates between top-k and merge is the runtime's.
 #include "config.h"
 #include "dsa_config.cuh"
+#include "dsa_launch.cuh"
 #include "dsa_index.cuh"
 
 using C = dsa::Config; // this configuration, as the library reads it
 
-extern "C" __global__ void __launch_bounds__(C::idx_q_threads) dsa_index_q_tiny_tp4_dcp1_i1_fp8_ds_mla(const dsa_index_q_params p) { dsa::index_query<C>(p); }
-extern "C" __global__ void __launch_bounds__(C::idx_score_threads, C::idx_score_min_ctas) dsa_index_score_tiny_tp4_dcp1_i1_fp8_ds_mla(const dsa_index_score_params p) { dsa::index_score<C>(p); }
-extern "C" __global__ void __launch_bounds__(C::idx_score_threads, C::idx_score_min_ctas) dsa_index_score_few_tiny_tp4_dcp1_i1_fp8_ds_mla(const dsa_index_score_params p) { dsa::index_score_mma_sync<C>(p); }
-extern "C" __global__ void __launch_bounds__(C::idx_topk_threads) dsa_index_topk_tiny_tp4_dcp1_i1_fp8_ds_mla(const dsa_index_topk_params p) { dsa::index_topk<C>(p); }
-extern "C" __global__ void __launch_bounds__(C::idx_topk_split_threads) dsa_index_topk_split_tiny_tp4_dcp1_i1_fp8_ds_mla(const dsa_index_topk_params p) { dsa::index_topk_split<C>(p); }
+extern "C" __global__ void __launch_bounds__(C::idx_q_threads) dsa_index_q_tiny_tp4_dcp1_i1_fp8_ds_mla(const dsa_index_q_params p) { dsa::after_prior_grid(); dsa::index_query<C>(p); }
+extern "C" __global__ void __launch_bounds__(C::idx_score_threads, C::idx_score_min_ctas) dsa_index_score_tiny_tp4_dcp1_i1_fp8_ds_mla(const dsa_index_score_params p) { dsa::after_prior_grid(); dsa::index_score<C>(p); }
+extern "C" __global__ void __launch_bounds__(C::idx_score_threads, C::idx_score_min_ctas) dsa_index_score_few_tiny_tp4_dcp1_i1_fp8_ds_mla(const dsa_index_score_params p) { dsa::after_prior_grid(); dsa::index_score_mma_sync<C>(p); }
+extern "C" __global__ void __launch_bounds__(C::idx_topk_threads) dsa_index_topk_tiny_tp4_dcp1_i1_fp8_ds_mla(const dsa_index_topk_params p) { dsa::after_prior_grid(); dsa::index_topk<C>(p); }
+extern "C" __global__ void __launch_bounds__(C::idx_topk_split_threads) dsa_index_topk_split_tiny_tp4_dcp1_i1_fp8_ds_mla(const dsa_index_topk_params p) { dsa::after_prior_grid(); dsa::index_topk_split<C>(p); }

@@ -7,6 +7,7 @@
 // keys, for its own slots only.
 #include "config.h"
 #include "dsa_config.cuh"
+#include "dsa_launch.cuh"
 #include "dsa_prologue.cuh"
 #include "dsa_rope_table.cuh"
 
@@ -14,6 +15,7 @@ using C = dsa::Config; // this configuration, as the library reads it
 
 extern "C" __global__ void __launch_bounds__(dsa::kPrologueThreads) dsa_prologue_tiny_tp4_dcp2_i2_bf16(const dsa_prologue_params p)
 {
+    dsa::after_prior_grid();
     dsa::prologue<C>(p);
 }
 

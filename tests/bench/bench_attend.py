@@ -15,8 +15,9 @@ matrix product); "share" is bound time / measured time. Each point runs with the
 choice (splits a row's top-k over CTAs when rows alone leave the device idle) and, for comparison,
 with one CTA per row (dsa_testing_force_attend_splits(ctx, 1), the kernel before splitting).
 
-Usage: python3 tests/bench/bench_attend.py [--quick]   (from the repository root, after `ninja gpu`
-and the dsagen command above; --quick: fp8 only)
+Usage: python3 tests/bench/bench_attend.py [--quick] [--plain]   (from the repository root, after
+`ninja gpu` and the dsagen command above; --quick: fp8 only; --plain: kernels launched plainly, not
+as programmatic dependent launches, to measure what those buy)
 """
 import ctypes
 import os
@@ -52,6 +53,7 @@ class Point:
         self.ctx = ctypes.c_void_p()
         if lib.dsa_ctx_create_dir(folder.encode(), ctypes.byref(opts), ctypes.byref(self.ctx)) != 0:
             sys.exit(f"dsa_ctx_create_dir({folder}): {lib.dsa_last_error(None).decode()}")
+        lib.dsa_testing_programmatic_launch(self.ctx, 0 if "--plain" in sys.argv else 1)
         info = ConfigInfo()
         info.size = ctypes.sizeof(ConfigInfo)
         lib.dsa_ctx_config(self.ctx, ctypes.byref(info))

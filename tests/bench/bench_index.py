@@ -7,13 +7,14 @@ rows, context L in {8K, 32K, 128K} keys per row, beside in the same run:
 Timed with CUDA events: median of 10 of the mean of 5 back-to-back calls after 2 warm-ups, and the
 same with L2 flushed (a 256 MiB write) before each call. Each row's keys are its own request's.
 The configuration's shapes come from libdsa (dsa_config_info, through tests/bench/dsa_ctypes.py).
-Each point runs with both top-k kernels (DSA_INDEX_TOPK, read at context creation: `split`, the
-default choice, which spreads a row over several CTAs when there are few rows, and `one`, a CTA per
-row), says how many CTAs a row got, and checks that the two give the same rows.
+Each point runs with the top-k kernels (dsa_testing_force_index_topk: `auto`, the runtime's choice,
+which spreads a row over several CTAs when there are few rows; `split`, split from 2 CTAs a row;
+`one`, a CTA per row), says how many CTAs a row got, and checks that they give the same rows.
 
 Usage: python3 tests/bench/bench_index.py [--quick] [--topk auto|split|one|both] [--rows 1,64,128]
-[--context 8192,32768,131072] [--no-peer] [--score auto|few|main]   (from the repository root, after `ninja gpu`; default:
-both top-k kernels, every row count and context, the peer where its scores fit)
+[--context 8192,32768,131072] [--no-peer] [--score auto|few|main] [--plain]   (from the repository root, after `ninja gpu`; default:
+both top-k kernels, every row count and context, the peer where its scores fit; --plain: kernels
+launched plainly, not as programmatic dependent launches, to measure what those buy)
 """
 import ctypes
 import os
@@ -65,14 +66,12 @@ def run(name, B, L, copy_bw, peer, modes):
 
     results, rows = {}, {}
     for mode in modes:
-        if mode == "auto":  # the runtime's own choice
-            os.environ.pop("DSA_INDEX_TOPK", None)
-        else:
-            os.environ["DSA_INDEX_TOPK"] = mode  # read by dsa_ctx_create
         ctx = ctypes.c_void_p()
         if lib.dsa_ctx_create(name.encode(), ctypes.byref(opts), ctypes.byref(ctx)) != 0:
             sys.exit(f"dsa_ctx_create: {lib.dsa_last_error(None).decode()}")
         lib.dsa_testing_force_index_score(ctx, SCORE)
+        lib.dsa_testing_force_index_topk(ctx, {"auto": 0, "one": 1, "split": 2}[mode])
+        lib.dsa_testing_programmatic_launch(ctx, 0 if "--plain" in sys.argv else 1)
 
         def dsa():
             if lib.dsa_index(ctx, ctypes.byref(a), ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)) != 0:
@@ -84,7 +83,6 @@ def run(name, B, L, copy_bw, peer, modes):
         rows[mode] = topk.clone()
         results[mode] = (time_us(dsa, False), time_us(dsa, True), lib.dsa_index_topk_splits(ctx, B, nb))
         lib.dsa_ctx_destroy(ctx)
-    os.environ.pop("DSA_INDEX_TOPK", None)
     same = all(torch.equal(rows[m], rows[modes[0]]) for m in modes)
     floor_us = B * L * (D + 4) / copy_bw * 1e6
     us_p = float("nan")

@@ -63,7 +63,7 @@ if [ "$mode" = sanitize ]; then # compute-sanitizer's four tools over every kern
     tail -1 "$log/${tool}_${prog}${1:+_$1}${2:+_$2}.log"
   done
 fi
-if [ "$mode" = stageb ]; then # stage B alone: the GPU test in every mode (DSA_INDEX_TOPK picks the top-k kernel)
+if [ "$mode" = stageb ]; then # stage B alone: the GPU test in every mode
   cache=$(mktemp -d)
   for m in ref dcp paths args nccl; do
     DSA_TEST_CACHE=$cache t build/tests/gpu/test_index $m 2>&1 | tee -a "$log/test_index.log" || status=1

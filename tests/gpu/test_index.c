@@ -15,8 +15,8 @@
  * - `test_index paths`: the two top-k kernels (one CTA a row; a row split over several CTAs, what
  *   dsa_index picks for few rows) on rows of up to 50K keys, with exact ties, NaN keys, empty and
  *   absent requests: rows bit-identical at every split the chunking gives (index_tokens 1, 3, 64),
- *   at DCP = 1 and at DCP = 2, 4, 8 through the in-process group. DSA_INDEX_TOPK=one|split,
- *   read at context creation, picks the kernel (dsa_testing.h).
+ *   at DCP = 1 and at DCP = 2, 4, 8 through the in-process group (dsa_testing_force_index_topk picks
+ *   the kernel).
  * - `test_index args`: argument checks, each with its message, and nothing written. */
 #include <cuda.h>
 #include <math.h>
@@ -88,6 +88,9 @@ static dsa_index_args_t args_of(const iworld_t *w, const dev_world_t *d)
  * kernel, 2 index_score (warpgroup MMA on sm_90a). The tests' calls have few keys, so the automatic
  * choice would take 1 only: ref and dcp run once with each. */
 static int score_kernel = 1;
+/* The top-k kernel of the contexts created next (dsa_testing_force_index_topk): 0 the automatic
+ * choice, 1 one CTA a row, 2 the split kernel from 2 CTAs a row. */
+static int topk_kernel = 0;
 static const char *const score_name[] = {"", "score: mma.sync", "score: index_score"};
 
 static int run_index(const char *config, const iworld_t *w, int s, int32_t *out, int index_tokens, int device)
@@ -101,6 +104,7 @@ static int run_index(const char *config, const iworld_t *w, int s, int32_t *out,
         return -1;
     }
     CHECK(dsa_testing_force_index_score(ctx, score_kernel) == DSA_SUCCESS);
+    CHECK(dsa_testing_force_index_topk(ctx, topk_kernel) == DSA_SUCCESS);
     dev_world_t d;
     upload(w, s, &d);
     dsa_index_args_t a = args_of(w, &d);
@@ -175,18 +179,6 @@ static int world_for(const char *config, iworld_t *w, int W, int I, int key_pool
     return world_long(config, w, W, I, key_pool, nonfinite, seed, 0, 0, 0);
 }
 
-/* Sets DSA_INDEX_TOPK (NULL: unsets it) for the contexts created next; returns the value before. */
-static const char *topk_mode(const char *m)
-{
-    static char before[16];
-    const char *b = getenv("DSA_INDEX_TOPK");
-    snprintf(before, sizeof before, "%s", b ? b : "");
-    if (m)
-        setenv("DSA_INDEX_TOPK", m, 1);
-    else
-        unsetenv("DSA_INDEX_TOPK");
-    return b ? before : NULL;
-}
 
 static void test_ref(const char *config, int key_pool)
 {
@@ -239,7 +231,8 @@ static void *index_rank(void *arg)
         io->failed = 1;
         return NULL;
     }
-    if (dsa_testing_force_index_score(ctx, score_kernel) != DSA_SUCCESS)
+    if (dsa_testing_force_index_score(ctx, score_kernel) != DSA_SUCCESS ||
+        dsa_testing_force_index_topk(ctx, topk_kernel) != DSA_SUCCESS)
         io->failed = 1;
     dev_world_t d;
     upload(io->w, io->rank, &d);
@@ -260,7 +253,7 @@ static int dcp_ran; /* tests the configuration prefix let run (dcp, paths) */
 
 /* config (dcp W, interleave I) on W threads against single (dcp 1, the same model) on the GPU.
  * paths: long rows (world_long), the reference with one CTA a row and the ranks with the split
- * top-k; otherwise both as DSA_INDEX_TOPK says. */
+ * top-k; otherwise both with the automatic choice. */
 static void test_dcp_as(const char *config, const char *single, int W, int I, int key_pool, int nonfinite, int paths)
 {
     if (strncmp(config, only, strlen(only)) != 0)
@@ -273,10 +266,9 @@ static void test_dcp_as(const char *config, const char *single, int W, int I, in
     }
     const size_t n = (size_t)w.T * (size_t)w.cfg.K;
     int32_t *one = malloc(n * 4), *outs = malloc(n * 4 * (size_t)W);
-    const char *before = paths ? topk_mode("one") : NULL;
+    topk_kernel = paths ? 1 : 0;
     CHECK(run_index(single, &w, W, one, 64, 0) == 0); /* cache W: the unsharded one */
-    if (paths)
-        topk_mode("split"); /* the ranks create their contexts after this */
+    topk_kernel = paths ? 2 : 0; /* the ranks create their contexts after this */
     dsa_inproc_group_t g;
     CHECK(dsa_inproc_group_create(W, &g) == DSA_SUCCESS);
     CUcontext cu;
@@ -295,8 +287,7 @@ static void test_dcp_as(const char *config, const char *single, int W, int I, in
         failed |= io[r].failed;
         same &= memcmp(outs + (size_t)r * n, one, n * 4) == 0;
     }
-    if (paths)
-        topk_mode(before);
+    topk_kernel = 0;
     CHECK(!failed && same);
     printf("%s %s (W = %d, I = %d%s%s%s) against %s%s: every rank's rows %s\n", !failed && same ? "ok  " : "FAIL",
            config, W, I, key_pool ? ", exact ties" : "", nonfinite ? ", NaN and inf in q and w" : "",
@@ -315,7 +306,7 @@ static void test_dcp(const char *config, const char *single, int W, int I, int k
 
 /* ---- the two top-k kernels against each other ---- */
 
-/* DCP = 1: one CTA a row (DSA_INDEX_TOPK=one) against the split top-k at the splits that chunks of
+/* DCP = 1: one CTA a row against the split top-k at the splits that chunks of
  * 1, 3 and 64 rows get; every row bit-identical. */
 static void test_paths(const char *config, int key_pool, int nan_keys, int absent)
 {
@@ -329,9 +320,9 @@ static void test_paths(const char *config, int key_pool, int nan_keys, int absen
     }
     const size_t n = (size_t)w.T * (size_t)w.cfg.K;
     int32_t *one = malloc(n * 4), *split = malloc(n * 4);
-    const char *before = topk_mode("one");
+    topk_kernel = 1;
     CHECK(run_index(config, &w, w.W, one, 64, 0) == 0);
-    topk_mode("split");
+    topk_kernel = 2;
     const int chunks[] = {1, 3, 64};
     for (int i = 0; i < 3; i++) {
         dsa_options_t o = harness_options();
@@ -339,6 +330,7 @@ static void test_paths(const char *config, int key_pool, int nan_keys, int absen
         dsa_ctx_t ctx;
         int64_t splits = 0;
         if (dsa_ctx_create(config, &o, &ctx) == DSA_SUCCESS) {
+            CHECK(dsa_testing_force_index_topk(ctx, topk_kernel) == DSA_SUCCESS);
             splits = dsa_index_topk_splits(ctx, w.T, w.cache[w.W].max_blocks);
             dsa_ctx_destroy(ctx);
         }
@@ -356,7 +348,7 @@ static void test_paths(const char *config, int key_pool, int nan_keys, int absen
                bad || splits < 2 ? "FAIL" : "ok  ", config, key_pool ? ", exact ties" : "", nan_keys ? ", NaN keys" : "",
                absent ? ", an absent request" : "", chunks[i], (long long)splits, w.T, bad);
     }
-    topk_mode(before);
+    topk_kernel = 0;
     free(one), free(split);
     iworld_free(&w);
 }

@@ -265,7 +265,7 @@ static void push_env(lua_State *L, const loaded *l, const dsg_config *c, const c
     set_int(L, "index_score_keys_per_cta", dv.index_score_keys_per_cta);
     set_int(L, "index_topk_threads", dv.index_topk_threads);
     set_int(L, "index_merge_smem", dv.index_merge_smem);
-    set_int(L, "index_score_few_keys", dv.index_score_few_keys);
+    set_int(L, "index_score_few_rows", dv.index_score_few_rows);
     set_int(L, "index_score_min_ctas", dv.index_score_min_ctas);
     set_int(L, "index_topk_split_threads", dv.index_topk_split_threads);
     set_int(L, "index_topk_radix_bits", dv.index_topk_radix_bits);

@@ -864,11 +864,13 @@ void dsg_derive(const dsg_geometry *g, const dsg_config *c, dsg_derived *o)
      * registers at 64 heads (4 CTAs per SM), 86 at 32 (5, as its 34 KiB of shared memory allow). */
     o->index_score_min_ctas = g->idx_heads > 32 ? 0 : 4;
     /* Two score kernels: on sm_90a index_score runs on warpgroup MMA fed by bulk copies,
-     * index_score_few on mma.sync. On an H200 (tests/bench/RESULTS.md) the first wins from 512K keys
-     * a call (rows x a row's keys: 4 x 128K 1.14x, 64 x 8K 1.15x, 64 x 128K 1.25-1.5x) and loses up
-     * to 15-20% at 128K keys or fewer (1 x 128K, 16 x 8K), where a CTA's few tiles do not repay its
-     * pipeline fill. A call of fewer keys than this uses index_score_few. */
-    o->index_score_few_keys = 262144;
+     * index_score_few on mma.sync. On an H200 (tests/bench/RESULTS.md) the first is 1.14x faster at
+     * 4 rows of 128K keys, 1.4x at 16, 1.25-1.5x at 64 and 128 rows, but 10-20% slower for one row,
+     * and 4-16 rows of 8K keys, where a CTA's few tiles do not repay its pipeline fill. The choice
+     * follows the rows of a chunk only, which every rank of a DCP group and a DCP = 1 context with
+     * the same index_tokens share, so each key of a row is scored by the same kernel on all of
+     * them; the keys a row has would differ between a rank and DCP = 1. From 4 rows: index_score. */
+    o->index_score_few_rows = 4;
     o->index_topk_threads = 1024;
     /* The DCP index merge places each candidate by binary searches over the other ranks' lists,
      * then selects from the merged list: where 12 W topk bytes fit in 200 KiB of shared memory (every

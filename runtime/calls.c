@@ -351,30 +351,30 @@ dsa_result_t dsa_testing_programmatic_launch(dsa_ctx_t ctx, int on)
     return DSA_SUCCESS;
 }
 
-dsa_result_t dsa_testing_force_index_topk(dsa_ctx_t ctx, int which)
+/* A stage B kernel choice forced by a test (fn, for messages): which is 0 (automatic), 1 (one1) or
+ * 2 (two), stored in *slot (a field of ctx; unused when ctx is NULL). */
+static dsa_result_t force_choice(dsa_ctx_t ctx, const char *fn, int which, const char *one1, const char *two,
+                                 int *slot)
 {
     if (!ctx)
-        return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT, "dsa_testing_force_index_topk: ctx is NULL");
+        return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT, "%s: ctx is NULL", fn);
     if (which < 0 || which > 2)
-        return dsa_fail(ctx, DSA_ERROR_INVALID_ARGUMENT,
-                        "dsa_testing_force_index_topk: which is %d, must be 0 (automatic), 1 (one CTA a row) or 2 "
-                        "(split from 2 CTAs a row)",
-                        which);
-    ctx->force_topk = which;
+        return dsa_fail(ctx, DSA_ERROR_INVALID_ARGUMENT, "%s: which is %d, must be 0 (automatic), 1 (%s) or 2 (%s)", fn,
+                        which, one1, two);
+    *slot = which;
     return DSA_SUCCESS;
+}
+
+dsa_result_t dsa_testing_force_index_topk(dsa_ctx_t ctx, int which)
+{
+    return force_choice(ctx, "dsa_testing_force_index_topk", which, "one CTA a row", "split from 2 CTAs a row",
+                        ctx ? &ctx->force_topk : NULL);
 }
 
 dsa_result_t dsa_testing_force_index_score(dsa_ctx_t ctx, int which)
 {
-    if (!ctx)
-        return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT, "dsa_testing_force_index_score: ctx is NULL");
-    if (which < 0 || which > 2)
-        return dsa_fail(ctx, DSA_ERROR_INVALID_ARGUMENT,
-                        "dsa_testing_force_index_score: which is %d, must be 0 (automatic), 1 (index_score_few) or 2 "
-                        "(index_score)",
-                        which);
-    ctx->force_score = which;
-    return DSA_SUCCESS;
+    return force_choice(ctx, "dsa_testing_force_index_score", which, "index_score_few", "index_score",
+                        ctx ? &ctx->force_score : NULL);
 }
 
 int64_t dsa_index_topk_splits(dsa_ctx_t ctx, int64_t rows, int64_t max_blocks)
@@ -422,11 +422,10 @@ static dsa_result_t index_chunk(dsa_ctx_t ctx, const dsa_index_args_t *a, const 
     sc.rank = ctx->dcp ? ctx->dcp->rank : 0;
     /* one wave: the CTAs the device holds at once, shared by the rows (a second, partial wave
      * would leave most of the machine idle), never more than a row's keys need */
-    /* few keys in the call (rows x the block table's keys a row): the mma.sync kernel, whose CTAs
-     * start scoring at once; from the plan's index_score_few_keys on, index_score (on sm_90a
-     * warpgroup MMA behind a bulk-copy pipeline) */
-    const int64_t call_keys = n * a->max_blocks * cfg->info.block_size;
-    const int few = ctx->force_score ? ctx->force_score == 1 : call_keys < (int64_t)cfg->index_score_few_keys;
+    /* a chunk of few rows: the mma.sync kernel, whose CTAs start scoring at once; from the plan's
+     * index_score_few_rows on, index_score (on sm_90a warpgroup MMA behind a bulk-copy pipeline).
+     * By rows alone: every rank of the group (and DCP = 1 with the same chunks) picks the same. */
+    const int few = ctx->force_score ? ctx->force_score == 1 : n < (int64_t)cfg->index_score_few_rows;
     int64_t splits = (few ? ctx->score_few_slots : ctx->score_slots) / n;
     const int64_t most = (cfg->idx_max_local + cfg->index_score_keys_per_cta - 1) / cfg->index_score_keys_per_cta;
     splits = splits < 1 ? 1 : splits > most ? most : splits > 65535 ? 65535 : splits;

@@ -183,6 +183,23 @@ fail:
 
 /* Stage A and C entries, the sparse MLA kernel's shared memory (its layout computes it; the
  * module exports it), and the workspaces of one attend chunk. */
+/* Lets kernel fn (what, for the message) use `bytes` of dynamic shared memory per block, or says
+ * that this device cannot give them. */
+static dsa_result_t allow_smem(dsa_ctx_t ctx, CUfunction fn, unsigned bytes, const char *what)
+{
+    dsa_result_t rc = DSA_SUCCESS;
+    int optin = 0;
+    CU_CHECK(ctx, dsa_cu.cuDeviceGetAttribute(&optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, ctx->dev));
+    if (bytes > (unsigned)optin)
+        return dsa_fail(ctx, DSA_ERROR_UNSUPPORTED,
+                        "dsa_ctx_create: the %s kernel of %s needs %u bytes of shared memory per block, device %d "
+                        "allows %d",
+                        what, ctx->cfg->info.name, bytes, ctx->opts.device, optin);
+    CU_CHECK(ctx, dsa_cu.cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)bytes));
+fail:
+    return rc;
+}
+
 static dsa_result_t prepare_calls(dsa_ctx_t ctx)
 {
     const dsa_cfg_t *cfg = ctx->cfg;
@@ -201,15 +218,8 @@ static dsa_result_t prepare_calls(dsa_ctx_t ctx)
         return dsa_fail(ctx, DSA_ERROR_INTERNAL, "dsa_ctx_create: %s is %zu bytes, expected %zu",
                         cfg->entry_attend_smem, smem_bytes, sizeof ctx->attend_smem);
     CU_CHECK(ctx, dsa_cu.cuMemcpyDtoH(&ctx->attend_smem, smem_d, sizeof ctx->attend_smem));
-    int optin = 0;
-    CU_CHECK(ctx, dsa_cu.cuDeviceGetAttribute(&optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, ctx->dev));
-    if (ctx->attend_smem > (unsigned)optin)
-        return dsa_fail(ctx, DSA_ERROR_UNSUPPORTED,
-                        "dsa_ctx_create: the sparse MLA kernel of %s needs %u bytes of shared memory per block, "
-                        "device %d allows %d",
-                        cfg->info.name, ctx->attend_smem, ctx->opts.device, optin);
-    CU_CHECK(ctx, dsa_cu.cuFuncSetAttribute(ctx->attend_fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                            (int)ctx->attend_smem));
+    if ((rc = allow_smem(ctx, ctx->attend_fn, ctx->attend_smem, "sparse MLA")) != DSA_SUCCESS)
+        return rc;
     /* Splitting a row's keys over CTAs fills at most one wave of the device (dsa_attend_splits), so
      * its workspaces hold attend_slots / ctas-per-row (row, split) partials at most. */
     int per_sm = 0;
@@ -249,16 +259,9 @@ static dsa_result_t prepare_index(dsa_ctx_t ctx)
     CU_CHECK(ctx, dsa_cu.cuModuleGetFunction(&ctx->index_topk_fn, m, cfg->entry_index_topk));
     if (cfg->entry_index_merge[0]) {
         CU_CHECK(ctx, dsa_cu.cuModuleGetFunction(&ctx->index_merge_fn, m, cfg->entry_index_merge));
-        /* the merge stages the lists' positions in dynamic shared memory (the plan's bytes) */
-        int optin = 0;
-        CU_CHECK(ctx, dsa_cu.cuDeviceGetAttribute(&optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, ctx->dev));
-        if (cfg->index_merge_smem > (unsigned)optin)
-            return dsa_fail(ctx, DSA_ERROR_UNSUPPORTED,
-                            "dsa_ctx_create: the index merge kernel of %s needs %u bytes of shared memory per block, "
-                            "device %d allows %d",
-                            cfg->info.name, cfg->index_merge_smem, ctx->opts.device, optin);
-        CU_CHECK(ctx, dsa_cu.cuFuncSetAttribute(ctx->index_merge_fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                                (int)cfg->index_merge_smem));
+        /* the merge builds its lists and merged list in dynamic shared memory (the plan's bytes) */
+        if ((rc = allow_smem(ctx, ctx->index_merge_fn, cfg->index_merge_smem, "index merge")) != DSA_SUCCESS)
+            return rc;
     }
     CU_CHECK(ctx, dsa_cu.cuModuleGetFunction(&ctx->index_topk_split_fn, m, cfg->entry_index_topk_split));
     int per_sm = 0, coop = 0;

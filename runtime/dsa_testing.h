@@ -39,7 +39,7 @@ DSA_API dsa_result_t dsa_testing_programmatic_launch(dsa_ctx_t ctx, int on);
 
 /* Every later dsa_index call of ctx scores its keys with one kernel: 1 the plan's index_score_few
  * (mma.sync), 2 index_score (warpgroup MMA on sm_90a), 0 the automatic choice again (index_score_few
- * below the plan's index_score_few_keys keys a call), so tests and benchmarks can run both on the same rows. */
+ * for chunks of fewer rows than the plan's index_score_few_rows), so tests and benchmarks can run both on the same rows. */
 DSA_API dsa_result_t dsa_testing_force_index_score(dsa_ctx_t ctx, int which);
 
 /* How many CTAs each row's top-k runs on in a dsa_index call of `rows` rows whose block tables have

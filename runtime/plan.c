@@ -90,7 +90,7 @@ static const field_t fields[] = {
     {"index_q_threads", F_U32, M(index_q_threads), 32, 1024},
     {"index_q_ctas_per_token", F_U32, M(index_q_ctas_per_token), 1, 65535},
     {"index_score_threads", F_U32, M(index_score_threads), 32, 1024},
-    {"index_score_few_keys", F_I64, M(index_score_few_keys), 0, 1LL << 40},
+    {"index_score_few_rows", F_U32, M(index_score_few_rows), 0, 1 << 30},
     {"index_score_keys_per_cta", F_U32, M(index_score_keys_per_cta), 1, 65535},
     {"index_topk_threads", F_U32, M(index_topk_threads), 32, 1024},
     {"index_merge_smem", F_U32, M(index_merge_smem), 0, 227 * 1024},

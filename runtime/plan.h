@@ -41,8 +41,7 @@ typedef struct dsa_cfg {
     unsigned prologue_threads, rope_threads, pack_threads, attend_threads, merge_threads;
     unsigned pack_ctas_per_token, attend_ctas_per_token, attend_max_splits;
     unsigned index_q_threads, index_q_ctas_per_token, index_score_threads, index_score_keys_per_cta, index_topk_threads;
-    unsigned index_merge_smem;
-    int64_t index_score_few_keys;
+    unsigned index_merge_smem, index_score_few_rows;
     unsigned index_topk_split_threads, index_topk_split_max; /* the split top-k: CTA size, most CTAs a row */
     unsigned index_topk_split_min, index_topk_split_keys;     /* fewest CTAs a row worth a split; keys a CTA at least */
     /* stage B: keys of a row on one rank at most; workspaces per row, bytes */

@@ -85,8 +85,8 @@ static dsa_index_args_t args_of(const iworld_t *w, const dev_world_t *d)
 /* Runs dsa_index of config on GPU `device` (the current context's) over cache s of w; out gets
  * [T][K]. 0, or -1 (reported). */
 /* The score kernel every context of this test uses (dsa_testing_force_index_score): 1 the mma.sync
- * kernel, 2 index_score (warpgroup MMA on sm_90a). The tests' calls have few keys, so the automatic
- * choice would take 1 only: ref and dcp run once with each. */
+ * kernel, 2 index_score (warpgroup MMA on sm_90a). The automatic choice follows a chunk's rows, which
+ * differ between these tests' calls: ref and dcp run once with each kernel instead. */
 static int score_kernel = 1;
 /* The top-k kernel of the contexts created next (dsa_testing_force_index_topk): 0 the automatic
  * choice, 1 one CTA a row, 2 the split kernel from 2 CTAs a row. */

@@ -529,6 +529,11 @@ static void check_geometry_relations(vctx *v, const dsg_geometry *g, const where
         err(v, &c, "must be a power of two (the Hadamard rotation and the cache pages assume it), got %d",
             g->idx_head_dim);
     }
+    if (g->idx_topk % 4 != 0) {
+        c = child(&iw, "topk", 0);
+        err(v, &c, "must be a multiple of 4 (top-k rows are written and cleared 16 bytes at a time), got %d",
+            g->idx_topk);
+    }
     if (g->qk_rope_dim > g->idx_head_dim) {
         c = child(&iw, "head_dim", 0);
         err(v, &c, "(%d) must hold the %d rope dims", g->idx_head_dim, g->qk_rope_dim);
@@ -876,9 +881,7 @@ void dsg_derive(const dsg_geometry *g, const dsg_config *c, dsg_derived *o)
      * then selects from the merged list: where 12 W topk bytes fit in 200 KiB of shared memory (every
      * shipped configuration: 192 KiB at DCP 8, top-k 2048) the lists' positions and the merged list
      * live there, so a search step or a selection pass reads shared memory rather than making
-     * dependent L2 round trips; beyond that (or for an odd top-k, whose lists are not 16-byte
-     * aligned) they are read from global memory. */
-    o->index_merge_smem =
-        w > 1 && g->idx_topk % 2 == 0 && 12LL * w * g->idx_topk <= 200 * 1024 ? 12 * w * g->idx_topk : 0;
+     * dependent L2 round trips; beyond that they are read from global memory. */
+    o->index_merge_smem = w > 1 && 12LL * w * g->idx_topk <= 200 * 1024 ? 12 * w * g->idx_topk : 0;
     rope_freqs(g, o->rope_freq);
 }

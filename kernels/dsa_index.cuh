@@ -291,7 +291,7 @@ template <class C> __device__ __forceinline__ void index_merge(const dsa_index_t
     constexpr int W = C::dcp, K = C::idx_topk, Threads = C::idx_topk_threads;
     constexpr bool Staged = C::idx_merge_smem > 0;
     static_assert(!Staged || (C::idx_merge_smem == 12 * W * K && K % 2 == 0),
-                  "the plan's merge shared memory: W x K positions, then the merged keys and positions; K even");
+                  "the plan's merge shared memory: W x K positions, then the merged keys and positions");
     __shared__ uint32_t hist[256], scratch[3 + 2 * (C::idx_topk_threads / 32)];
     __shared__ int count[W];
     extern __shared__ __align__(16) uint32_t merge_s[]; // Staged: [W K] positions, [W K] merged keys, [W K] their positions
@@ -302,7 +302,8 @@ template <class C> __device__ __forceinline__ void index_merge(const dsa_index_t
         list[r] = p.cand_in + ((int64_t)r * p.num_tokens + t) * K * 2;
     uint32_t *const pos_s = merge_s, *const mkey_s = merge_s + W * K, *const mpos_s = merge_s + 2 * W * K;
     if constexpr (Staged) {
-        // two (key, position) pairs a 16-byte load (an even K keeps every list 16-byte aligned)
+        // two (key, position) pairs a 16-byte load (K is a multiple of 4, the spec's rule: every list
+        // is 16-byte aligned)
         for (int e = threadIdx.x; e < W * K / 2; e += Threads) {
             const int r = e / (K / 2), i = e % (K / 2);
             const uint4 v = *reinterpret_cast<const uint4 *>(list[r] + 4 * i);

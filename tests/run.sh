@@ -361,6 +361,22 @@ if [ -f .cuda/include/cuda.h ] && [ -f .cuda/include/nvrtc.h ]; then
     else
       bad "tests/gpu/outside is stale (build/dsagen tests/gen/outside/glm5.2_tp8.lua -o tests/gpu/outside), or $outside does not compile from its folder: $out"
     fi
+    # the DCP index merge's shared memory, derived per configuration (tests/gen/derive/merge_*.lua):
+    # 12 W topk bytes where they fit in 200 KiB, else 0; both merge paths (shared and global memory)
+    # compile from their folders
+    derived=$(build/dsagen tests/gen/derive/merge_*.lua -o "$tmp/derive" >/dev/null &&
+              for p in "$tmp"/derive/*/plan.txt; do
+                printf '%s %s\n' "$(sed -n 's/^name //p' "$p")" "$(sed -n 's/^index_merge_smem //p' "$p")"
+              done)
+    want='merge_even_tp8_dcp1_i1_bf16 0
+merge_even_tp8_dcp2_i1_bf16 49152
+merge_even_tp8_dcp8_i1_bf16 196608
+merge_large_tp8_dcp2_i1_bf16 196608
+merge_large_tp8_dcp4_i1_bf16 0'
+    [ "$derived" == "$want" ] && ok || bad "index_merge_smem derivation:"$'\n'"$derived"$'\n'"want:"$'\n'"$want"
+    for c in merge_even_tp8_dcp8_i1_bf16 merge_large_tp8_dcp4_i1_bf16; do
+      out=$(build/dsa-jit --dir "$tmp/derive/$c" 2>&1) && ok || bad "dsa-jit --dir $c: $out"
+    done
     # the main job's path without a GPU (stages A -> B -> C simulated on the CPU), ASan+UBSan build
     out=$(build/asan/dsa-demo --cpu 2>&1); rc=$?
     if [ $rc -eq 0 ] && [ "$(printf '%s\n' "$out" | tail -1)" == "dsa-demo: DCP = W agrees with DCP = 1" ]; then ok

@@ -378,6 +378,30 @@ dsa_result_t dsa_testing_fused_exchange(dsa_ctx_t ctx, int on)
     return DSA_SUCCESS;
 }
 
+dsa_result_t dsa_testing_index_keys(dsa_ctx_t ctx, int64_t rows, int64_t keys_per_row, uint32_t *out)
+{
+    if (!ctx)
+        return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT, "dsa_testing_index_keys: ctx is NULL");
+    if (!out)
+        return dsa_fail(ctx, DSA_ERROR_INVALID_ARGUMENT, "dsa_testing_index_keys: out is NULL");
+    if (rows < 1 || rows > ctx->idx_tokens || keys_per_row < 1 || keys_per_row > ctx->cfg->idx_max_local)
+        return dsa_fail(ctx, DSA_ERROR_INVALID_ARGUMENT,
+                        "dsa_testing_index_keys: rows is %lld and keys_per_row %lld, must be 1..%lld and 1..%lld",
+                        (long long)rows, (long long)keys_per_row, (long long)ctx->idx_tokens,
+                        (long long)ctx->cfg->idx_max_local);
+    dsa_result_t rc = push(ctx, "dsa_testing_index_keys");
+    if (rc != DSA_SUCCESS)
+        return rc;
+    CU_CHECK(ctx, dsa_cu.cuCtxSynchronize());
+    for (int64_t t = 0; t < rows; t++)
+        CU_CHECK(ctx, dsa_cu.cuMemcpyDtoH(out + t * keys_per_row,
+                                          ctx->ws_ikeys + (CUdeviceptr)(t * ctx->cfg->idx_max_local * 4),
+                                          (size_t)keys_per_row * 4));
+fail:
+    pop();
+    return rc;
+}
+
 dsa_result_t dsa_testing_programmatic_launch(dsa_ctx_t ctx, int on)
 {
     if (!ctx)

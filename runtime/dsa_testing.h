@@ -39,6 +39,13 @@ DSA_API dsa_result_t dsa_testing_force_attend_splits(dsa_ctx_t ctx, int splits);
  * must make the same choice. DSA_ERROR_UNSUPPORTED for 1 where the context has no fused path. */
 DSA_API dsa_result_t dsa_testing_fused_exchange(dsa_ctx_t ctx, int on);
 
+/* The score keys of the last dsa_index chunk of ctx (synchronises the context): for rows 0..rows-1
+ * of that chunk, the first keys_per_row of this rank's keys of the row, in local order, as the
+ * score kernel wrote them (score_key in kernels/dsa_index_select.cuh: a larger score, a larger key;
+ * 1 a NaN score; 0 a key without a page), into out [rows][keys_per_row]. For tests that check
+ * every score, not only the top-k sets it leads to. */
+DSA_API dsa_result_t dsa_testing_index_keys(dsa_ctx_t ctx, int64_t rows, int64_t keys_per_row, uint32_t *out);
+
 /* Whether later calls of ctx launch their kernels as programmatic dependent launches (1, the
  * default: each kernel's launch overlaps the end of the one before it) or plainly (0), so a benchmark
  * can measure what the overlap buys on the same context. */

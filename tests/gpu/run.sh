@@ -65,7 +65,7 @@ if [ "$mode" = sanitize ]; then # compute-sanitizer's four tools over every kern
 fi
 if [ "$mode" = stageb ]; then # stage B alone: the GPU test in every mode
   cache=$(mktemp -d)
-  for m in ref dcp paths args nccl; do
+  for m in ref dcp paths scores args nccl; do
     DSA_TEST_CACHE=$cache t build/tests/gpu/test_index $m 2>&1 | tee -a "$log/test_index.log" || status=1
   done
 fi

@@ -17,6 +17,8 @@
  *   absent requests: rows bit-identical at every split the chunking gives (index_tokens 1, 3, 64),
  *   at DCP = 1 and at DCP = 2, 4, 8 through the in-process group (dsa_testing_force_index_topk picks
  *   the kernel).
+ * - `test_index scores`: every score of long rows, as each score kernel wrote it, against the
+ *   reference's within 2^-16 of its magnitude (the rule the top-k comparisons allow at the k-th).
  * - `test_index args`: argument checks, each with its message, and nothing written. */
 #include <cuda.h>
 #include <math.h>
@@ -29,6 +31,7 @@
 #include "../check.h"
 #include "../ref/index.h"
 #include "../ref/index_world.h"
+#include "../ref/ref.h"
 #include "dsa.h"
 #include "dsa_testing.h"
 #include "harness.h"
@@ -353,6 +356,121 @@ static void test_paths(const char *config, int key_pool, int nan_keys, int absen
     iworld_free(&w);
 }
 
+/* ---- every score against the reference ---- */
+
+/* The score of a score key (the inverse of score_key, kernels/dsa_index_select.cuh); *none for 0. */
+static float score_of_key(uint32_t k)
+{
+    if (k == 1u)
+        return NAN;
+    const uint32_t b = (k & 0x80000000u) ? (k & 0x7fffffffu) : ~k;
+    float s;
+    memcpy(&s, &b, 4);
+    return s;
+}
+
+/* Each key's score on the GPU (score kernel `kernel`: 1 mma.sync, 2 index_score) against the
+ * reference's: equal NaN-ness, and for numbers |gpu - ref| <= 2^-16 m with m = |k_scale| sum_h
+ * |w'_h| sum_i |q_hi k_i| (in double): the products are exact and each of the two fp32 sums of at
+ * most 256 terms, in any order, errs by under 256 x 2^-24 of its terms' magnitudes, so 2^-16 m
+ * bounds any order of summation, the reference's and the tensor cores' alike (a sum that cancels
+ * is judged by its terms, not by its small result). Long rows (up to 50K keys, prefill rows; up to
+ * 4K keys of a row checked, evenly spaced), one chunk. Prints the largest error in units of
+ * 2^-24 m. */
+static void test_scores(const char *config, int kernel)
+{
+    if (strncmp(config, only, strlen(only)) != 0)
+        return;
+    iworld_t w;
+    if (world_long(config, &w, 1, 1, 0, 0, harness_rng++, 1, 0, 0) != 0) {
+        CHECK(0);
+        return;
+    }
+    const ref_index_cfg *c = &w.cfg;
+    const int H = c->H, D = c->D, bs = c->bs;
+    int64_t most = 0; /* keys of the longest row */
+    for (int t = 0; t < w.T; t++) {
+        const int64_t len = w.seq_lens[w.req_of[t]], last = w.positions[t] < len - 1 ? w.positions[t] : len - 1;
+        most = last + 1 > most ? last + 1 : most;
+    }
+    uint32_t *keys = calloc((size_t)w.T * (size_t)(most > 0 ? most : 1), 4);
+    dsa_options_t o = harness_options();
+    o.index_tokens = 64;
+    dsa_ctx_t ctx;
+    int ok = dsa_ctx_create(config, &o, &ctx) == DSA_SUCCESS;
+    if (!ok)
+        printf("FAIL %s: dsa_ctx_create: %s\n", config, dsa_last_error(NULL));
+    if (ok) {
+        dev_world_t d;
+        upload(&w, w.W, &d);
+        dsa_index_args_t a = args_of(&w, &d);
+        ok = dsa_testing_force_index_score(ctx, kernel) == DSA_SUCCESS && dsa_index(ctx, &a, NULL) == DSA_SUCCESS &&
+             dsa_testing_index_keys(ctx, w.T, most, keys) == DSA_SUCCESS;
+        if (!ok)
+            printf("FAIL %s: %s\n", config, dsa_last_error(ctx));
+        release(&d);
+        dsa_ctx_destroy(ctx);
+    }
+    int64_t checked = 0, bad = 0;
+    double worst = 0.0; /* |gpu - ref| / (2^-24 m) */
+    uint8_t *q8 = malloc((size_t)H * (size_t)D);
+    float *qd = malloc((size_t)H * (size_t)D * 4), *w_eff = malloc((size_t)H * 4), *kd = malloc((size_t)D * 4);
+    const iworld_cache_t *cache = &w.cache[w.W];
+    for (int t = 0; ok && t < w.T; t++) {
+        const int r = w.req_of[t];
+        const int64_t len = w.seq_lens[r], last = w.positions[t] < len - 1 ? w.positions[t] : len - 1;
+        ref_index_query_prep(c, w.q + (size_t)t * (size_t)(H * D), w.w + (size_t)t * (size_t)H, (int)w.positions[t], q8,
+                             NULL, w_eff);
+        for (int i = 0; i < H * D; i++)
+            qd[i] = ref_e4m3_decode(q8[i]);
+        const int64_t stride = (last + 1) / 4096 + 1; /* at most about 4K keys a row: the CPU's time */
+        for (int64_t l = 0; l <= last; l += stride) {
+            const int32_t blk = cache->table[(int64_t)r * cache->max_blocks + l / bs];
+            const uint32_t k = keys[(size_t)t * (size_t)most + (size_t)l];
+            if (blk < 0) {
+                bad += k != 0u;
+                continue;
+            }
+            const uint8_t *page = cache->pages + (int64_t)blk * bs * (D + 4);
+            for (int i = 0; i < D; i++)
+                kd[i] = ref_e4m3_decode(page[(l % bs) * D + i]);
+            float k_scale;
+            memcpy(&k_scale, page + (int64_t)bs * D + 4 * (l % bs), 4);
+            const float want = ref_index_score(H, D, qd, w_eff, kd, k_scale);
+            double m = 0.0;
+            for (int h = 0; h < H; h++) {
+                double terms = 0.0;
+                for (int i = 0; i < D; i++)
+                    terms += fabs((double)qd[h * D + i] * kd[i]);
+                m += fabs((double)w_eff[h]) * terms;
+            }
+            m *= fabs((double)k_scale);
+            const float got = score_of_key(k);
+            checked++;
+            if (k == 0u || isnan(got) != isnan(want)) {
+                bad++;
+                continue;
+            }
+            if (isnan(want))
+                continue;
+            const double err = fabs((double)got - (double)want), unit = ldexp(m, -24);
+            if (unit > 0.0 && err / unit > worst)
+                worst = err / unit;
+            if (err > ldexp(m, -16)) {
+                if (bad < 3)
+                    printf("     row %d key %lld: %.9g, reference %.9g (magnitude %.3g)\n", t, (long long)l, got, want, m);
+                bad++;
+            }
+        }
+    }
+    CHECK(ok && bad == 0 && checked > 0);
+    printf("%s %s (%s): %lld scores of %d rows against the reference, %lld beyond 2^-16 of their magnitude; "
+           "largest error %.1f x 2^-24 of it\n",
+           ok && bad == 0 ? "ok  " : "FAIL", config, score_name[kernel], (long long)checked, w.T, (long long)bad, worst);
+    free(q8), free(qd), free(w_eff), free(kd), free(keys);
+    iworld_free(&w);
+}
+
 /* ---- DCP = 2 over NCCL, one process per GPU ---- */
 
 static const char *const nccl_config = "glm5.2_tp2_dcp2_i1_nvfp4_ds_mla", *const nccl_single = "glm5.2_tp1_dcp1_i1_bf16";
@@ -501,6 +619,12 @@ int main(int argc, char **argv)
             printf("FAIL test_index paths: no configuration starts with '%s'\n", only);
         CHECK(dcp_ran > 0);
     }
+    if (!strcmp(what, "all") || !strcmp(what, "scores"))
+        for (int k = 1; k <= 2; k++) {
+            test_scores("tiny_tp4_dcp1_i1_bf16", k);
+            test_scores("glm5.2_tp4_dcp1_i1_fp8_ds_mla", k);
+            test_scores("deepseek_v32_tp8_dcp1_i1_fp8_ds_mla", k);
+        }
     if (!strcmp(what, "all") || !strcmp(what, "args"))
         test_args();
     CHECK_DONE();

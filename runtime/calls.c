@@ -251,8 +251,11 @@ static dsa_result_t attend_chunk(dsa_ctx_t ctx, const dsa_attend_args_t *a, cons
     pk.q_pe_stride = st->q_pe;
     pk.num_tokens = (int32_t)n;
     /* DCP > 1, fused: pack stores the query into every rank's gathered queries and attend each
-     * partial into its owner's receive buffer; a barrier replaces each collective */
-    const int fused = dcp && ctx->x_fused && !ctx->x_fused_off;
+     * partial into its owner's receive buffer; a barrier replaces each collective. The in-process
+     * group finds its peers at its first call (every rank makes it, each on its own thread). */
+    if (dcp && ctx->x_fused == 2 && !ctx->x_fused_off && (rc = dsa_resolve_peers(ctx)) != DSA_SUCCESS)
+        return rc;
+    const int fused = dcp && ctx->x_fused == 1 && !ctx->x_fused_off;
     pk.rank = ctx->dcp ? ctx->dcp->rank : 0;
     pk.qfused = fused;
     for (int r = 0; fused && r < cfg->info.dcp; r++)
@@ -369,7 +372,7 @@ dsa_result_t dsa_testing_fused_exchange(dsa_ctx_t ctx, int on)
         return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT, "dsa_testing_fused_exchange: ctx is NULL");
     if (on != 0 && on != 1)
         return dsa_fail(ctx, DSA_ERROR_INVALID_ARGUMENT, "dsa_testing_fused_exchange: on is %d, must be 0 or 1", on);
-    if (on && !ctx->x_fused)
+    if (on && !ctx->x_fused) /* 2, found at the first call, counts as there */
         return dsa_fail(ctx, DSA_ERROR_UNSUPPORTED,
                         "dsa_testing_fused_exchange: %s has no fused gather and exchange (dcp 1, or a rank's "
                         "buffer not load/store reachable: the context's log says which)",

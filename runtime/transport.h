@@ -28,6 +28,10 @@ struct dsa_transport {
     /* NULL, or a barrier of the group on stream: after it, the work every rank enqueued before its
      * barrier is complete and its stores into peers' buffers are visible to their owners. */
     dsa_result_t (*barrier)(dsa_transport_t *t, dsa_ctx_t ctx, CUstream stream);
+    /* 1: call peers() at the first call that needs it, not in dsa_ctx_create (the in-process
+     * group: a test creates its ranks' contexts one after another on one thread, so they cannot
+     * meet there; they do meet in their calls, one thread each) */
+    int peers_at_first_call;
     const char *path; /* what carries the collectives, for the context's log */
 };
 

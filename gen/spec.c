@@ -816,11 +816,6 @@ void dsg_derive(const dsg_geometry *g, const dsg_config *c, dsg_derived *o)
     o->prologue_threads = 256;
     o->rope_threads = 256;
     o->pack_threads = 256;
-    /* 64 heads on sm_90a (the configuration's first target, the runtime's default) run the
-     * warp-specialised wgmma loop: two consumer warpgroups and one producer warpgroup. Other
-     * targets and fewer heads take the 8-warp mma.sync loop (a 384-thread launch of it, when the
-     * runtime is asked for another target, idles the third warpgroup). */
-    o->attend_threads = o->attend_heads_per_cta == 64 && strcmp(dsg_target_names[c->targets[0]], "sm_90a") == 0 ? 384 : 256;
     o->merge_threads = 128;
     o->pack_ctas_per_token = (o->heads_local * (o->kv_dim / 8) + o->pack_threads - 1) / o->pack_threads;
     o->attend_ctas_per_token = (o->heads_gathered + o->attend_heads_per_cta - 1) / o->attend_heads_per_cta;

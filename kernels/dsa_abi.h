@@ -15,7 +15,7 @@ typedef unsigned long long uint64_t;
 #endif
 
 /* Bumped whenever a parameter block changes; generated glue and the runtime check it. */
-#define DSA_ABI_VERSION 6
+#define DSA_ABI_VERSION 7
 
 /* Stage A, one launch: one CTA per token. Activations and weights are bf16 (as uint16_t bits). */
 typedef struct dsa_prologue_params {

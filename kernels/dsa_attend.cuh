@@ -99,9 +99,15 @@ __device__ __forceinline__ void sparse_mla(uint8_t *smem, const uint8_t *cache, 
 
 // The CTA's dynamic shared memory for configuration C; the runtime reads it from the module
 // (dsa_attend_smem_<config>, cuModuleGetGlobal).
+// The CTA's threads depend on the target the module is compiled for: 384 for the warp-specialised
+// wgmma loop (64 heads per CTA on sm_90a), else 256 (mma.sync); the runtime reads them from the
+// module too (dsa_attend_threads_<config>), since a context may compile for another target than
+// the spec's first.
 template <class C>
-using AttendLayoutOf =
-    AttendLayout<C::attend_heads_per_cta, C::kv_dim, C::kv_lora_rank, C::cache_format, C::cache_bytes, C::attend_threads>;
+constexpr int attend_threads = C::attend_heads_per_cta == 64 && kAttendWgmma ? kAttendWsThreads : kAttendThreads;
+template <class C>
+using AttendLayoutOf = AttendLayout<C::attend_heads_per_cta, C::kv_dim, C::kv_lora_rank, C::cache_format,
+                                    C::cache_bytes, attend_threads<C>>;
 template <class C> constexpr unsigned int attend_smem_bytes = AttendLayoutOf<C>::bytes;
 
 // q_chunk(h, c): bf16 q[h][8c .. 8c + 8) of gathered head hg0 + h, zeros past the real heads. Gathered
@@ -215,7 +221,7 @@ template <class C> __device__ __forceinline__ void attend(const dsa_attend_param
     const SlotOfTopk<C> slot_of{p, p.topk + t * p.topk_stride, req, split, p.splits - 1};
     const StoreAttend<C> store{{p, t, hg0}, {p, t, hg0, split}};
     sparse_mla<HB, C::kv_dim, C::kv_lora_rank, C::idx_topk, C::cache_format, C::cache_bytes, C::cache_scale_offset,
-               C::cache_rope_offset, C::attend_threads>(smem, p.kv_cache, C::softmax_scale(), q_chunk, slot_of, store);
+               C::cache_rope_offset, attend_threads<C>>(smem, p.kv_cache, C::softmax_scale(), q_chunk, slot_of, store);
 }
 
 } // namespace dsa

@@ -14,7 +14,7 @@ constexpr int kAttendSegment = 2048; // top-k entries compacted at a time
 
 // The shared-memory layout of a sparse MLA CTA (bytes), for HB heads, KV = query/key dims, LAT =
 // latent dims, cache Format (0 bf16, 1 fp8_ds_mla, 2 nvfp4_ds_mla) of EntryBytes per key, launched
-// with Threads threads (the plan's attend_threads). The runtime reads `bytes` from the compiled
+// with Threads threads (attend_threads<C>, dsa_attend.cuh). The runtime reads `bytes` from the compiled
 // module (dsa_attend_smem_<config>), so this is the one place it is computed.
 template <int HB, int KV, int LAT, int Format, int EntryBytes, int Threads> struct AttendLayout {
     static_assert(HB == 16 || HB == 32 || HB == 64, "heads per CTA");

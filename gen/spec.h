@@ -82,8 +82,8 @@ typedef struct dsg_derived {
     int idx_max_local;
     int ws_idx_q8, ws_idx_wq, ws_idx_keys, ws_idx_cand, ws_idx_merged, ws_index_row;
     int index_q_threads, index_q_ctas_per_token, index_score_threads, index_score_keys_per_cta, index_topk_threads;
-    int index_merge_smem;
-    int index_score_few_rows; /* a chunk of fewer rows scores on mma.sync (index_score_few) */ /* bytes of dynamic shared memory of the DCP index merge (0: lists read from global) */
+    int index_merge_smem;     /* dynamic shared memory of the DCP index merge, bytes (0: it reads global memory) */
+    int index_score_few_rows; /* a chunk of fewer rows scores on mma.sync (index_score_few) */
     int index_score_min_ctas; /* CTAs per SM the score kernel is compiled for (its register cap) */
     /* the top-k split over several CTAs of a row: threads per CTA, radix digit bits, the fewest keys
      * a CTA takes, the most CTAs a row can use, and the row's shared state (bytes) */

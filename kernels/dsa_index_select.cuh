@@ -48,6 +48,40 @@ __device__ __forceinline__ uint32_t warp_exclusive(uint32_t v, uint32_t *total)
     return x - v;
 }
 
+// Counts keys[lo * Stride], .., keys[(hi - 1) * Stride] that are > 0 and match prefix under mask
+// into hist by their digit (key >> shift) & digits; lo a multiple of 4 (16-byte loads where Stride
+// is 1). Keys close in value share their high bits, so most keys of a pass can fall in one bin: a
+// thread counts a run of keys of the same bin in a register and adds the run once.
+template <int Threads, int Stride>
+__device__ __forceinline__ void count_chunk(const uint32_t *keys, int64_t lo, int64_t hi, uint32_t prefix,
+                                            uint32_t mask, int shift, uint32_t digits, uint32_t *hist)
+{
+    constexpr int U = 4; // 16-byte loads in flight per thread
+    uint32_t run_bin = 0u, run_n = 0u;
+    for (int64_t base = lo; base < hi; base += (int64_t)Threads * 4 * U) {
+        uint32_t u[U][4];
+#pragma unroll
+        for (int j = 0; j < U; j++)
+            keys4<Stride>(keys, base + ((int64_t)j * Threads + threadIdx.x) * 4, hi, u[j]);
+#pragma unroll
+        for (int j = 0; j < U; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                if (u[j][e] == 0u || (u[j][e] & mask) != prefix)
+                    continue;
+                const uint32_t bin = (u[j][e] >> shift) & digits;
+                if (bin != run_bin && run_n) {
+                    atomicAdd(&hist[run_bin], run_n);
+                    run_n = 0u;
+                }
+                run_bin = bin;
+                run_n++;
+            }
+    }
+    if (run_n)
+        atomicAdd(&hist[run_bin], run_n);
+}
+
 // The K-th largest key among keys[0], keys[Stride], ... (n of them) by four 8-bit radix passes, and
 // *above: how many keys are larger than it; *total: how many keys are not 0 (keys of 0 never
 // count). When *total <= K there is no K-th: returns 0 after the first pass.
@@ -60,32 +94,7 @@ __device__ uint32_t radix_kth(const uint32_t *keys, int64_t n, int K, uint32_t *
         for (int i = threadIdx.x; i < 256; i += Threads)
             hist[i] = 0;
         __syncthreads();
-        // keys close in value share their high bytes, so most keys of a pass can fall in one bin: a
-        // thread counts a run of keys of the same bin in a register and adds the run once
-        constexpr int U = 4; // 16-byte loads in flight per thread
-        uint32_t run_bin = 0u, run_n = 0u;
-        for (int64_t base = 0; base < n; base += (int64_t)Threads * 4 * U) {
-            uint32_t u[U][4];
-#pragma unroll
-            for (int j = 0; j < U; j++)
-                keys4<Stride>(keys, base + ((int64_t)j * Threads + threadIdx.x) * 4, n, u[j]);
-#pragma unroll
-            for (int j = 0; j < U; j++)
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    if (u[j][e] == 0u || (u[j][e] & mask) != prefix)
-                        continue;
-                    const uint32_t bin = (u[j][e] >> shift) & 255u;
-                    if (bin != run_bin && run_n) {
-                        atomicAdd(&hist[run_bin], run_n);
-                        run_n = 0u;
-                    }
-                    run_bin = bin;
-                    run_n++;
-                }
-        }
-        if (run_n)
-            atomicAdd(&hist[run_bin], run_n);
+        count_chunk<Threads, Stride>(keys, 0, n, prefix, mask, shift, 255u, hist);
         __syncthreads();
         if (threadIdx.x < 32) {
             // bins from the top: lane owns bins 255-8*lane .. 248-8*lane
@@ -324,39 +333,6 @@ __device__ uint32_t find_bin(const uint32_t *g, uint32_t remaining, uint32_t *re
     return all;
 }
 
-// Counts keys[lo .. hi) that are > 0 and match prefix under mask into hist by their digit
-// (key >> shift) & digits; lo a multiple of 4 (16-byte loads). A run of keys of one bin is added
-// once (see radix_kth).
-template <int Threads>
-__device__ __forceinline__ void count_chunk(const uint32_t *keys, int64_t lo, int64_t hi, uint32_t prefix,
-                                            uint32_t mask, int shift, uint32_t digits, uint32_t *hist)
-{
-    constexpr int U = 4; // 16-byte loads in flight per thread
-    uint32_t run_bin = 0u, run_n = 0u;
-    for (int64_t base = lo; base < hi; base += (int64_t)Threads * 4 * U) {
-        uint32_t u[U][4];
-#pragma unroll
-        for (int j = 0; j < U; j++)
-            keys4<1>(keys, base + ((int64_t)j * Threads + threadIdx.x) * 4, hi, u[j]);
-#pragma unroll
-        for (int j = 0; j < U; j++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                if (u[j][e] == 0u || (u[j][e] & mask) != prefix)
-                    continue;
-                const uint32_t bin = (u[j][e] >> shift) & digits;
-                if (bin != run_bin && run_n) {
-                    atomicAdd(&hist[run_bin], run_n);
-                    run_n = 0u;
-                }
-                run_bin = bin;
-                run_n++;
-            }
-    }
-    if (run_n)
-        atomicAdd(&hist[run_bin], run_n);
-}
-
 // select_topk's selection (the same set, emitted at the same places) by the S = gridDim.y CTAs of
 // a row, blockIdx.y this CTA's part; pad(j) is called for j = min(K, keys > 0) .. K - 1. Each CTA
 // takes a contiguous chunk of the row, at least SplitKeys keys (CTAs past the row's end take none,
@@ -397,7 +373,7 @@ __device__ void select_topk_split(const uint32_t *keys, int64_t n, int K, Emit e
         for (int i = threadIdx.x; i < BINS; i += Threads)
             hist[i] = 0u;
         __syncthreads();
-        count_chunk<Threads>(keys, lo, hi, prefix, mask, shift, digits, hist);
+        count_chunk<Threads, 1>(keys, lo, hi, prefix, mask, shift, digits, hist);
         __syncthreads();
         uint32_t *g = state + St::HIST + pass * BINS;
         for (int i = threadIdx.x; i < BINS; i += Threads)

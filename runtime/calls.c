@@ -63,7 +63,7 @@ static dsa_result_t collective(dsa_ctx_t ctx, int alltoall, CUdeviceptr send, CU
  * kernels whose CTAs wait for each other; it fails rather than start a grid the device cannot hold.
  * Every other launch is a programmatic dependent launch (sm_90 on): the kernel may start launching
  * while the one ahead of it in the stream is finishing, and waits at its top for that kernel's
- * completion and memory (dsa::after_prior_grid, kernels/dsa_numerics.cuh), so only the launch's
+ * completion and memory (dsa::after_prior_grid, kernels/dsa_launch.cuh), so only the launch's
  * latency overlaps. A cooperative grid is launched plainly: it must find the device free. */
 static dsa_result_t launch_as(dsa_ctx_t ctx, const char *fn, CUfunction f, unsigned gx, unsigned gy, unsigned gz,
                               unsigned threads, unsigned smem, void *params, CUstream stream, const char *what, int coop)
@@ -444,17 +444,17 @@ static dsa_result_t index_chunk(dsa_ctx_t ctx, const dsa_index_args_t *a, const 
     sc.key_stride = cfg->idx_max_local;
     sc.num_tokens = (int32_t)n;
     sc.rank = ctx->dcp ? ctx->dcp->rank : 0;
-    /* one wave: the CTAs the device holds at once, shared by the rows (a second, partial wave
-     * would leave most of the machine idle), never more than a row's keys need */
     /* a chunk of few rows: the mma.sync kernel, whose CTAs start scoring at once; from the plan's
      * index_score_few_rows on, index_score (on sm_90a warpgroup MMA behind a bulk-copy pipeline).
      * By rows alone: every rank of the group (and DCP = 1 with the same chunks) picks the same. */
     const int few = ctx->force_score ? ctx->force_score == 1 : n < (int64_t)cfg->index_score_few_rows;
+    /* one wave: the CTAs the device holds at once, shared by the rows (a second, partial wave
+     * would leave most of the machine idle), never more than a row's keys need */
     int64_t splits = (few ? ctx->score_few_slots : ctx->score_slots) / n;
     const int64_t most = (cfg->idx_max_local + cfg->index_score_keys_per_cta - 1) / cfg->index_score_keys_per_cta;
     splits = splits < 1 ? 1 : splits > most ? most : splits > 65535 ? 65535 : splits;
-    if ((rc = launch(ctx, "dsa_index", few ? ctx->index_score_few_fn : ctx->index_score_fn, (unsigned)n, (unsigned)splits, cfg->index_score_threads, 0,
-                     &sc, stream, "index score")) != DSA_SUCCESS)
+    if ((rc = launch(ctx, "dsa_index", few ? ctx->index_score_few_fn : ctx->index_score_fn, (unsigned)n,
+                     (unsigned)splits, cfg->index_score_threads, 0, &sc, stream, "index score")) != DSA_SUCCESS)
         return rc;
     dsa_index_topk_params tk = {0};
     tk.keys = sc.keys;

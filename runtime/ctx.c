@@ -181,8 +181,6 @@ fail:
     return rc;
 }
 
-/* Stage A and C entries, the sparse MLA kernel's shared memory (its layout computes it; the
- * module exports it), and the workspaces of one attend chunk. */
 /* Lets kernel fn (what, for the message) use `bytes` of dynamic shared memory per block, or says
  * that this device cannot give them. */
 static dsa_result_t allow_smem(dsa_ctx_t ctx, CUfunction fn, unsigned bytes, const char *what)
@@ -200,6 +198,8 @@ fail:
     return rc;
 }
 
+/* Stage A and C entries, the sparse MLA kernel's shared memory (its layout computes it; the
+ * module exports it), and the workspaces of one attend chunk. */
 static dsa_result_t prepare_calls(dsa_ctx_t ctx)
 {
     const dsa_cfg_t *cfg = ctx->cfg;

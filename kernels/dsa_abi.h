@@ -15,7 +15,11 @@ typedef unsigned long long uint64_t;
 #endif
 
 /* Bumped whenever a parameter block changes; generated glue and the runtime check it. */
-#define DSA_ABI_VERSION 7
+#define DSA_ABI_VERSION 8
+
+/* The most DCP ranks whose exchange buffers the attend kernels store into directly (the fused
+ * exchange); larger groups exchange through the transport's all-to-all. */
+#define DSA_MAX_PEERS 8
 
 /* Stage A, one launch: one CTA per token. Activations and weights are bf16 (as uint16_t bits). */
 typedef struct dsa_prologue_params {
@@ -93,10 +97,12 @@ typedef struct dsa_pack_params {
     const uint16_t *q_pe;         /* [T, heads_local, qk_rope_dim], token stride q_pe_stride */
     const int64_t *positions;     /* [T] */
     const float *rope_cos, *rope_sin;
-    uint16_t *q_packed;           /* [T, heads_local, kv_dim] */
+    uint16_t *q_packed;           /* [T, heads_local, kv_dim]; with qfused unused */
+    uint16_t *qdest[DSA_MAX_PEERS]; /* qfused (DCP > 1, the fused gather): rank r's gathered queries
+                                     [W][T][heads_local][kv_dim], which get this rank's block `rank` */
     unsigned long long *rejected; /* [2]; [1] counts positions outside the rope table */
     int64_t q_lat_stride, q_pe_stride;
-    int32_t num_tokens;
+    int32_t num_tokens, rank, qfused;
 } dsa_pack_params;
 
 /* Stage C.3-4: top-k to local slots and sparse MLA over this rank's keys, for every gathered
@@ -112,12 +118,14 @@ typedef struct dsa_attend_params {
     const uint8_t *kv_cache;      /* this rank's MLA cache */
     uint16_t *out;                /* DCP = 1: [T, heads_local, kv_lora_rank] bf16 */
     float *lse;                   /* DCP = 1: [T, heads_local], may be NULL */
-    uint8_t *xsend;               /* DCP > 1: the exchange's W blocks, block r for rank r (ExchangeBlocks,
-                                     kernels/dsa_merge.cuh: bf16 partials, then fp32 LSEs) */
+    uint8_t *xdest[DSA_MAX_PEERS]; /* DCP > 1: where the partials of rank r's heads go (ExchangeBlocks,
+                                     kernels/dsa_merge.cuh: bf16 partials, then fp32 LSEs): xfused 0:
+                                     block r of this rank's send buffer xdest[0]; 1: block `rank` of
+                                     rank r's receive buffer xdest[r], stored over the interconnect */
     float *split_out;             /* splits > 1: [splits][T][heads_gathered][kv_lora_rank] fp32 */
     float *split_lse;             /* splits > 1: [splits][T][heads_gathered] */
     int64_t num_slots, max_blocks, num_requests, topk_stride;
-    int32_t num_tokens, rank, splits;
+    int32_t num_tokens, rank, splits, xfused;
 } dsa_attend_params;
 
 /* Stage C.4b (splits > 1): the LSE merge of a row's split partials, in split order, into what
@@ -128,8 +136,8 @@ typedef struct dsa_split_merge_params {
     const float *split_lse;       /* [splits][T][heads_gathered] */
     uint16_t *out;                /* DCP = 1: [T, heads_local, kv_lora_rank] bf16 */
     float *lse;                   /* DCP = 1: [T, heads_local], may be NULL */
-    uint8_t *xsend;               /* DCP > 1: the exchange's W blocks, as attend writes them */
-    int32_t num_tokens, splits;
+    uint8_t *xdest[DSA_MAX_PEERS]; /* DCP > 1: as dsa_attend_params */
+    int32_t num_tokens, splits, rank, xfused;
 } dsa_split_merge_params;
 
 /* Stage C.5: LSE merge of the W partials of this rank's heads, in rank order. Grid (T, heads_local). */

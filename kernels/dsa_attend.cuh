@@ -158,7 +158,8 @@ template <class C> struct StoreOut {
 };
 
 // DCP > 1: store(h, d, x0, x1) writes the partial (bf16) and its LSE (fp32) into the exchange's block
-// for the rank that owns head hg (ExchangeBlocks, dsa_merge.cuh), which the merge kernel combines.
+// for the rank that owns head hg (ExchangeTarget, dsa_merge.cuh: this rank's send buffer, or that
+// rank's receive buffer with the fused exchange), which the merge kernel combines.
 template <class C> struct StorePartial {
     const dsa_attend_params &p;
     int t, hg0;
@@ -167,12 +168,12 @@ template <class C> struct StorePartial {
         const int hg = hg0 + h;
         if (hg >= C::heads_gathered)
             return;
-        const ExchangeBlocks<C> x{p.xsend, p.num_tokens};
-        const int r = hg / C::heads_local, hl = hg % C::heads_local;
+        const ExchangeTarget<C> x(p.xdest, p.xfused, p.rank, p.num_tokens, hg / C::heads_local);
+        const int hl = hg % C::heads_local;
         if (d < 0)
-            *x.lse(r, t, hl) = x0;
+            *x.lse(t, hl) = x0;
         else
-            *reinterpret_cast<uint32_t *>(x.out(r, t, hl) + d) = (uint32_t)float_to_bf16(x0) | (uint32_t)float_to_bf16(x1) << 16;
+            *reinterpret_cast<uint32_t *>(x.out(t, hl) + d) = (uint32_t)float_to_bf16(x0) | (uint32_t)float_to_bf16(x1) << 16;
     }
 };
 

@@ -25,6 +25,20 @@ template <class C> struct ExchangeBlocks {
     }
 };
 
+// Where a rank's partials of the heads of rank r go (dsa_attend_params.xdest): block r of its own
+// send buffer (the all-to-all then moves it), or, with the fused exchange, block `rank` of rank r's
+// receive buffer, written over the interconnect, which leaves only a barrier before the merge.
+template <class C> struct ExchangeTarget {
+    ExchangeBlocks<C> x;
+    int b;
+    __device__ __forceinline__ ExchangeTarget(uint8_t *const *xdest, int xfused, int rank, int T, int r)
+        : x{xfused ? xdest[r] : xdest[0], T}, b(xfused ? rank : r)
+    {
+    }
+    __device__ __forceinline__ uint16_t *out(int t, int hl) const { return x.out(b, t, hl); }
+    __device__ __forceinline__ float *lse(int t, int hl) const { return x.lse(b, t, hl); }
+};
+
 // The merge of the n <= MaxN partials of one (token, head), IN THE ORDER r = 0 .. n - 1 and in fp32,
 // so the result is bit-for-bit repeatable: lse_at(r) is partial r's LSE, part_at(r, d) its output at
 // latent dim d; put(d, v) takes the merged output for the dims of this thread (d = threadIdx.x, then
@@ -93,12 +107,12 @@ template <class C> __device__ __forceinline__ void split_merge(const dsa_split_m
         if (threadIdx.x == 0 && p.lse)
             p.lse[(int64_t)t * H + hg] = total;
     } else {
-        const ExchangeBlocks<C> x{p.xsend, p.num_tokens};
-        uint16_t *o = x.out(hg / H, t, hg % H);
+        const ExchangeTarget<C> x(p.xdest, p.xfused, p.rank, p.num_tokens, hg / H);
+        uint16_t *o = x.out(t, hg % H);
         const float total =
             lse_merge<C::attend_max_splits, L>(p.splits, lse_at, part_at, [&](int d, float v) { o[d] = float_to_bf16(v); });
         if (threadIdx.x == 0)
-            *x.lse(hg / H, t, hg % H) = total;
+            *x.lse(t, hg % H) = total;
     }
 }
 

@@ -8,6 +8,8 @@ namespace dsa {
 // One thread per 8 elements (16 bytes written), grid (token, chunk blocks): every element is
 // independent, so the whole batch's queries are in flight at once. A position outside the rope
 // table is counted in rejected[1] and its rope part written as zeros, never read out of bounds.
+// With the fused gather (DCP > 1, p.qfused) the packed query goes straight into block p.rank of
+// every rank's gathered queries (stores over NVLink), and a barrier replaces the all-gather.
 template <class C> __device__ __forceinline__ void pack_q(const dsa_pack_params &p)
 {
     constexpr int L = C::kv_lora_rank, R = C::qk_rope_dim, KV = C::kv_dim, H = C::heads_local;
@@ -48,7 +50,15 @@ template <class C> __device__ __forceinline__ void pack_q(const dsa_pack_params 
         for (int k = 0; k < 4; k++)
             w[k] = (uint32_t)v[2 * k] | (uint32_t)v[2 * k + 1] << 16;
     }
-    store16(p.q_packed + ((int64_t)t * H + h) * KV + d0, make_uint4(w[0], w[1], w[2], w[3]));
+    const uint4 v = make_uint4(w[0], w[1], w[2], w[3]);
+    if (C::dcp > 1 && p.qfused) {
+        const int64_t at = (((int64_t)p.rank * p.num_tokens + t) * H + h) * KV + d0;
+#pragma unroll
+        for (int r = 0; r < (C::dcp < DSA_MAX_PEERS ? C::dcp : DSA_MAX_PEERS); r++)
+            store16(p.qdest[r] + at, v);
+    } else {
+        store16(p.q_packed + ((int64_t)t * H + h) * KV + d0, v);
+    }
 }
 
 } // namespace dsa

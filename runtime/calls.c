@@ -250,13 +250,27 @@ static dsa_result_t attend_chunk(dsa_ctx_t ctx, const dsa_attend_args_t *a, cons
     pk.q_lat_stride = st->q_lat;
     pk.q_pe_stride = st->q_pe;
     pk.num_tokens = (int32_t)n;
+    /* DCP > 1, fused: pack stores the query into every rank's gathered queries and attend each
+     * partial into its owner's receive buffer; a barrier replaces each collective. The in-process
+     * group finds its peers at its first call (every rank makes it, each on its own thread). */
+    if (dcp && ctx->x_fused == 2 && !ctx->x_fused_off && (rc = dsa_resolve_peers(ctx)) != DSA_SUCCESS)
+        return rc;
+    const int fused = dcp && ctx->x_fused == 1 && !ctx->x_fused_off;
+    pk.rank = ctx->dcp ? ctx->dcp->rank : 0;
+    pk.qfused = fused;
+    for (int r = 0; fused && r < cfg->info.dcp; r++)
+        pk.qdest[r] = (uint16_t *)(uintptr_t)ctx->q_peer[r];
     if ((rc = launch(ctx, "dsa_attend", ctx->pack_fn, (unsigned)n, cfg->pack_ctas_per_token, cfg->pack_threads, 0, &pk,
                      stream, "pack")) != DSA_SUCCESS)
         return rc;
     /* 2. the query all-gather: every rank attends for the whole group's heads */
-    if (dcp && (rc = collective(ctx, 0, ctx->ws_q, ctx->ws_qg, (size_t)n * (size_t)cfg->ws_q_packed, stream,
-                                "gather")) != DSA_SUCCESS)
+    if (fused) {
+        if ((rc = ctx->dcp->barrier(ctx->dcp, ctx, stream)) != DSA_SUCCESS || (rc = mark(ctx, stream, "gather")) != DSA_SUCCESS)
+            return rc;
+    } else if (dcp && (rc = collective(ctx, 0, ctx->ws_q, ctx->ws_qg, (size_t)n * (size_t)cfg->ws_q_packed, stream,
+                                       "gather")) != DSA_SUCCESS) {
         return rc;
+    }
     dsa_attend_params at = {0};
     at.q = (const uint16_t *)(uintptr_t)(dcp ? ctx->ws_qg : ctx->ws_q);
     at.topk = a->topk + t0 * st->topk;
@@ -266,7 +280,11 @@ static dsa_result_t attend_chunk(dsa_ctx_t ctx, const dsa_attend_args_t *a, cons
     at.kv_cache = a->kv_cache;
     at.out = (uint16_t *)a->out + t0 * cfg->out_row;
     at.lse = a->lse ? a->lse + t0 * cfg->lse_row : NULL;
-    at.xsend = (uint8_t *)(uintptr_t)ctx->ws_x_send;
+    /* DCP > 1: the partials go to this rank's send buffer for the all-to-all, or (fused) straight
+     * into their owners' receive buffers */
+    at.xfused = fused;
+    for (int r = 0; r < (fused ? cfg->info.dcp : 1); r++)
+        at.xdest[r] = (uint8_t *)(uintptr_t)(fused ? ctx->x_peer[r] : ctx->ws_x_send);
     at.num_slots = a->num_cache_blocks * cfg->info.block_size;
     at.max_blocks = a->max_blocks;
     at.num_requests = a->num_requests;
@@ -285,7 +303,9 @@ static dsa_result_t attend_chunk(dsa_ctx_t ctx, const dsa_attend_args_t *a, cons
         sm.split_lse = at.split_lse;
         sm.out = at.out;
         sm.lse = at.lse;
-        sm.xsend = at.xsend;
+        memcpy(sm.xdest, at.xdest, sizeof sm.xdest);
+        sm.xfused = at.xfused;
+        sm.rank = at.rank;
         sm.num_tokens = (int32_t)n;
         sm.splits = at.splits;
         if ((rc = launch(ctx, "dsa_attend", ctx->split_merge_fn, (unsigned)n, (unsigned)cfg->info.heads_gathered,
@@ -295,10 +315,15 @@ static dsa_result_t attend_chunk(dsa_ctx_t ctx, const dsa_attend_args_t *a, cons
     if (!dcp)
         return DSA_SUCCESS;
     /* 5. the exchange (each rank receives every rank's partials of its own heads, outputs and LSEs in
-     * one block a rank), then the merge */
-    if ((rc = collective(ctx, 1, ctx->ws_x_send, ctx->ws_x_recv, (size_t)n * (size_t)cfg->exchange_row, stream,
-                         "exchange")) != DSA_SUCCESS)
+     * one block a rank): an all-to-all, or with the fused exchange only a barrier (the partials are
+     * in place), then the merge */
+    if (fused) {
+        if ((rc = ctx->dcp->barrier(ctx->dcp, ctx, stream)) != DSA_SUCCESS || (rc = mark(ctx, stream, "exchange")) != DSA_SUCCESS)
+            return rc;
+    } else if ((rc = collective(ctx, 1, ctx->ws_x_send, ctx->ws_x_recv, (size_t)n * (size_t)cfg->exchange_row, stream,
+                                "exchange")) != DSA_SUCCESS) {
         return rc;
+    }
     dsa_merge_params mg = {0};
     mg.xrecv = (const uint8_t *)(uintptr_t)ctx->ws_x_recv;
     mg.out = at.out;
@@ -339,6 +364,21 @@ static int64_t topk_splits(dsa_ctx_t ctx, int64_t n, int64_t max_keys)
     const int64_t by_keys = (max_keys + cfg->index_topk_split_keys - 1) / cfg->index_topk_split_keys;
     s = s > by_keys ? by_keys : s;
     return s >= (ctx->force_topk == 2 ? 2 : (int64_t)cfg->index_topk_split_min) ? s : 1;
+}
+
+dsa_result_t dsa_testing_fused_exchange(dsa_ctx_t ctx, int on)
+{
+    if (!ctx)
+        return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT, "dsa_testing_fused_exchange: ctx is NULL");
+    if (on != 0 && on != 1)
+        return dsa_fail(ctx, DSA_ERROR_INVALID_ARGUMENT, "dsa_testing_fused_exchange: on is %d, must be 0 or 1", on);
+    if (on && !ctx->x_fused) /* 2, found at the first call, counts as there */
+        return dsa_fail(ctx, DSA_ERROR_UNSUPPORTED,
+                        "dsa_testing_fused_exchange: %s has no fused gather and exchange (dcp 1, or a rank's "
+                        "buffer not load/store reachable: the context's log says which)",
+                        ctx->cfg->info.name);
+    ctx->x_fused_off = !on;
+    return DSA_SUCCESS;
 }
 
 dsa_result_t dsa_testing_index_keys(dsa_ctx_t ctx, int64_t rows, int64_t keys_per_row, uint32_t *out)

@@ -95,6 +95,20 @@ void dsa_ctx_destroy(dsa_ctx_t ctx)
     free(ctx);
 }
 
+dsa_result_t dsa_resolve_peers(dsa_ctx_t ctx)
+{
+    dsa_result_t rc = ctx->dcp->peers(ctx->dcp, ctx, ctx->ws_x_recv, ctx->x_peer);
+    if (rc == DSA_SUCCESS)
+        rc = ctx->dcp->peers(ctx->dcp, ctx, ctx->ws_qg, ctx->q_peer);
+    if (rc != DSA_SUCCESS && rc != DSA_ERROR_UNSUPPORTED)
+        return rc;
+    ctx->x_fused = rc == DSA_SUCCESS;
+    dsa_log(ctx->opts.log_level, DSA_LOG_INFO, "%s: the query gather and the exchange %s", ctx->cfg->info.name,
+            ctx->x_fused ? "are fused: pack and attend store into every rank's buffers, then a barrier each"
+                         : "are collectives");
+    return DSA_SUCCESS;
+}
+
 /* A buffer a collective reads or writes (and, at dcp 1, the packed query): the transport's memory
  * where it has its own (NCCL symmetric windows), else plain device memory the context frees. */
 static dsa_result_t ws_alloc(dsa_ctx_t ctx, CUdeviceptr *p, size_t bytes)
@@ -248,6 +262,16 @@ static dsa_result_t prepare_calls(dsa_ctx_t ctx)
             (rc = ws_alloc(ctx, &ctx->ws_x_recv, T * (size_t)cfg->ws_exchange)) != DSA_SUCCESS)
             goto fail;
         dsa_log(ctx->opts.log_level, DSA_LOG_INFO, "%s: DCP collectives over %s", cfg->info.name, ctx->dcp->path);
+        /* the fused gather and exchange: where every rank's buffers are load/store reachable, pack
+         * stores the query and attend the partials straight into their ranks' buffers, and a barrier
+         * replaces each collective (peers() is collective: every rank of the group calls it, and
+         * all get the same answer) */
+        if (ctx->dcp->peers && ctx->dcp->barrier && cfg->info.dcp <= DSA_MAX_PEERS) {
+            if (ctx->dcp->peers_at_first_call)
+                ctx->x_fused = 2;
+            else if ((rc = dsa_resolve_peers(ctx)) != DSA_SUCCESS)
+                goto fail;
+        }
     }
     CU_CHECK(ctx, dsa_cu.cuMemAlloc(&ctx->rejected, 2 * sizeof(uint64_t)));
     CU_CHECK(ctx, dsa_cu.cuMemsetD8(ctx->rejected, 0, 2 * sizeof(uint64_t)));

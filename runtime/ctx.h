@@ -4,6 +4,7 @@
 
 #include <stdint.h>
 
+#include "kernels/dsa_abi.h"
 #include "plan.h"
 #include "transport.h"
 
@@ -21,6 +22,11 @@ struct dsa_ctx {
     CUfunction index_q_fn, index_score_fn, index_score_few_fn, index_topk_fn, index_topk_split_fn, index_merge_fn;
     int sms;                        /* the device's multiprocessors, read once at creation */
     int score_slots, score_few_slots; /* CTAs of index_score / index_score_few resident at once: their split */
+    int x_fused;                    /* 1: the fused gather and exchange: pack and attend store into
+                                       every rank's ws_qg and ws_x_recv (q_peer, x_peer); 2: to be
+                                       decided at the first attend call (peers_at_first_call) */
+    int x_fused_off;                /* 1: the collectives even so (dsa_testing_fused_exchange) */
+    CUdeviceptr q_peer[DSA_MAX_PEERS], x_peer[DSA_MAX_PEERS]; /* every rank's ws_qg, ws_x_recv here */
     int no_pdl;                     /* 1: plain launches, not programmatic dependent ones (dsa_testing.h) */
     int force_score;                /* 0 automatic, 1 index_score_few, 2 index_score (dsa_testing.h) */
     int topk_slots;                 /* split top-k CTAs resident at once: its split; 0: one CTA a row */
@@ -45,5 +51,10 @@ struct dsa_ctx {
     CUdeviceptr ws_itopk_state;                     /* the split top-k's row states, zero between calls */
     CUdeviceptr ws_icand, ws_icand_recv, ws_imerged; /* candidates (dcp > 1) */
 };
+
+/* Every rank's ws_x_recv and ws_qg as this GPU addresses them (the transport's peers(), a call of
+ * the whole group), and so whether the gather and the exchange are fused (x_fused 1) or collectives
+ * (0); the context's log says which. */
+DSA_HIDDEN dsa_result_t dsa_resolve_peers(dsa_ctx_t ctx);
 
 #endif

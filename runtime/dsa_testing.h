@@ -32,6 +32,13 @@ DSA_API int dsa_testing_attend_splits(dsa_ctx_t ctx, int64_t rows);
  * attend_max_splits, with the ctx's chunk of rows times splits within its split workspace. */
 DSA_API dsa_result_t dsa_testing_force_attend_splits(dsa_ctx_t ctx, int splits);
 
+/* Whether later dsa_attend calls of a DCP context use the fused query gather and exchange (1, the
+ * default where the group's buffers are load/store reachable: pack stores the query into every
+ * rank's gathered queries, attend each partial into its owner's receive buffer, and a barrier
+ * replaces each collective) or the collectives (0: all-gather, all-to-all). Every rank of the group
+ * must make the same choice. DSA_ERROR_UNSUPPORTED for 1 where the context has no fused path. */
+DSA_API dsa_result_t dsa_testing_fused_exchange(dsa_ctx_t ctx, int on);
+
 /* The score keys of the last dsa_index chunk of ctx (synchronises the context): for rows 0..rows-1
  * of that chunk, the first keys_per_row of this rank's keys of the row, in local order, as the
  * score kernel wrote them (score_key in kernels/dsa_index_select.cuh: a larger score, a larger key;

@@ -20,6 +20,18 @@ struct dsa_transport {
      * that its collectives run the symmetric-memory kernels (load/store over NVLink). Called in
      * the same order with the same sizes on every rank (registration is collective). */
     dsa_result_t (*alloc)(dsa_transport_t *t, dsa_ctx_t ctx, size_t bytes, CUdeviceptr *out);
+    /* NULL, or (collective: every rank calls it with its own copy of one buffer) the addresses at
+     * which this GPU can load and store every rank's copy of buf: out[r] for rank r. buf is the
+     * context's own memory (in-process) or from alloc. DSA_ERROR_UNSUPPORTED, on every rank alike,
+     * where some rank's copy is not reachable so (the caller then uses the collectives). */
+    dsa_result_t (*peers)(dsa_transport_t *t, dsa_ctx_t ctx, CUdeviceptr buf, CUdeviceptr *out);
+    /* NULL, or a barrier of the group on stream: after it, the work every rank enqueued before its
+     * barrier is complete and its stores into peers' buffers are visible to their owners. */
+    dsa_result_t (*barrier)(dsa_transport_t *t, dsa_ctx_t ctx, CUstream stream);
+    /* 1: call peers() at the first call that needs it, not in dsa_ctx_create (the in-process
+     * group: a test creates its ranks' contexts one after another on one thread, so they cannot
+     * meet there; they do meet in their calls, one thread each) */
+    int peers_at_first_call;
     const char *path; /* what carries the collectives, for the context's log */
 };
 

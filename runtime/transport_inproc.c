@@ -26,6 +26,7 @@ struct dsa_inproc_group {
     size_t bytes;
     CUstream stream;
     CUdeviceptr send[INPROC_MAX], recv[INPROC_MAX];
+    CUdeviceptr peer[INPROC_MAX]; /* the last peers() call's buffers, by rank */
 };
 
 typedef struct inproc_transport {
@@ -60,10 +61,12 @@ void dsa_inproc_group_destroy(dsa_inproc_group_t g)
     free(g);
 }
 
-enum { OP_ALLGATHER = 1, OP_ALLTOALL = 2 };
+/* peers: every rank's buffer, as the ranks give them (one GPU: all reachable); barrier: the
+ * rendezvous alone (one stream: every rank's earlier work is enqueued before anyone's later work) */
+enum { OP_ALLGATHER = 1, OP_ALLTOALL = 2, OP_PEERS = 3, OP_BARRIER = 4 };
 
 static dsa_result_t inproc_collective(dsa_transport_t *t, dsa_ctx_t ctx, int op, CUdeviceptr send,
-                                      CUdeviceptr recv, size_t bytes, CUstream stream)
+                                      CUdeviceptr recv, size_t bytes, CUstream stream, CUdeviceptr *peers)
 {
     dsa_inproc_group_t g = ((inproc_transport_t *)t)->g;
     dsa_result_t rc = DSA_SUCCESS;
@@ -85,7 +88,9 @@ static dsa_result_t inproc_collective(dsa_transport_t *t, dsa_ctx_t ctx, int op,
     unsigned long gen = g->generation;
     if (++g->arrived == g->size) {
         g->result = DSA_SUCCESS;
-        for (int d = 0; d < g->size && g->result == DSA_SUCCESS; d++) {
+        if (op == OP_PEERS)
+            memcpy(g->peer, g->send, sizeof g->peer);
+        for (int d = 0; op <= OP_ALLTOALL && d < g->size && g->result == DSA_SUCCESS; d++) {
             for (int s = 0; s < g->size; s++) {
                 /* allgather: block s of recv[d] is send[s]; alltoall: block s of recv[d] is block d of send[s] */
                 CUdeviceptr from = op == OP_ALLGATHER ? g->send[s] : g->send[s] + (size_t)d * bytes;
@@ -115,6 +120,8 @@ static dsa_result_t inproc_collective(dsa_transport_t *t, dsa_ctx_t ctx, int op,
     }
     if (g->result != DSA_SUCCESS)
         rc = dsa_fail(ctx, g->result, "in-process DCP group: a copy of the collective failed");
+    else if (op == OP_PEERS) /* before the next peers() call can change them: it needs this rank too */
+        memcpy(peers, g->peer, (size_t)g->size * sizeof *peers);
     pthread_mutex_unlock(&g->lock);
     return rc;
 }
@@ -122,13 +129,23 @@ static dsa_result_t inproc_collective(dsa_transport_t *t, dsa_ctx_t ctx, int op,
 static dsa_result_t inproc_allgather(dsa_transport_t *t, dsa_ctx_t ctx, CUdeviceptr send, CUdeviceptr recv,
                                      size_t bytes, CUstream stream)
 {
-    return inproc_collective(t, ctx, OP_ALLGATHER, send, recv, bytes, stream);
+    return inproc_collective(t, ctx, OP_ALLGATHER, send, recv, bytes, stream, NULL);
 }
 
 static dsa_result_t inproc_alltoall(dsa_transport_t *t, dsa_ctx_t ctx, CUdeviceptr send, CUdeviceptr recv,
                                     size_t bytes, CUstream stream)
 {
-    return inproc_collective(t, ctx, OP_ALLTOALL, send, recv, bytes, stream);
+    return inproc_collective(t, ctx, OP_ALLTOALL, send, recv, bytes, stream, NULL);
+}
+
+static dsa_result_t inproc_peers(dsa_transport_t *t, dsa_ctx_t ctx, CUdeviceptr buf, CUdeviceptr *out)
+{
+    return inproc_collective(t, ctx, OP_PEERS, buf, 0, 0, NULL, out);
+}
+
+static dsa_result_t inproc_barrier(dsa_transport_t *t, dsa_ctx_t ctx, CUstream stream)
+{
+    return inproc_collective(t, ctx, OP_BARRIER, 0, 0, 0, stream, NULL);
 }
 
 static void inproc_destroy(dsa_transport_t *t)
@@ -145,7 +162,8 @@ dsa_result_t dsa_transport_inproc(dsa_ctx_t ctx, int W, const dsa_options_t *o, 
     inproc_transport_t *t = dsa_calloc(1, sizeof *t);
     if (!t)
         return dsa_fail(ctx, DSA_ERROR_OUT_OF_MEMORY, "dsa_ctx_create: out of host memory");
-    *t = (inproc_transport_t){{o->dcp_rank, W, inproc_allgather, inproc_alltoall, inproc_destroy, NULL, "in-process group"},
+    *t = (inproc_transport_t){{o->dcp_rank, W, inproc_allgather, inproc_alltoall, inproc_destroy, NULL, inproc_peers,
+                                 inproc_barrier, 1, "in-process group"},
                                 o->inproc_group};
     *out = &t->base;
     return DSA_SUCCESS;

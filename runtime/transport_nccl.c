@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "ctx.h"
+#include "kernels/dsa_abi.h"
 #include "transport.h"
 
 #define NCCL_MAX_WINDOWS 16
@@ -23,7 +24,25 @@ typedef struct nccl_transport {
         CUdeviceptr ptr;
         ncclWindow_t win; /* NULL: cuMemAlloc'd */
     } buf[NCCL_MAX_WINDOWS];
+    CUdeviceptr flags; /* peers(): the ranks' window records; barrier(): its all-gather's bytes */
 } nccl_transport_t;
+
+/* The prefix of NCCL's device-side window record (struct ncclWindow_vidmem in
+ * nccl_device/impl/core__types.h; the same in 2.28 through 2.30), from which the device API's
+ * ncclGetLsaPointer(w, offset, peer) computes lsaFlatBase + peer x stride4G x 4 GiB + offset. NVRTC
+ * cannot compile NCCL's device headers, so the runtime reads it once, at context creation. */
+typedef struct nccl_window_prefix {
+    void *win_host;
+    char *lsa_flat_base;
+    int lsa_rank, world_rank;
+    uint32_t stride_4g;
+} nccl_window_prefix_t;
+
+/* What one rank reports to the others in peers(): whether its copy is in a window whose record
+ * it could read, its LSA and world ranks, and the window's stride. */
+typedef struct nccl_peer_report {
+    int64_t ok, lsa_rank, world_rank, stride_4g;
+} nccl_peer_report_t;
 
 #define NCCL_CHECK(ctx, call)                                                                                \
     do {                                                                                                     \
@@ -53,6 +72,64 @@ static dsa_result_t nccl_alltoall(dsa_transport_t *t, dsa_ctx_t ctx, CUdeviceptr
                                           (cudaStream_t)stream));
     }
     NCCL_CHECK(ctx, dsa_nccl.ncclGroupEnd());
+    return DSA_SUCCESS;
+}
+
+/* The ranks' copies of buf as addresses of this GPU: each rank reads its window's record, the
+ * reports are all-gathered (synchronously: context creation), and the addresses are NCCL's LSA
+ * pointers when every rank's copy is a window of one load/store team that spans the group in rank
+ * order (lsa rank = world rank on every rank: one NVLink domain). Else DSA_ERROR_UNSUPPORTED on every
+ * rank alike, with the reason in the context's log. */
+static dsa_result_t nccl_peers(dsa_transport_t *t, dsa_ctx_t ctx, CUdeviceptr buf, CUdeviceptr *out)
+{
+    nccl_transport_t *n = (nccl_transport_t *)t;
+    dsa_result_t rc = DSA_SUCCESS;
+    const int W = t->size;
+    if (W > DSA_MAX_PEERS)
+        return DSA_ERROR_UNSUPPORTED; /* the same on every rank: no all-gather */
+    ncclWindow_t win = NULL;
+    for (int i = 0; i < n->nbuf; i++)
+        if (n->buf[i].ptr == buf)
+            win = n->buf[i].win;
+    int version = 0;
+    if (dsa_nccl.ncclGetVersion)
+        dsa_nccl.ncclGetVersion(&version);
+    nccl_window_prefix_t w;
+    memset(&w, 0, sizeof w);
+    nccl_peer_report_t mine = {0, -1, -1, 0}, all[DSA_MAX_PEERS];
+    if (win && version >= 22800 && version < 23100 &&
+        dsa_cu.cuMemcpy((CUdeviceptr)(uintptr_t)&w, (CUdeviceptr)(uintptr_t)win, sizeof w) == CUDA_SUCCESS)
+        mine = (nccl_peer_report_t){1, w.lsa_rank, w.world_rank, w.stride_4g};
+    if (!n->flags)
+        CU_CHECK(ctx, dsa_cu.cuMemAlloc(&n->flags, (size_t)(W + 1) * sizeof mine));
+    CU_CHECK(ctx, dsa_cu.cuMemcpyHtoD(n->flags, &mine, sizeof mine));
+    NCCL_CHECK(ctx, dsa_nccl.ncclAllGather((const void *)n->flags, (void *)(n->flags + sizeof mine), sizeof mine,
+                                           ncclUint8, n->comm, NULL));
+    CU_CHECK(ctx, dsa_cu.cuCtxSynchronize());
+    CU_CHECK(ctx, dsa_cu.cuMemcpyDtoH(all, n->flags + sizeof mine, (size_t)W * sizeof mine));
+    for (int r = 0; r < W; r++)
+        if (!all[r].ok || all[r].lsa_rank != r || all[r].world_rank != r || all[r].stride_4g != all[0].stride_4g) {
+            dsa_log(ctx->opts.log_level, DSA_LOG_INFO,
+                    "%s: rank %d's exchange buffer is not load/store reachable from every rank (%s): the exchange "
+                    "is an all-to-all",
+                    ctx->cfg->info.name, r,
+                    !all[r].ok ? "no NCCL 2.28-2.30 symmetric window" : "the group spans more than one NVLink domain");
+            return DSA_ERROR_UNSUPPORTED;
+        }
+    for (int r = 0; r < W; r++)
+        out[r] = r == t->rank ? buf
+                              : (CUdeviceptr)(uintptr_t)(w.lsa_flat_base + (uint64_t)r * w.stride_4g * (1ull << 32));
+fail:
+    return rc;
+}
+
+/* A barrier of the group: an all-gather of one word a rank. No rank's all-gather completes before
+ * every rank has started its own, which each does after all its earlier work on the stream. */
+static dsa_result_t nccl_barrier(dsa_transport_t *t, dsa_ctx_t ctx, CUstream stream)
+{
+    nccl_transport_t *n = (nccl_transport_t *)t;
+    NCCL_CHECK(ctx, dsa_nccl.ncclAllGather((const void *)n->flags, (void *)(n->flags + 4), 4, ncclUint8, n->comm,
+                                           (cudaStream_t)stream));
     return DSA_SUCCESS;
 }
 
@@ -103,6 +180,8 @@ static void nccl_destroy(dsa_transport_t *t)
             dsa_cu.cuMemFree(n->buf[i].ptr);
         }
     }
+    if (n->flags)
+        dsa_cu.cuMemFree(n->flags);
     if (n->owned && n->comm)
         dsa_nccl.ncclCommDestroy(n->comm);
     free(n);
@@ -117,7 +196,8 @@ dsa_result_t dsa_transport_nccl(dsa_ctx_t ctx, const char *config, int W, const 
     nccl_transport_t *t = dsa_calloc(1, sizeof *t);
     if (!t)
         return dsa_fail(ctx, DSA_ERROR_OUT_OF_MEMORY, "dsa_ctx_create: out of host memory");
-    t->base = (dsa_transport_t){0, W, nccl_allgather, nccl_alltoall, nccl_destroy, nccl_alloc, "NCCL"};
+    t->base = (dsa_transport_t){0, W, nccl_allgather, nccl_alltoall, nccl_destroy, nccl_alloc, nccl_peers, nccl_barrier,
+                                0, "NCCL"};
     *out = &t->base; /* the caller destroys it, also on failure below */
     if (o->nccl_comm) {
         t->comm = (ncclComm_t)o->nccl_comm;

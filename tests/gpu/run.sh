@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # GPU tests and benchmarks in one call (for the H200 machines, which have CUDA, NCCL and PyTorch
 # but no Lua): builds the runtime and GPU tests from the committed out/ with `ninja gpu`, then runs
-# them. Usage: tests/gpu/run.sh [test|bench|all|stagec|stageb|sanitize|python] (default test); the NCCL test needs 2 GPUs and
+# them. Usage: tests/gpu/run.sh [test|bench|all|stagec|stageb|sanitize|python|dcp] (default test); the NCCL test needs 2 GPUs and
 # says SKIPPED on one. Logs go to $OUT when set. `python [single|dcp]` builds the Python package for the
 # python3 on PATH (nanobind from its wheel in .whl/ when that python3 lacks it: carry .whl) and runs
 # its GPU tests and the example (python.log, python_dcp.log, dsa_layer.log).
@@ -68,6 +68,15 @@ if [ "$mode" = stageb ]; then # stage B alone: the GPU test in every mode
   for m in ref dcp paths scores args nccl; do
     DSA_TEST_CACHE=$cache t build/tests/gpu/test_index $m 2>&1 | tee -a "$log/test_index.log" || status=1
   done
+fi
+if [ "$mode" = dcp ]; then # the DCP paths on two GPUs: stage C over NCCL (fused where the windows allow, then the
+  # collectives), dsa-demo, and the step timed both ways (dsa-demo --bench [--collectives])
+  cache=$(mktemp -d)
+  DSA_TEST_CACHE=$cache t build/tests/gpu/test_attend --nccl glm5.2_tp2_dcp2_i1_nvfp4_ds_mla 2>&1 | tee "$log/test_attend_nccl.log" || status=1
+  for f in dcp2 dcp4 dcp8; do DSA_TEST_CACHE=$cache t build/tests/gpu/test_attend $f 2>&1 | tee -a "$log/test_attend_dcp.log" || status=1; done
+  t build/dsa-demo 2>&1 | tee "$log/dsa_demo.log" || status=1
+  t build/dsa-demo --bench 2>&1 | tee "$log/step_bench_fused.log" || status=1
+  t build/dsa-demo --bench --collectives 2>&1 | tee "$log/step_bench_collectives.log" || status=1
 fi
 if [ "$mode" = stagec ]; then # stage C alone, in about a minute: every format and heads-per-CTA shape, then the benchmark
   cache=$(mktemp -d)

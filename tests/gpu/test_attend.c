@@ -195,6 +195,11 @@ static void build_world(world_t *w, const geo_t *g, int mode, unsigned seed)
 
 /* nccl_id NULL: all W ranks in this process (in-process group, one thread each). Otherwise only
  * rank `only_rank`, on GPU only_rank, in a group over NCCL that the other processes join. */
+/* The exchange of the next DCP worlds: 1 fused (each rank stores its partials into their owners'
+ * receive buffers; what the in-process group and NCCL windows in one NVLink domain get), 0 the
+ * all-to-all (dsa_testing_fused_exchange). */
+static int fused_exchange = 1;
+
 static void run_world(const char *name, int mode, unsigned seed, const void *nccl_id, int only_rank, int splits)
 {
     geo_t g;
@@ -238,6 +243,13 @@ static void run_world(const char *name, int mode, unsigned seed, const void *ncc
             ok = 0;
             break;
         }
+        /* in-process ranks always reach each other's buffers: the fused exchange must be there */
+        if (W > 1 && (!nccl_id || !fused_exchange) &&
+            dsa_testing_fused_exchange(io[r].ctx, fused_exchange) != DSA_SUCCESS) {
+            printf("FAIL %s: %s\n", name, dsa_last_error(io[r].ctx));
+            ok = 0;
+            break;
+        }
         io[r].stream = stream;
         setup_rank(&w, &g, r, q_lat[r], q_pe[r], &io[r]);
     }
@@ -259,8 +271,9 @@ static void run_world(const char *name, int mode, unsigned seed, const void *ncc
     }
     CHECK(ok && bad == 0);
     const int used = ok ? dsa_testing_attend_splits(io[r0].ctx, w.T) : 0; /* per chunk of attend_tokens rows */
-    printf("%s %s mode %d%s, %d split%s a row: %d bad; worst rel err %.2e, min cosine %.7f, worst lse rel %.2e\n",
-           ok && bad == 0 ? "ok  " : "FAIL", name, mode, nccl_id ? " (NCCL rank)" : "", used, used == 1 ? "" : "s", bad,
+    printf("%s %s mode %d%s%s, %d split%s a row: %d bad; worst rel err %.2e, min cosine %.7f, worst lse rel %.2e\n",
+           ok && bad == 0 ? "ok  " : "FAIL", name, mode, nccl_id ? " (NCCL rank)" : "",
+           W > 1 ? (fused_exchange ? ", fused exchange" : ", all-to-all") : "", used, used == 1 ? "" : "s", bad,
            worst[0], worst[1], worst[2]);
     for (int r = r0; r < r1; r++) {
         for (int k = 0; k < 10; k++)
@@ -418,6 +431,10 @@ int main(int argc, char **argv)
         test_config("glm5.2_tp4_dcp1_i1_fp8_ds_mla", TOPK_SKIP_LAST, seed++, 1);
         test_config("glm5.2_tp2_dcp2_i1_nvfp4_ds_mla", TOPK_MIXED, seed++, 1);
         test_config("glm5.2_tp1_dcp1_i1_bf16", TOPK_EMPTY, seed++, 2);
+        fused_exchange = 0; /* the all-to-all exchange, as groups without load/store reach run it */
+        test_config("tiny_tp4_dcp4_i1_fp8_ds_mla", TOPK_MIXED, seed++, 0);
+        test_config("glm5.2_tp2_dcp2_i1_nvfp4_ds_mla", TOPK_MIXED, seed++, 1);
+        fused_exchange = 1;
         test_config("glm5.2_tp4_dcp1_i1_fp8_ds_mla", TOPK_EMPTY, seed++, 0);
     }
     if (!only || !strcmp(only, "args"))

@@ -145,11 +145,9 @@ template <class Lay, int ScaleOffset, int RopeOffset> struct KeyStage {
 #pragma unroll
                 for (int h = 0; h < 2; h++) {
                     const float scale = e4m3_to_float((uint8_t)sc[2 * i + h]);
-#pragma unroll
-                    for (int b = 0; b < 8; b++) {
-                        const uint32_t byte = (w[2 * h + b / 4] >> (8 * (b % 4))) & 0xffu;
-                        o[8 * h + b] = bf16x2(e2m1_to_float(byte & 0xf) * scale, e2m1_to_float(byte >> 4) * scale);
-                    }
+                    const uint32_t scale2 = bf16x2(scale, scale); // exact: e4m3 has 4 significant bits
+                    e2m1x8_to_bf16(w[2 * h], scale2, o + 8 * h);
+                    e2m1x8_to_bf16(w[2 * h + 1], scale2, o + 8 * h + 4);
                 }
 #pragma unroll
                 for (int v = 0; v < 4; v++)

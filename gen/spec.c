@@ -816,7 +816,6 @@ void dsg_derive(const dsg_geometry *g, const dsg_config *c, dsg_derived *o)
     o->prologue_threads = 256;
     o->rope_threads = 256;
     o->pack_threads = 256;
-    o->attend_threads = 256;
     o->merge_threads = 128;
     o->pack_ctas_per_token = (o->heads_local * (o->kv_dim / 8) + o->pack_threads - 1) / o->pack_threads;
     o->attend_ctas_per_token = (o->heads_gathered + o->attend_heads_per_cta - 1) / o->attend_heads_per_cta;

@@ -75,7 +75,7 @@ typedef struct dsg_derived {
     /* the host's tensors of the attend and index calls, elements per token (dense) */
     int q_lat_row, q_pe_row, out_row, lse_row, idx_q_row;
     /* launch shapes: threads per CTA of each kernel, CTAs per token where a token spans several */
-    int prologue_threads, rope_threads, pack_threads, attend_threads, merge_threads;
+    int prologue_threads, rope_threads, pack_threads, merge_threads;
     int pack_ctas_per_token, attend_ctas_per_token;
     long long rope_entries; /* cos/sin table entries: max_positions * qk_rope_dim / 2 */
     /* stage B: keys per row on one rank at most; workspaces per row (bytes); launch shapes */

@@ -15,7 +15,7 @@ typedef unsigned long long uint64_t;
 #endif
 
 /* Bumped whenever a parameter block changes; generated glue and the runtime check it. */
-#define DSA_ABI_VERSION 7
+#define DSA_ABI_VERSION 8
 
 /* The most DCP ranks whose exchange buffers the attend kernels store into directly (the fused
  * exchange); larger groups exchange through the transport's all-to-all. */

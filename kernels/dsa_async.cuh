@@ -51,6 +51,17 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity)
                      : "r"(bar), "r"(parity)
                      : "memory");
 }
+// Named barrier id (1..15; 0 is __syncthreads) over the first `count` threads that reach it (a
+// multiple of 32): the warp-specialised attend loop synchronises its consumer warpgroups alone.
+__device__ __forceinline__ void named_barrier(int id, int count)
+{
+    asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(count) : "memory");
+}
+// setmaxnreg (sm_90a): this warpgroup gives back registers down to, or takes them up to, N per
+// thread (a multiple of 8, 24..256). It takes effect only under a register cap at entry
+// (__launch_bounds__(threads, 1)); inc waits until other warpgroups' dec have freed enough.
+template <int N> __device__ __forceinline__ void regs_dec() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(N)); }
+template <int N> __device__ __forceinline__ void regs_inc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(N)); }
 // bytes (a multiple of 16; both addresses 16-byte aligned) global -> shared by the copy engine,
 // completing on bar's current phase
 __device__ __forceinline__ void bulk_copy(uint32_t dst, const void *src, uint32_t bytes, uint32_t bar)

@@ -1,11 +1,12 @@
 // Stage C, the sparse MLA kernel of one CTA: top-k to local slots, then attention on tensor cores.
 // bf16 operands, fp32 accumulators: S = Q K^T over the 576 query/key dims, online softmax in fp32,
-// O += P V over the 512 latent dims. 64 heads per CTA run on warpgroup MMA (wgmma, sm_90a: two
-// warpgroups, operands read from shared memory by the tensor cores; dsa_wgmma.cuh); 16 or 32 heads
-// on mma.sync m16n8k16 with ldmatrix operands (8 warps; dsa_mma_sync.cuh), since a warpgroup MMA
-// takes 64 rows.
+// O += P V over the 512 latent dims. 64 heads per CTA run on warpgroup MMA (wgmma, sm_90a: 384
+// threads, a producer warpgroup that loads and dequantises the key tiles and two consumer
+// warpgroups whose operands the tensor cores read from shared memory; dsa_wgmma.cuh); 16 or 32
+// heads (and 64 on other targets) on mma.sync m16n8k16 with ldmatrix operands (8 warps;
+// dsa_mma_sync.cuh), since a warpgroup MMA takes 64 rows.
 //
-// One CTA = HB heads of one token, 8 warps. Per segment of up to 2048 top-k entries, the CTA first
+// One CTA = HB heads of one token, 8 warps (mma.sync). Per segment of up to 2048 top-k entries, the CTA first
 // compacts the entries this rank owns into a list of local slots (order kept), so a DCP rank only
 // pays for its own keys. Then, per tile of KT kept keys (dsa_attend_tiles.cuh loads them):
 //   1. the tile's raw cache entries, loaded by cp.async while the previous tile was computed, are
@@ -53,29 +54,43 @@ __device__ __forceinline__ int64_t local_slot(int32_t g, int32_t req, const dsa_
 // token over its kept keys. q_chunk(h, c) gives bf16 q[h][8c .. 8c + 8) as 16 bytes; slot_of(k)
 // the local slot of top-k entry k or -1; store(h, d, x0, x1) takes O / l at (h, d), (h, d + 1),
 // and with d = -1 the LSE of head h (natural log; -inf for a head with no kept key, output 0).
-template <int HB, int KV, int LAT, int TOPK, int Format, int EntryBytes, int ScaleOffset, int RopeOffset,
+template <int HB, int KV, int LAT, int TOPK, int Format, int EntryBytes, int ScaleOffset, int RopeOffset, int Threads,
           class QChunk, class SlotOf, class Store>
 __device__ __forceinline__ void sparse_mla(uint8_t *smem, const uint8_t *cache, float softmax_scale,
                                            QChunk q_chunk, SlotOf slot_of, Store store)
 {
-    using Lay = AttendLayout<HB, KV, LAT, Format, EntryBytes>;
+    using Lay = AttendLayout<HB, KV, LAT, Format, EntryBytes, Threads>;
     const AttendSmem<Lay> sm(smem);
     const CtaThread th;
     const int tid = th.tid;
-    for (int i = tid; i < HB * (KV / 8); i += kAttendThreads) { // 8 neighbouring threads on 8 heads
+    // a 384-thread CTA on the mma.sync path (the runtime asked for a target without wgmma): the
+    // third warpgroup leaves; barriers for all threads no longer wait for exited ones
+    if (!Lay::WG && tid >= kAttendThreads)
+        return;
+    constexpr int T = Lay::WG ? Threads : kAttendThreads;
+    for (int i = tid; i < HB * (KV / 8); i += T) { // 8 neighbouring threads on 8 heads
         const int h = 8 * (i / 8 / (KV / 8)) + i % 8, c = i / 8 % (KV / 8);
         store16(sm.q_s + Lay::qk_at(h, 8 * c), q_chunk(h, c));
     }
-    if constexpr (Lay::WG)
-        fence_proxy_async(); // the tensor cores read q_s after the segment's first barrier
+    if constexpr (Lay::WG) {
+        fence_proxy_async(); // the tensor cores read q_s after the first segment's barriers
+        if (tid == 0) {
+            for (int b = 0; b < 2; b++) {
+                mbar_init(sm.bars + 8 * b, 128);      // full[b]: the producer warpgroup's threads
+                mbar_init(sm.bars + 16 + 8 * b, 256); // empty[b]: the consumer warpgroups' threads
+            }
+            mbar_init_fence();
+        }
+        // the barriers and q_s are published by the first segment's __syncthreads (compact_segment),
+        // before any thread uses either; the main loop stores O and the LSE
+        wgmma_main_loop<Lay, TOPK, ScaleOffset, RopeOffset>(th, sm, cache, softmax_scale, slot_of, store);
+        return;
+    }
     if (tid < HB) {
         sm.m_s[tid] = neg_inf();
         sm.l_s[tid] = 0.0f;
     }
-    if constexpr (Lay::WG)
-        wgmma_main_loop<Lay, TOPK, ScaleOffset, RopeOffset>(th, sm, cache, softmax_scale, slot_of, store);
-    else
-        mma_sync_main_loop<Lay, TOPK, ScaleOffset, RopeOffset>(th, sm, cache, softmax_scale, slot_of, store);
+    mma_sync_main_loop<Lay, TOPK, ScaleOffset, RopeOffset>(th, sm, cache, softmax_scale, slot_of, store);
     if (tid < HB)
         store(tid, -1, sm.l_s[tid] > 0.0f ? sm.m_s[tid] + logf(sm.l_s[tid]) : neg_inf(), 0.0f); // d = -1: the LSE
 }
@@ -84,8 +99,15 @@ __device__ __forceinline__ void sparse_mla(uint8_t *smem, const uint8_t *cache, 
 
 // The CTA's dynamic shared memory for configuration C; the runtime reads it from the module
 // (dsa_attend_smem_<config>, cuModuleGetGlobal).
+// The CTA's threads depend on the target the module is compiled for: 384 for the warp-specialised
+// wgmma loop (64 heads per CTA on sm_90a), else 256 (mma.sync); the runtime reads them from the
+// module too (dsa_attend_threads_<config>), since a context may compile for another target than
+// the spec's first.
 template <class C>
-using AttendLayoutOf = AttendLayout<C::attend_heads_per_cta, C::kv_dim, C::kv_lora_rank, C::cache_format, C::cache_bytes>;
+constexpr int attend_threads = C::attend_heads_per_cta == 64 && kAttendWgmma ? kAttendWsThreads : kAttendThreads;
+template <class C>
+using AttendLayoutOf = AttendLayout<C::attend_heads_per_cta, C::kv_dim, C::kv_lora_rank, C::cache_format,
+                                    C::cache_bytes, attend_threads<C>>;
 template <class C> constexpr unsigned int attend_smem_bytes = AttendLayoutOf<C>::bytes;
 
 // q_chunk(h, c): bf16 q[h][8c .. 8c + 8) of gathered head hg0 + h, zeros past the real heads. Gathered
@@ -200,7 +222,7 @@ template <class C> __device__ __forceinline__ void attend(const dsa_attend_param
     const SlotOfTopk<C> slot_of{p, p.topk + t * p.topk_stride, req, split, p.splits - 1};
     const StoreAttend<C> store{{p, t, hg0}, {p, t, hg0, split}};
     sparse_mla<HB, C::kv_dim, C::kv_lora_rank, C::idx_topk, C::cache_format, C::cache_bytes, C::cache_scale_offset,
-               C::cache_rope_offset>(smem, p.kv_cache, C::softmax_scale(), q_chunk, slot_of, store);
+               C::cache_rope_offset, attend_threads<C>>(smem, p.kv_cache, C::softmax_scale(), q_chunk, slot_of, store);
 }
 
 } // namespace dsa

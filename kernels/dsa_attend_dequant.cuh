@@ -67,11 +67,9 @@ __device__ __forceinline__ void dequant_tile(const uint8_t *raw, uint16_t *k_s)
                 for (int half = 0; half < 2; half++) {
                     const int s = 2 * c + half;
                     const float scale = e4m3_to_float(e[ScaleOffset + (LAT / 64) * (s & 3) + (s >> 2)]);
-#pragma unroll
-                    for (int b = 0; b < 8; b++) {
-                        const uint32_t byte = (w[2 * half + b / 4] >> (8 * (b % 4))) & 0xffu;
-                        o[8 * half + b] = bf16x2(e2m1_to_float(byte & 0xf) * scale, e2m1_to_float(byte >> 4) * scale);
-                    }
+                    const uint32_t scale2 = bf16x2(scale, scale); // exact: e4m3 has 4 significant bits
+                    e2m1x8_to_bf16(w[2 * half], scale2, o + 8 * half);
+                    e2m1x8_to_bf16(w[2 * half + 1], scale2, o + 8 * half + 4);
                 }
 #pragma unroll
                 for (int q = 0; q < 4; q++)

@@ -5,44 +5,54 @@
 
 namespace dsa {
 
-constexpr int kAttendThreads = 256;
+constexpr int kAttendThreads = 256; // the mma.sync loop's threads (8 warps)
+// the warp-specialised wgmma loop's: two consumer warpgroups (0, 1) and a producer warpgroup (2)
+constexpr int kAttendWsThreads = 384;
 // warpgroup MMA exists on sm_90a only (plain sm_90 and sm_100a targets take the mma.sync path)
 constexpr bool kAttendWgmma = kHasWgmma;
 constexpr int kAttendSegment = 2048; // top-k entries compacted at a time
 
 // The shared-memory layout of a sparse MLA CTA (bytes), for HB heads, KV = query/key dims, LAT =
-// latent dims, cache Format (0 bf16, 1 fp8_ds_mla, 2 nvfp4_ds_mla) of EntryBytes per key. The
-// runtime reads `bytes` from the compiled module (dsa_attend_smem_<config>), so this is the one
-// place it is computed.
-template <int HB, int KV, int LAT, int Format, int EntryBytes> struct AttendLayout {
+// latent dims, cache Format (0 bf16, 1 fp8_ds_mla, 2 nvfp4_ds_mla) of EntryBytes per key, launched
+// with Threads threads (attend_threads<C>, dsa_attend.cuh). The runtime reads `bytes` from the compiled
+// module (dsa_attend_smem_<config>), so this is the one place it is computed.
+template <int HB, int KV, int LAT, int Format, int EntryBytes, int Threads> struct AttendLayout {
     static_assert(HB == 16 || HB == 32 || HB == 64, "heads per CTA");
     static_assert(KV % 16 == 0 && LAT % 64 == 0 && LAT < KV, "dims");
     static_assert(EntryBytes % 16 == 0, "cache entries in 16-byte chunks (cp.async)");
+    static_assert(Threads == kAttendThreads || Threads == kAttendWsThreads, "threads per CTA");
     // the arguments again, and the counts below that the main loops add, as enumerators: NVRTC emits
     // every constant data member as a global of the module
-    enum : int { heads = HB, kv = KV, lat = LAT, format = Format, entry_bytes = EntryBytes };
-    static constexpr int KT = Format == 0 ? 32 : 64;  // keys per tile
+    enum : int { heads = HB, kv = KV, lat = LAT, format = Format, entry_bytes = EntryBytes, threads = Threads };
     enum : int { KSTEPS = KV / 16 };                  // 16-dim k-steps of S = Q K^T
-    // 64 heads: two warpgroups on wgmma, tiles of core matrices; fewer: 8 warps on mma.sync, padded rows
-    static constexpr bool WG = HB == 64 && kAttendWgmma;
+    // 64 heads in 384 threads on sm_90a: warp-specialised wgmma (dsa_wgmma.cuh), tiles of core
+    // matrices; else 8 warps on mma.sync, padded rows (a 384-thread CTA idles its third warpgroup)
+    static constexpr bool WG = HB == 64 && kAttendWgmma && Threads == kAttendWsThreads;
+    // keys per tile; wgmma: 32 per consumer warpgroup, every format
+    static constexpr int KT = Format == 0 && !WG ? 32 : 64;
     static constexpr int RS = WG ? KV : KV + 8;       // bf16 per Q/K row: padded, 16-byte chunks odd, so ldmatrix hits distinct banks
     static constexpr int WM = HB < 32 ? HB : 32;      // mma.sync: heads per warp tile
     enum : int { MB = WM / 16 };                      // mma.sync: 16-row blocks per warp tile
     static constexpr int S_TILES = (HB / WM) * (KT / 32); // mma.sync: warp tiles of S (WM x 32)
-    static constexpr int SPLITS = WG ? 2 : kAttendThreads / 32 / S_TILES; // warps (groups) sharing S, each over part of KV
+    static constexpr int SPLITS = WG ? 1 : kAttendThreads / 32 / S_TILES; // mma.sync: warps sharing S, each over part of KV
     static constexpr int SS = KT + 8;                 // fp32 per S row
     static constexpr int PS = WG ? KT : KT + 8;       // bf16 per P row
     static constexpr int RG = HB / WM;                // mma.sync P V: warp rows
     static constexpr int DW = WG ? LAT / 2 : LAT / (kAttendThreads / 32 / RG); // P V: latent dims per warp (group)
     enum : int { NB = DW / 8 };                       // mma.sync P V: 8-dim blocks per warp
     static constexpr int ACC = WG ? DW / 2 : (WM / 16) * (DW / 8) * 4; // O accumulators per thread
-    static constexpr int KBUF = Format == 0 ? 2 : 1;  // bf16 keys land in the tile directly: two tiles
+    // two key tiles where the next one is written while the tensor cores read this one: bf16 keys
+    // (cp.async straight into the tile) and every wgmma tile (the producer warpgroup dequantises
+    // through registers, no raw buffer); the mma.sync path dequantises fp8/nvfp4 from a raw buffer
+    static constexpr int KBUF = Format == 0 || WG ? 2 : 1;
     static constexpr int q_off = 0;
     static constexpr int k_off = q_off + HB * RS * 2;
     static constexpr int raw_off = k_off + KBUF * KT * RS * 2;
-    static constexpr int s_off = raw_off + (Format == 0 ? 0 : KT * EntryBytes);
+    static constexpr int s_off = raw_off + (KBUF == 2 ? 0 : KT * EntryBytes);
     static constexpr int p_off = s_off + (SPLITS - 1) * HB * SS * 4;
-    static constexpr int stat_off = p_off + HB * PS * 2; // m, l, corr per head
+    // wgmma: P (bf16, HB x KT) lives in the rope columns of its key tile, dead once both consumer
+    // warpgroups have S (the columns [LAT, KV) of a tile of KT = HB rows hold HB x (KV - LAT) >= HB x KT)
+    static constexpr int stat_off = p_off + (WG ? 0 : HB * PS * 2); // m, l, corr per head (wgmma: the groups' row maxima)
     // wgmma: bytes between 8-row groups of core matrices in a Q or K tile (KV columns) and in P (KT)
     static constexpr uint32_t QK_SBO = KV / 8 * 128, P_SBO = KT / 8 * 128;
     // bf16 offset of element (r, c) of a tile of C columns: core matrices (wgmma) or rows of Pitch
@@ -53,12 +63,14 @@ template <int HB, int KV, int LAT, int Format, int EntryBytes> struct AttendLayo
     static __device__ __forceinline__ int qk_at(int r, int c) { return at<KV, RS>(r, c); }
     static __device__ __forceinline__ int p_at(int r, int c) { return at<KT, PS>(r, c); }
     // bf16 offset from k_off of the key tile of a segment's tile it (bf16 keys alternate between two)
-    static __device__ __forceinline__ int key_tile_off(int it) { return Format == 0 ? (it % 2) * KT * RS : 0; }
-    static constexpr int list_off = stat_off + 3 * HB * 4;
+    static __device__ __forceinline__ int key_tile_off(int it) { return KBUF == 2 ? (it % 2) * KT * RS : 0; }
+    static constexpr int list_off = stat_off + (WG ? 4 : 3) * HB * 4;
     static constexpr int scan_off = list_off + kAttendSegment * 4;
-    static constexpr int bytes = scan_off + 16 * 4;
-    static_assert(SPLITS >= 2 && DW % 16 == 0 && bytes <= 232448, "fits an sm_90 CTA (227 KiB)");
-    static_assert(!WG || (DW % 32 == 0 && DW <= 256 && KV % 8 == 0), "wgmma shapes");
+    // wgmma: the key tiles' mbarriers, full[2] then empty[2] (8 bytes each, 8-byte aligned)
+    static constexpr int bar_off = scan_off + 16 * 4;
+    static constexpr int bytes = bar_off + (WG ? 4 * 8 : 0);
+    static_assert((WG || SPLITS >= 2) && DW % 16 == 0 && bytes <= 232448, "fits an sm_90 CTA (227 KiB)");
+    static_assert(!WG || (DW == 256 && KT == HB && KV - LAT >= KT && KV % 32 == 0 && bar_off % 8 == 0), "wgmma shapes");
 };
 
 // This thread's place in the CTA: thread, warp, lane, and the lane's row (lane / 4) and column pair
@@ -76,12 +88,13 @@ template <class Lay> struct AttendSmem {
     uint8_t *raw_s;
     float *s_s, *m_s, *l_s, *corr_s;
     int32_t *list, *scan;
+    uint32_t bars; // wgmma: the shared-memory address of full[0] (full[b] at + 8 b, empty[b] at + 16 + 8 b)
     __device__ __forceinline__ explicit AttendSmem(uint8_t *smem)
         : q_s(reinterpret_cast<uint16_t *>(smem + Lay::q_off)), k_s(reinterpret_cast<uint16_t *>(smem + Lay::k_off)),
           p_s(reinterpret_cast<uint16_t *>(smem + Lay::p_off)), raw_s(smem + Lay::raw_off),
           s_s(reinterpret_cast<float *>(smem + Lay::s_off)), m_s(reinterpret_cast<float *>(smem + Lay::stat_off)),
           l_s(m_s + Lay::heads), corr_s(l_s + Lay::heads), list(reinterpret_cast<int32_t *>(smem + Lay::list_off)),
-          scan(reinterpret_cast<int32_t *>(smem + Lay::scan_off))
+          scan(reinterpret_cast<int32_t *>(smem + Lay::scan_off)), bars(smem_addr(smem + Lay::bar_off))
     {
     }
 };

@@ -1,5 +1,5 @@
-// Sparse MLA key tiles: the cp.async loads of a tile of kept keys, and its arrival as bf16 keys.
-// Shared by the wgmma and the mma.sync main loops.
+// Sparse MLA key tiles: the cp.async loads of a tile of kept keys and its arrival as bf16 keys (the
+// mma.sync main loop), and the producer warpgroup's stage of the warp-specialised wgmma loop.
 #pragma once
 #include "dsa_attend_dequant.cuh"
 
@@ -50,5 +50,125 @@ template <class Lay, int ScaleOffset, int RopeOffset> __device__ __forceinline__
         __syncthreads();
     }
 }
+
+// The producer warpgroup's half tiles (wgmma loop: KT = 64 keys, bf16 tiles of core matrices), staged
+// through registers: load(t0, half) fetches the raw entries of kept keys t0 + 32 half + [0, 32) into
+// registers, put(t0, half, k) writes them as rows 32 half + [0, 32) of bf16 key tile k (the caller
+// has waited until the tile is free), landed() completes this thread's writes; the caller then
+// fences (the tensor cores read k) and arrives on the tile's full barrier. bf16 entries need no
+// conversion: put issues their cp.async straight into k and landed waits for it; load does
+// nothing. Keys past n are zero rows (never NaN: P V reads them with P = 0).
+//
+// Thread (producer warp w, lane l) takes key 8w + l % 8 of the half and 16-byte chunks l / 8 + 4i of
+// each part of its entry: a quarter warp writes the 8 rows of one core matrix (128 contiguous
+// bytes, no bank conflict), and a warp reads 64 contiguous bytes of each of 8 entries (whole sectors).
+template <class Lay, int ScaleOffset, int RopeOffset> struct KeyStage {
+    enum : int { KV = Lay::kv, LAT = Lay::lat, R = KV - LAT, Format = Lay::format, EntryBytes = Lay::entry_bytes };
+    static_assert(Lay::WG && Lay::KT == 64, "two halves of 32 keys, 4 producer warps of 8 keys");
+    static_assert(RopeOffset % 16 == 0 && ScaleOffset % 4 == 0, "16-byte rope chunks");
+    // 16-byte latent and rope chunks per entry, and per thread (a quarter of them)
+    enum : int {
+        CL = Format == 1 ? LAT / 16 : Format == 2 ? LAT / 32 : 0,
+        CR = Format == 1 ? R / 8 : Format == 2 ? R / 16 : 0,
+        NL = CL / 4 > 0 ? CL / 4 : 1,
+        NR = CR / 4 > 0 ? CR / 4 : 1,
+        NS = Format == 1 ? LAT / 128 : Format == 2 ? 2 * NL : 1 // scales per thread
+    };
+    static_assert(CL % 4 == 0 && CR % 4 == 0, "chunks per quarter warp");
+    static_assert(Format != 1 || (LAT % 128 == 0 && ScaleOffset % 16 == 0 && NS % 4 == 0), "fp8_ds_mla scales");
+    static_assert(Format != 0 || KV % 32 == 0, "bf16 rows in 16-byte chunks, 4 per quarter warp");
+    const int j, q; // this thread's key in a half tile, its quarter
+    uint4 lat[NL], rope[NR];
+    uint32_t sc[NS]; // fp8_ds_mla: fp32 scales as bits; nvfp4_ds_mla: e4m3 codes
+
+    __device__ __forceinline__ KeyStage(int pwarp, int lane) : j(8 * pwarp + lane % 8), q(lane / 8) {}
+
+    __device__ __forceinline__ void load(const uint8_t *cache, const int32_t *list, int t0, int half, int n)
+    {
+        if constexpr (Format != 0) {
+            const int key = t0 + 32 * half + j;
+            const bool ok = key < n;
+            const uint8_t *e = cache + (ok ? (int64_t)list[key] * EntryBytes : 0);
+#pragma unroll
+            for (int i = 0; i < NL; i++)
+                lat[i] = ok ? load16(e + 16 * (q + 4 * i)) : make_uint4(0u, 0u, 0u, 0u);
+#pragma unroll
+            for (int i = 0; i < NR; i++)
+                rope[i] = ok ? load16(e + RopeOffset + 16 * (q + 4 * i)) : make_uint4(0u, 0u, 0u, 0u);
+            if constexpr (Format == 1) {
+#pragma unroll
+                for (int i = 0; i < NS / 4; i++) {
+                    const uint4 v = ok ? load16(e + ScaleOffset + 16 * i) : make_uint4(0u, 0u, 0u, 0u);
+                    sc[4 * i] = v.x, sc[4 * i + 1] = v.y, sc[4 * i + 2] = v.z, sc[4 * i + 3] = v.w;
+                }
+            } else { // scale blocks 2c and 2c + 1 of chunk c = q + 4i, 4 interleaved rows
+#pragma unroll
+                for (int s = 0; s < NS; s++) {
+                    const int b = 2 * (q + 4 * (s / 2)) + s % 2;
+                    sc[s] = ok ? e[ScaleOffset + (LAT / 64) * (b & 3) + (b >> 2)] : 0u;
+                }
+            }
+        }
+    }
+
+    __device__ __forceinline__ void put(const uint8_t *cache, const int32_t *list, int t0, int half, int n, uint16_t *k) const
+    {
+        const int row = 32 * half + j;
+        if constexpr (Format == 0) {
+            const int key = t0 + row;
+            const bool ok = key < n;
+            const uint8_t *e = cache + (ok ? (int64_t)list[key] * EntryBytes : 0);
+#pragma unroll
+            for (int i = 0; i < KV / 32; i++) {
+                const int c = q + 4 * i;
+                cp_async16(smem_addr(k + Lay::qk_at(row, 8 * c)), e + 16 * c, ok ? 16 : 0);
+            }
+            cp_async_commit();
+        } else if constexpr (Format == 1) { // e4m3 latent x fp32 scale per 128 (chunk c = q + 4i: scale i / 2), bf16 rope
+#pragma unroll
+            for (int i = 0; i < NL; i++) {
+                const int c = q + 4 * i;
+                uint4 o0, o1;
+                e4m3x16_to_bf16(lat[i], __uint_as_float(sc[i / 2]), o0, o1);
+                store16(k + Lay::qk_at(row, 16 * c), o0);
+                store16(k + Lay::qk_at(row, 16 * c + 8), o1);
+            }
+#pragma unroll
+            for (int i = 0; i < NR; i++)
+                store16(k + Lay::qk_at(row, LAT + 8 * (q + 4 * i)), rope[i]);
+        } else { // e2m1 latent x e4m3 scale per 16, e4m3 rope
+#pragma unroll
+            for (int i = 0; i < NL; i++) {
+                const int c = q + 4 * i;
+                const uint32_t w[4] = {lat[i].x, lat[i].y, lat[i].z, lat[i].w};
+                uint32_t o[16];
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    const float scale = e4m3_to_float((uint8_t)sc[2 * i + h]);
+                    const uint32_t scale2 = bf16x2(scale, scale); // exact: e4m3 has 4 significant bits
+                    e2m1x8_to_bf16(w[2 * h], scale2, o + 8 * h);
+                    e2m1x8_to_bf16(w[2 * h + 1], scale2, o + 8 * h + 4);
+                }
+#pragma unroll
+                for (int v = 0; v < 4; v++)
+                    store16(k + Lay::qk_at(row, 32 * c + 8 * v), make_uint4(o[4 * v], o[4 * v + 1], o[4 * v + 2], o[4 * v + 3]));
+            }
+#pragma unroll
+            for (int i = 0; i < NR; i++) {
+                const int c = q + 4 * i;
+                uint4 o0, o1;
+                e4m3x16_to_bf16(rope[i], 1.0f, o0, o1);
+                store16(k + Lay::qk_at(row, LAT + 16 * c), o0);
+                store16(k + Lay::qk_at(row, LAT + 16 * c + 8), o1);
+            }
+        }
+    }
+
+    __device__ __forceinline__ void landed() const
+    {
+        if constexpr (Format == 0)
+            cp_async_wait_all();
+    }
+};
 
 } // namespace dsa

@@ -1,7 +1,9 @@
-// Sparse MLA main loop on warpgroup MMA (wgmma, sm_90a; 64 heads per CTA, two warpgroups): operands
-// read from shared memory by the tensor cores, fp32 accumulators in registers. S: each warpgroup all
-// of S over half of the 576 dims; P V: each warpgroup half of the latent dims of every head. The next
-// tile's cp.async is issued while the tensor cores compute S.
+// Sparse MLA main loop on warpgroup MMA (wgmma, sm_90a; 64 heads per CTA), warp-specialised: a
+// producer warpgroup gathers and dequantises the key tiles into two bf16 tiles (mbarriers full and
+// empty per tile), two consumer warpgroups compute on them, operands read from shared memory by
+// the tensor cores, fp32 accumulators in registers. S: each consumer its own 32 keys of the 64-key
+// tile over all dims, so the online softmax runs in registers (the groups swap only their row
+// maxima); P V: each consumer half of the latent dims of every head, with the P of the whole tile.
 #pragma once
 #include "dsa_async.cuh"
 #include "dsa_attend_tiles.cuh"
@@ -38,151 +40,185 @@ template <int TransB> __device__ __forceinline__ void wgmma_n256(float (&d)[128]
                  : "l"(a), "l"(b), "r"(1), "n"(TransB));
 }
 
-// The whole key loop of one CTA on wgmma, in the steps of mma_sync_main_loop (dsa_mma_sync.cuh),
-// which also says why it is one function and why steps 0 (compaction) and 3 (online softmax) are
-// written out in both. The next tile's cp.async is issued while the tensor cores compute S.
+// Step 0 of every segment, by all threads of the CTA (the same on both sides of the warp
+// specialisation: each role calls it, and its barriers are the CTA's): compact this rank's entries
+// of the segment at seg0 into list[], in top-k order, and return how many there are.
+template <class Lay, int TOPK, class SlotOf>
+__device__ __forceinline__ int compact_segment(const CtaThread &th, const AttendSmem<Lay> &sm, int seg0, const SlotOf &slot_of)
+{
+    constexpr int T = Lay::threads, SEG = TOPK < kAttendSegment ? TOPK : kAttendSegment, EPT = (SEG + T - 1) / T;
+    static_assert(T / 32 <= 16, "scan[] holds 16 warps");
+    const int tid = th.tid, warp = th.warp, lane = th.lane;
+    int32_t mine[EPT];
+    int cnt = 0;
+#pragma unroll
+    for (int e = 0; e < EPT; e++) {
+        const int k = seg0 + tid * EPT + e;
+        const int64_t s = (tid * EPT + e < SEG && k < TOPK) ? slot_of(k) : -1;
+        mine[e] = (int32_t)s;
+        cnt += s >= 0;
+    }
+    int incl = cnt; // inclusive scan over the warp, then over the warps
+#pragma unroll
+    for (int o = 1; o < 32; o *= 2) {
+        const int v = __shfl_up_sync(0xffffffffu, incl, o);
+        incl += lane >= o ? v : 0;
+    }
+    __syncthreads(); // list[] and scan[] of the previous segment are no longer read
+    if (lane == 31)
+        sm.scan[warp] = incl;
+    __syncthreads();
+    int base = incl - cnt, n = 0;
+    for (int w = 0; w < T / 32; w++) {
+        base += w < warp ? sm.scan[w] : 0;
+        n += sm.scan[w];
+    }
+#pragma unroll
+    for (int e = 0; e < EPT; e++)
+        if (mine[e] >= 0)
+            sm.list[base++] = mine[e];
+    __syncthreads();
+    return n;
+}
+
+// Registers per thread after setmaxnreg: 384 threads enter with 168 (65536 / 384, rounded down to
+// 8); the producer gives back to 136 and the consumers take 184: 128 (136 + 2 x 184) = 384 x 168.
+constexpr int kProducerRegs = 136, kConsumerRegs = 184;
+static_assert(kProducerRegs % 8 == 0 && kConsumerRegs % 8 == 0 && kProducerRegs + 2 * kConsumerRegs <= 3 * 168,
+              "setmaxnreg: multiples of 8 within the CTA's registers");
+
+// The whole key loop of one CTA, warp-specialised; also stores O / l and the LSE (store, d = -1).
+// Tile u (counted over all segments) goes to key tile u % 2; use v = u / 2 of a tile waits on its
+// full barrier's phase v (parity v % 2) and, from v = 1 on, the producer first waits on the empty
+// barrier's phase v - 1. full counts the producer's 128 arrivals (each after its own writes and a
+// proxy fence), empty the consumers' 256 (each after its last wgmma on the tile completed).
+// Consumers also meet on named barriers 1 and 2 (256 threads): the row maxima, then P.
 template <class Lay, int TOPK, int ScaleOffset, int RopeOffset, class SlotOf, class Store>
 __device__ __forceinline__ void wgmma_main_loop(const CtaThread &th, const AttendSmem<Lay> &sm, const uint8_t *cache,
                                                 float softmax_scale, const SlotOf &slot_of, const Store &store)
 {
-    constexpr int HB = Lay::heads, KT = Lay::KT, SS = Lay::SS, KSTEPS = Lay::KSTEPS;
-    const int tid = th.tid, warp = th.warp, lane = th.lane, g = th.g, t4 = th.t4;
-    // warpgroup wg takes k-steps [wg KSTEPS / 2, ...) of S and latent dims [wg DW, ...) of O; its warp
-    // wl holds rows 16 wl + g and + 8
+    constexpr int HB = Lay::heads, KT = Lay::KT, KSTEPS = Lay::KSTEPS, LAT = Lay::lat;
+    constexpr int NC = 2 * 128; // consumer threads
+    static_assert(Lay::threads == NC + 128, "two consumer warpgroups and a producer warpgroup");
+    const int warp = th.warp, lane = th.lane, g = th.g, t4 = th.t4;
     const int wg = warp / 4, wl = warp % 4;
-    float oacc[Lay::ACC]; // O: (row, dim 8 j + 2 t4 + {0, 1}) at 4 j + {0, 1} (row 16 wl + g), + {2, 3} (+ 8)
+    const uint32_t full0 = sm.bars, empty0 = sm.bars + 16;
+
+    if (wg == 2) { // ---- the producer: gather, dequantise, hand over ----
+        regs_dec<kProducerRegs>();
+        KeyStage<Lay, ScaleOffset, RopeOffset> a(warp - 8, lane), b(warp - 8, lane); // halves 0 and 1
+        int u = 0;
+        for (int seg0 = 0; seg0 < TOPK; seg0 += kAttendSegment) {
+            const int n = compact_segment<Lay, TOPK>(th, sm, seg0, slot_of);
+            if (n > 0)
+                a.load(cache, sm.list, 0, 0, n);
+            // half 0 of this tile is in a (loaded during the previous tile); each half's loads are
+            // in flight while the other half is converted and stored
+            for (int t0 = 0; t0 < n; t0 += KT, u++) {
+                const int buf = u % 2;
+                uint16_t *k = sm.k_s + Lay::key_tile_off(buf);
+                b.load(cache, sm.list, t0, 1, n);
+                if (u >= 2)
+                    mbar_wait(empty0 + 8 * buf, (u / 2 - 1) % 2); // both consumers are done with use u / 2 - 1
+                a.put(cache, sm.list, t0, 0, n, k);
+                if (t0 + KT < n)
+                    a.load(cache, sm.list, t0 + KT, 0, n);
+                b.put(cache, sm.list, t0, 1, n, k);
+                a.landed(); // bf16: both halves' cp.async
+                fence_proxy_async(); // this thread's writes of the tile are read by the tensor cores
+                mbar_arrive(full0 + 8 * buf);
+            }
+        }
+        return;
+    }
+
+    // ---- the consumers: warpgroup wg, warp wl of it; rows r0 = 16 wl + g and r0 + 8 ----
+    regs_inc<kConsumerRegs>();
+    const int r0 = 16 * wl + g;
+    float *xch = sm.m_s; // [2][HB]: each group's row maxima of a tile, at the end its l
+    float oacc[Lay::ACC]; // O: (row, dim wg DW + 8 j + 2 t4 + {0, 1}) at 4 j + {0, 1} (row r0), + {2, 3} (r0 + 8)
 #pragma unroll
     for (int i = 0; i < Lay::ACC; i++)
         oacc[i] = 0.0f;
-
+    float m_lo = neg_inf(), m_hi = neg_inf(), l_lo = 0.0f, l_hi = 0.0f; // this group's l
+    constexpr uint32_t SBO = Lay::QK_SBO;
+    int u = 0;
     for (int seg0 = 0; seg0 < TOPK; seg0 += kAttendSegment) {
-        // 0. compact this rank's entries of the segment into list[], in top-k order
-        constexpr int SEG = TOPK < kAttendSegment ? TOPK : kAttendSegment;
-        constexpr int EPT = (SEG + kAttendThreads - 1) / kAttendThreads;
-        int32_t mine[EPT];
-        int cnt = 0;
-#pragma unroll
-        for (int e = 0; e < EPT; e++) {
-            const int k = seg0 + tid * EPT + e;
-            const int64_t s = (tid * EPT + e < SEG && k < TOPK) ? slot_of(k) : -1;
-            mine[e] = (int32_t)s;
-            cnt += s >= 0;
-        }
-        int incl = cnt; // inclusive scan over the warp, then over the warps
-#pragma unroll
-        for (int o = 1; o < 32; o *= 2) {
-            const int v = __shfl_up_sync(0xffffffffu, incl, o);
-            incl += lane >= o ? v : 0;
-        }
-        __syncthreads(); // list[] and scan[] of the previous segment are no longer read
-        if (lane == 31)
-            sm.scan[warp] = incl;
-        __syncthreads();
-        int base = incl - cnt, n = 0;
-        for (int w = 0; w < kAttendThreads / 32; w++) {
-            base += w < warp ? sm.scan[w] : 0;
-            n += sm.scan[w];
-        }
-#pragma unroll
-        for (int e = 0; e < EPT; e++)
-            if (mine[e] >= 0)
-                sm.list[base++] = mine[e];
-        __syncthreads();
-        if (n > 0)
-            issue_tile(th, sm, cache, 0, 0, n);
-        for (int t0 = 0, it = 0; t0 < n; t0 += KT, it++) {
-            const int nk = n - t0 < KT ? n - t0 : KT; // keys in this tile; the rest are zero rows
-            const uint16_t *kt = sm.k_s + Lay::key_tile_off(it);
-            land_tile<Lay, ScaleOffset, RopeOffset>(sm); // 1. the bf16 key tile
+        const int n = compact_segment<Lay, TOPK>(th, sm, seg0, slot_of);
+        for (int t0 = 0; t0 < n; t0 += KT, u++) {
+            const int buf = u % 2, nk = n - t0 < KT ? n - t0 : KT; // keys in this tile; the rest are zero rows
+            const uint32_t kt = smem_addr(sm.k_s + Lay::key_tile_off(buf));
+            mbar_wait(full0 + 8 * buf, (u / 2) % 2);
 
-            // 2. S = Q K^T: warpgroup wg all of S over its half of the dims; group 0 adds them
-            float sacc[KT / 2]; // (row, key 8 j + 2 t4 + {0, 1}) at 4 j + {0, 1} (row 16 wl + g), + {2, 3} (+ 8)
+            // 2. S = Q K^T over this group's 32 keys and all dims
+            float sacc[16]; // (row, key 32 wg + 8 j + 2 t4 + {0, 1}) at 4 j + {0, 1} (row r0), + {2, 3} (r0 + 8)
 #pragma unroll
-            for (int i = 0; i < KT / 2; i++)
+            for (int i = 0; i < 16; i++)
                 sacc[i] = 0.0f;
             wg_pin(sacc);
             wgmma_fence();
-            const uint32_t qa = smem_addr(sm.q_s), kb = smem_addr(kt);
-            constexpr uint32_t SBO = Lay::QK_SBO;
-            // k-steps [0, KH0) to group 0, [KH0, KSTEPS) to group 1: with an even count a trip count
-            // the compiler sees as uniform (an odd one costs a branch, and serialized wgmmas)
-            constexpr int KH0 = KSTEPS / 2, KH1 = KSTEPS - KH0;
+            const uint32_t qa = smem_addr(sm.q_s), kb = kt + (uint32_t)wg * (KT / 2 / 8) * SBO;
 #pragma unroll
-            for (int i = 0; i < KH1; i++) {
-                const int ks = wg * KH0 + i;
-                if (KSTEPS % 2 == 0 || wg == 1 || i < KH0) {
-                    const uint64_t da = wg_desc(qa + 256u * ks, 128u, SBO), db = wg_desc(kb + 256u * ks, 128u, SBO);
-                    if constexpr (KT == 64)
-                        wgmma_n64<0>(sacc, da, db);
-                    else
-                        wgmma_n32<0>(sacc, da, db);
-                }
-            }
+            for (int ks = 0; ks < KSTEPS; ks++)
+                wgmma_n32<0>(sacc, wg_desc(qa + 256u * ks, 128u, SBO), wg_desc(kb + 256u * ks, 128u, SBO));
             wgmma_commit();
-            if (t0 + KT < n)
-                issue_tile(th, sm, cache, t0 + KT, (it + 1) % 2, n); // while the tensor cores work; lands while this tile is computed
             wgmma_wait();
             wg_pin(sacc);
-            const int r0 = 16 * wl + g;
-            if (wg == 1)
-#pragma unroll
-                for (int j = 0; j < KT / 8; j++) {
-                    float *r = sm.s_s + r0 * SS + 8 * j + 2 * t4;
-                    *reinterpret_cast<float2 *>(r) = make_float2(sacc[4 * j], sacc[4 * j + 1]);
-                    *reinterpret_cast<float2 *>(r + 8 * SS) = make_float2(sacc[4 * j + 2], sacc[4 * j + 3]);
-                }
-            __syncthreads();
-            if (wg == 0)
-#pragma unroll
-                for (int j = 0; j < KT / 8; j++) {
-                    const int col = 8 * j + 2 * t4;
-#pragma unroll
-                    for (int hh = 0; hh < 2; hh++) {
-                        float *r = sm.s_s + (r0 + 8 * hh) * SS + col;
-                        const float2 v = *reinterpret_cast<const float2 *>(r);
-                        const float x0 = sacc[4 * j + 2 * hh] + v.x, x1 = sacc[4 * j + 2 * hh + 1] + v.y;
-                        *reinterpret_cast<float2 *>(r) = make_float2(col < nk ? x0 * softmax_scale : neg_inf(),
-                                                                     col + 1 < nk ? x1 * softmax_scale : neg_inf());
-                    }
-                }
-            __syncthreads();
-            // 3. online softmax per head: TPR threads per row, columns interleaved
-            {
-                constexpr int TPR = kAttendThreads / HB, PPT = KT / 2 / TPR;
-                const int row = tid / TPR, part = tid % TPR;
-                float2 s[PPT];
-                float mt = neg_inf();
-#pragma unroll
-                for (int i = 0; i < PPT; i++) {
-                    s[i] = *reinterpret_cast<const float2 *>(sm.s_s + row * SS + 2 * (part + TPR * i));
-                    mt = fmaxf(mt, fmaxf(s[i].x, s[i].y));
-                }
-                mt = group_max<TPR>(mt);
-                const float m_old = sm.m_s[row], m_new = fmaxf(m_old, mt);
-                float sum = 0.0f;
-#pragma unroll
-                for (int i = 0; i < PPT; i++) {
-                    const float p0 = m_new == neg_inf() ? 0.0f : __expf(s[i].x - m_new);
-                    const float p1 = m_new == neg_inf() ? 0.0f : __expf(s[i].y - m_new);
-                    sum += p0 + p1;
-                    *reinterpret_cast<uint32_t *>(sm.p_s + Lay::p_at(row, 2 * (part + TPR * i))) = bf16x2(p0, p1);
-                }
-                sum = group_sum<TPR>(sum);
-                const float corr = m_new == neg_inf() ? 1.0f : __expf(m_old - m_new); // m_old = -inf: 0
-                __syncwarp();
-                if (part == 0) {
-                    sm.corr_s[row] = corr;
-                    sm.m_s[row] = m_new;
-                    sm.l_s[row] = sm.l_s[row] * corr + sum;
-                }
-                fence_proxy_async(); // P is read by the tensor cores
-            }
-            __syncthreads();
 
-            // 4. O = O * corr + P V over this warpgroup's latent dims. Always rescaled: registers the
+            // 3. online softmax in registers: scale, mask, the row max over the quad, then over the groups
+            float mx_lo = neg_inf(), mx_hi = neg_inf();
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    const bool in = 32 * wg + 8 * j + 2 * t4 + e < nk;
+                    sacc[4 * j + e] = in ? sacc[4 * j + e] * softmax_scale : neg_inf();
+                    sacc[4 * j + 2 + e] = in ? sacc[4 * j + 2 + e] * softmax_scale : neg_inf();
+                    mx_lo = fmaxf(mx_lo, sacc[4 * j + e]);
+                    mx_hi = fmaxf(mx_hi, sacc[4 * j + 2 + e]);
+                }
+            mx_lo = fmaxf(mx_lo, __shfl_xor_sync(0xffffffffu, mx_lo, 1));
+            mx_hi = fmaxf(mx_hi, __shfl_xor_sync(0xffffffffu, mx_hi, 1));
+            mx_lo = fmaxf(mx_lo, __shfl_xor_sync(0xffffffffu, mx_lo, 2));
+            mx_hi = fmaxf(mx_hi, __shfl_xor_sync(0xffffffffu, mx_hi, 2));
+            if (t4 == 0) {
+                xch[wg * HB + r0] = mx_lo;
+                xch[wg * HB + r0 + 8] = mx_hi;
+            }
+            // barrier 1: both groups' maxima; both groups' S reads of the tile's rope columns are
+            // done (P overwrites them). xch's readers of the previous tile passed its barrier 2.
+            named_barrier(1, NC);
+            const float mn_lo = fmaxf(m_lo, fmaxf(xch[r0], xch[HB + r0]));
+            const float mn_hi = fmaxf(m_hi, fmaxf(xch[r0 + 8], xch[HB + r0 + 8]));
+            const float c_lo = mn_lo == neg_inf() ? 1.0f : __expf(m_lo - mn_lo); // m_old = -inf: 0
+            const float c_hi = mn_hi == neg_inf() ? 1.0f : __expf(m_hi - mn_hi);
+            m_lo = mn_lo, m_hi = mn_hi;
+            float sum_lo = 0.0f, sum_hi = 0.0f;
+            uint16_t *pt = sm.k_s + Lay::key_tile_off(buf); // P (row, key k) at the tile's (row, LAT + k)
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                const int k = 32 * wg + 8 * j + 2 * t4;
+                const float p0 = mn_lo == neg_inf() ? 0.0f : __expf(sacc[4 * j] - mn_lo);
+                const float p1 = mn_lo == neg_inf() ? 0.0f : __expf(sacc[4 * j + 1] - mn_lo);
+                const float p2 = mn_hi == neg_inf() ? 0.0f : __expf(sacc[4 * j + 2] - mn_hi);
+                const float p3 = mn_hi == neg_inf() ? 0.0f : __expf(sacc[4 * j + 3] - mn_hi);
+                sum_lo += p0 + p1;
+                sum_hi += p2 + p3;
+                *reinterpret_cast<uint32_t *>(pt + Lay::qk_at(r0, LAT + k)) = bf16x2(p0, p1);
+                *reinterpret_cast<uint32_t *>(pt + Lay::qk_at(r0 + 8, LAT + k)) = bf16x2(p2, p3);
+            }
+            sum_lo += __shfl_xor_sync(0xffffffffu, sum_lo, 1);
+            sum_hi += __shfl_xor_sync(0xffffffffu, sum_hi, 1);
+            sum_lo += __shfl_xor_sync(0xffffffffu, sum_lo, 2);
+            sum_hi += __shfl_xor_sync(0xffffffffu, sum_hi, 2);
+            l_lo = l_lo * c_lo + sum_lo;
+            l_hi = l_hi * c_hi + sum_hi;
+            fence_proxy_async(); // P is read by the tensor cores
+            named_barrier(2, NC); // barrier 2: P of the whole tile
+
+            // 4. O = O * corr + P V over this group's latent dims. Always rescaled: registers the
             // tensor cores accumulate into must not change on a path the compiler cannot prove uniform
             // (it would serialize every wgmma)
-            const float c_lo = sm.corr_s[16 * wl + g], c_hi = sm.corr_s[16 * wl + g + 8];
 #pragma unroll
             for (int j = 0; j < Lay::ACC / 4; j++) {
                 oacc[4 * j] *= c_lo, oacc[4 * j + 1] *= c_lo;
@@ -190,37 +226,37 @@ __device__ __forceinline__ void wgmma_main_loop(const CtaThread &th, const Atten
             }
             wg_pin(oacc);
             wgmma_fence();
-            // A = P (K-major, 8-row groups KT/8 x 128 bytes apart); B = V, the key tile's latent
-            // columns [wg DW, ...) read N-major: 8-key groups (k) SBO apart, 8-dim groups 128 bytes
-            constexpr uint32_t KSBO = Lay::QK_SBO, PSBO = Lay::P_SBO;
-            const uint32_t pa = smem_addr(sm.p_s), vb = smem_addr(kt) + (uint32_t)(wg * Lay::DW / 8 * 128);
+            // A = P (K-major, in the rope columns: 8-row groups SBO apart, 8-key groups 128 bytes);
+            // B = V, the tile's latent columns [wg DW, ...) read N-major: 8-key groups SBO apart,
+            // 8-dim groups 128 bytes
+            const uint32_t pa = kt + (uint32_t)(LAT / 8 * 128), vb = kt + (uint32_t)(wg * Lay::DW / 8 * 128);
 #pragma unroll
-            for (int kk = 0; kk < KT / 16; kk++) {
-                const uint64_t da = wg_desc(pa + 256u * kk, 128u, PSBO);
-                if constexpr (Lay::DW == 256) {
-                    wgmma_n256<1>(oacc, da, wg_desc(vb + 2u * KSBO * kk, KSBO, 128u));
-                } else {
-#pragma unroll
-                    for (int c = 0; c < Lay::DW / 32; c++)
-                        wgmma_n32<1>(*reinterpret_cast<float(*)[16]>(oacc + 16 * c), da,
-                                     wg_desc(vb + 512u * c + 2u * KSBO * kk, KSBO, 128u));
-                }
-            }
+            for (int kk = 0; kk < KT / 16; kk++)
+                wgmma_n256<1>(oacc, wg_desc(pa + 256u * kk, 128u, SBO), wg_desc(vb + 2u * SBO * kk, SBO, 128u));
             wgmma_commit();
             wgmma_wait();
             wg_pin(oacc);
+            mbar_arrive(empty0 + 8 * buf); // this thread's reads of the tile are done: the producer may refill it
         }
     }
-    __syncthreads(); // the last tile's l
-    // O / l; the LSE is the caller's
-    const int h_lo = 16 * wl + g, h_hi = h_lo + 8;
-    const float l_lo = sm.l_s[h_lo], l_hi = sm.l_s[h_hi];
-    const float inv_lo = l_lo > 0.0f ? 1.0f / l_lo : 0.0f, inv_hi = l_hi > 0.0f ? 1.0f / l_hi : 0.0f;
+    // O / l, l = group 0's sum + group 1's (xch's last readers passed barrier 2 of the last tile,
+    // or no tile ran: then its last readers are none)
+    if (t4 == 0) {
+        xch[wg * HB + r0] = l_lo;
+        xch[wg * HB + r0 + 8] = l_hi;
+    }
+    named_barrier(1, NC);
+    const float lt_lo = xch[r0] + xch[HB + r0], lt_hi = xch[r0 + 8] + xch[HB + r0 + 8];
+    const float inv_lo = lt_lo > 0.0f ? 1.0f / lt_lo : 0.0f, inv_hi = lt_hi > 0.0f ? 1.0f / lt_hi : 0.0f;
 #pragma unroll
     for (int j = 0; j < Lay::ACC / 4; j++) {
         const int d = wg * Lay::DW + 8 * j + 2 * t4;
-        store(h_lo, d, oacc[4 * j] * inv_lo, oacc[4 * j + 1] * inv_lo);
-        store(h_hi, d, oacc[4 * j + 2] * inv_hi, oacc[4 * j + 3] * inv_hi);
+        store(r0, d, oacc[4 * j] * inv_lo, oacc[4 * j + 1] * inv_lo);
+        store(r0 + 8, d, oacc[4 * j + 2] * inv_hi, oacc[4 * j + 3] * inv_hi);
+    }
+    if (wg == 0 && t4 == 0) { // d = -1: the LSE (natural log; -inf for a head with no kept key)
+        store(r0, -1, lt_lo > 0.0f ? m_lo + logf(lt_lo) : neg_inf(), 0.0f);
+        store(r0 + 8, -1, lt_hi > 0.0f ? m_hi + logf(lt_hi) : neg_inf(), 0.0f);
     }
 }
 

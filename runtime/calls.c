@@ -295,7 +295,7 @@ static dsa_result_t attend_chunk(dsa_ctx_t ctx, const dsa_attend_args_t *a, cons
     at.split_out = (float *)(uintptr_t)ctx->ws_so;
     at.split_lse = (float *)(uintptr_t)ctx->ws_sl;
     if ((rc = launch_as(ctx, "dsa_attend", ctx->attend_fn, (unsigned)n, cfg->attend_ctas_per_token, (unsigned)at.splits,
-                        cfg->attend_threads, ctx->attend_smem, &at, stream, "attend", 0)) != DSA_SUCCESS)
+                        ctx->attend_threads, ctx->attend_smem, &at, stream, "attend", 0)) != DSA_SUCCESS)
         return rc;
     if (at.splits > 1) { /* 4b. the splits of each row merged into what one split writes */
         dsa_split_merge_params sm = {0};

@@ -225,19 +225,27 @@ static dsa_result_t prepare_calls(dsa_ctx_t ctx)
     CU_CHECK(ctx, dsa_cu.cuModuleGetFunction(&ctx->split_merge_fn, att, cfg->entry_split_merge));
     if (cfg->entry_merge[0])
         CU_CHECK(ctx, dsa_cu.cuModuleGetFunction(&ctx->merge_fn, att, cfg->entry_merge));
-    CUdeviceptr smem_d;
-    size_t smem_bytes;
-    CU_CHECK(ctx, dsa_cu.cuModuleGetGlobal(&smem_d, &smem_bytes, att, cfg->entry_attend_smem));
-    if (smem_bytes != sizeof ctx->attend_smem)
-        return dsa_fail(ctx, DSA_ERROR_INTERNAL, "dsa_ctx_create: %s is %zu bytes, expected %zu",
-                        cfg->entry_attend_smem, smem_bytes, sizeof ctx->attend_smem);
-    CU_CHECK(ctx, dsa_cu.cuMemcpyDtoH(&ctx->attend_smem, smem_d, sizeof ctx->attend_smem));
+    /* the sparse MLA kernel's shared memory and threads, as its module was compiled */
+    const char *names[2] = {cfg->entry_attend_smem, cfg->entry_attend_threads};
+    unsigned *values[2] = {&ctx->attend_smem, &ctx->attend_threads};
+    for (int i = 0; i < 2; i++) {
+        CUdeviceptr d;
+        size_t bytes;
+        CU_CHECK(ctx, dsa_cu.cuModuleGetGlobal(&d, &bytes, att, names[i]));
+        if (bytes != sizeof(unsigned))
+            return dsa_fail(ctx, DSA_ERROR_INTERNAL, "dsa_ctx_create: %s is %zu bytes, expected %zu", names[i], bytes,
+                            sizeof(unsigned));
+        CU_CHECK(ctx, dsa_cu.cuMemcpyDtoH(values[i], d, sizeof(unsigned)));
+    }
+    if (ctx->attend_threads < 32 || ctx->attend_threads > 1024 || ctx->attend_threads % 32)
+        return dsa_fail(ctx, DSA_ERROR_INTERNAL, "dsa_ctx_create: %s is %u, not a whole number of warps up to 1024",
+                        cfg->entry_attend_threads, ctx->attend_threads);
     if ((rc = allow_smem(ctx, ctx->attend_fn, ctx->attend_smem, "sparse MLA")) != DSA_SUCCESS)
         return rc;
     /* Splitting a row's keys over CTAs fills at most one wave of the device (dsa_attend_splits), so
      * its workspaces hold attend_slots / ctas-per-row (row, split) partials at most. */
     int per_sm = 0;
-    CU_CHECK(ctx, dsa_cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, ctx->attend_fn, (int)cfg->attend_threads,
+    CU_CHECK(ctx, dsa_cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, ctx->attend_fn, (int)ctx->attend_threads,
                                                                      ctx->attend_smem));
     ctx->attend_slots = ctx->sms * (per_sm > 0 ? per_sm : 1);
     ctx->split_rows = cfg->attend_max_splits > 1 ? ctx->attend_slots / (int64_t)cfg->attend_ctas_per_token : 0;

@@ -22,6 +22,25 @@ __device__ __forceinline__ void e4m3x16_to_bf16(uint4 v, float scale, uint4 &out
     out1 = make_uint4(o[4], o[5], o[6], o[7]);
 }
 
+// One nvfp4_ds_mla latent chunk: 16 bytes of 32 e2m1 values, scale blocks of 16 with e4m3 scales s0
+// and s1, to bf16 dims [32 c, 32 c + 32) of row `row` of bf16 key tile k.
+template <class Lay>
+__device__ __forceinline__ void nvfp4_chunk_to_bf16(uint4 v, uint32_t s0, uint32_t s1, uint16_t *k, int row, int c)
+{
+    const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+    uint32_t o[16];
+#pragma unroll
+    for (int half = 0; half < 2; half++) {
+        const float scale = e4m3_to_float((uint8_t)(half ? s1 : s0));
+        const uint32_t scale2 = bf16x2(scale, scale); // exact: e4m3 has 4 significant bits
+        e2m1x8_to_bf16(w[2 * half], scale2, o + 8 * half);
+        e2m1x8_to_bf16(w[2 * half + 1], scale2, o + 8 * half + 4);
+    }
+#pragma unroll
+    for (int q = 0; q < 4; q++)
+        store16(k + Lay::qk_at(row, 32 * c + 8 * q), make_uint4(o[4 * q], o[4 * q + 1], o[4 * q + 2], o[4 * q + 3]));
+}
+
 // Dequantise the raw entries of keys [0, KT) (zeros for missing keys) into the bf16 key tile.
 template <class Lay, int ScaleOffset, int RopeOffset>
 __device__ __forceinline__ void dequant_tile(const uint8_t *raw, uint16_t *k_s)
@@ -60,20 +79,8 @@ __device__ __forceinline__ void dequant_tile(const uint8_t *raw, uint16_t *k_s)
             const int j = 8 * (i / 8 / C) + i % 8, c = i / 8 % C; // 8 neighbouring threads on 8 keys
             const uint8_t *e = raw + j * EntryBytes;
             if (c < CL) { // 32 values, scale blocks 2c and 2c + 1
-                const uint4 v = load16(e + 16 * c);
-                const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-                uint32_t o[16];
-#pragma unroll
-                for (int half = 0; half < 2; half++) {
-                    const int s = 2 * c + half;
-                    const float scale = e4m3_to_float(e[ScaleOffset + (LAT / 64) * (s & 3) + (s >> 2)]);
-                    const uint32_t scale2 = bf16x2(scale, scale); // exact: e4m3 has 4 significant bits
-                    e2m1x8_to_bf16(w[2 * half], scale2, o + 8 * half);
-                    e2m1x8_to_bf16(w[2 * half + 1], scale2, o + 8 * half + 4);
-                }
-#pragma unroll
-                for (int q = 0; q < 4; q++)
-                    store16(k_s + Lay::qk_at(j, 32 * c + 8 * q), make_uint4(o[4 * q], o[4 * q + 1], o[4 * q + 2], o[4 * q + 3]));
+                const auto scale_at = [&](int s) { return e[ScaleOffset + (LAT / 64) * (s & 3) + (s >> 2)]; };
+                nvfp4_chunk_to_bf16<Lay>(load16(e + 16 * c), scale_at(2 * c), scale_at(2 * c + 1), k_s, j, c);
             } else {
                 const uint4 v = load16(e + RopeOffset + 16 * (c - CL));
                 uint4 o0, o1;

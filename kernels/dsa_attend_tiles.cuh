@@ -51,6 +51,47 @@ template <class Lay, int ScaleOffset, int RopeOffset> __device__ __forceinline__
     }
 }
 
+// Step 0 of every segment, by the T threads of the CTA that run the main loop (in the warp-specialised
+// loop every role calls it, and its barriers are the CTA's): compact this rank's entries of the
+// segment at seg0 into list[], in top-k order, and return how many there are.
+template <class Lay, int TOPK, int T, class SlotOf>
+__device__ __forceinline__ int compact_segment(const CtaThread &th, const AttendSmem<Lay> &sm, int seg0, const SlotOf &slot_of)
+{
+    constexpr int SEG = TOPK < kAttendSegment ? TOPK : kAttendSegment, EPT = (SEG + T - 1) / T;
+    static_assert(T / 32 <= 16, "scan[] holds 16 warps");
+    const int tid = th.tid, warp = th.warp, lane = th.lane;
+    int32_t mine[EPT];
+    int cnt = 0;
+#pragma unroll
+    for (int e = 0; e < EPT; e++) {
+        const int k = seg0 + tid * EPT + e;
+        const int64_t s = (tid * EPT + e < SEG && k < TOPK) ? slot_of(k) : -1;
+        mine[e] = (int32_t)s;
+        cnt += s >= 0;
+    }
+    int incl = cnt; // inclusive scan over the warp, then over the warps
+#pragma unroll
+    for (int o = 1; o < 32; o *= 2) {
+        const int v = __shfl_up_sync(0xffffffffu, incl, o);
+        incl += lane >= o ? v : 0;
+    }
+    __syncthreads(); // list[] and scan[] of the previous segment are no longer read
+    if (lane == 31)
+        sm.scan[warp] = incl;
+    __syncthreads();
+    int base = incl - cnt, n = 0;
+    for (int w = 0; w < T / 32; w++) {
+        base += w < warp ? sm.scan[w] : 0;
+        n += sm.scan[w];
+    }
+#pragma unroll
+    for (int e = 0; e < EPT; e++)
+        if (mine[e] >= 0)
+            sm.list[base++] = mine[e];
+    __syncthreads();
+    return n;
+}
+
 // The producer warpgroup's half tiles (wgmma loop: KT = 64 keys, bf16 tiles of core matrices), staged
 // through registers: load(t0, half) fetches the raw entries of kept keys t0 + 32 half + [0, 32) into
 // registers, put(t0, half, k) writes them as rows 32 half + [0, 32) of bf16 key tile k (the caller
@@ -138,21 +179,8 @@ template <class Lay, int ScaleOffset, int RopeOffset> struct KeyStage {
                 store16(k + Lay::qk_at(row, LAT + 8 * (q + 4 * i)), rope[i]);
         } else { // e2m1 latent x e4m3 scale per 16, e4m3 rope
 #pragma unroll
-            for (int i = 0; i < NL; i++) {
-                const int c = q + 4 * i;
-                const uint32_t w[4] = {lat[i].x, lat[i].y, lat[i].z, lat[i].w};
-                uint32_t o[16];
-#pragma unroll
-                for (int h = 0; h < 2; h++) {
-                    const float scale = e4m3_to_float((uint8_t)sc[2 * i + h]);
-                    const uint32_t scale2 = bf16x2(scale, scale); // exact: e4m3 has 4 significant bits
-                    e2m1x8_to_bf16(w[2 * h], scale2, o + 8 * h);
-                    e2m1x8_to_bf16(w[2 * h + 1], scale2, o + 8 * h + 4);
-                }
-#pragma unroll
-                for (int v = 0; v < 4; v++)
-                    store16(k + Lay::qk_at(row, 32 * c + 8 * v), make_uint4(o[4 * v], o[4 * v + 1], o[4 * v + 2], o[4 * v + 3]));
-            }
+            for (int i = 0; i < NL; i++)
+                nvfp4_chunk_to_bf16<Lay>(lat[i], sc[2 * i], sc[2 * i + 1], k, row, q + 4 * i);
 #pragma unroll
             for (int i = 0; i < NR; i++) {
                 const int c = q + 4 * i;

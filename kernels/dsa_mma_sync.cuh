@@ -64,37 +64,7 @@ __device__ __forceinline__ void mma_sync_main_loop(const CtaThread &th, const At
 
     for (int seg0 = 0; seg0 < TOPK; seg0 += kAttendSegment) {
         // 0. compact this rank's entries of the segment into list[], in top-k order
-        constexpr int SEG = TOPK < kAttendSegment ? TOPK : kAttendSegment;
-        constexpr int EPT = (SEG + kAttendThreads - 1) / kAttendThreads;
-        int32_t mine[EPT];
-        int cnt = 0;
-#pragma unroll
-        for (int e = 0; e < EPT; e++) {
-            const int k = seg0 + tid * EPT + e;
-            const int64_t s = (tid * EPT + e < SEG && k < TOPK) ? slot_of(k) : -1;
-            mine[e] = (int32_t)s;
-            cnt += s >= 0;
-        }
-        int incl = cnt; // inclusive scan over the warp, then over the warps
-#pragma unroll
-        for (int o = 1; o < 32; o *= 2) {
-            const int v = __shfl_up_sync(0xffffffffu, incl, o);
-            incl += lane >= o ? v : 0;
-        }
-        __syncthreads(); // list[] and scan[] of the previous segment are no longer read
-        if (lane == 31)
-            sm.scan[warp] = incl;
-        __syncthreads();
-        int base = incl - cnt, n = 0;
-        for (int w = 0; w < kAttendThreads / 32; w++) {
-            base += w < warp ? sm.scan[w] : 0;
-            n += sm.scan[w];
-        }
-#pragma unroll
-        for (int e = 0; e < EPT; e++)
-            if (mine[e] >= 0)
-                sm.list[base++] = mine[e];
-        __syncthreads();
+        const int n = compact_segment<Lay, TOPK, kAttendThreads>(th, sm, seg0, slot_of);
         if (n > 0)
             issue_tile(th, sm, cache, 0, 0, n);
         for (int t0 = 0, it = 0; t0 < n; t0 += KT, it++) {

@@ -40,47 +40,6 @@ template <int TransB> __device__ __forceinline__ void wgmma_n256(float (&d)[128]
                  : "l"(a), "l"(b), "r"(1), "n"(TransB));
 }
 
-// Step 0 of every segment, by all threads of the CTA (the same on both sides of the warp
-// specialisation: each role calls it, and its barriers are the CTA's): compact this rank's entries
-// of the segment at seg0 into list[], in top-k order, and return how many there are.
-template <class Lay, int TOPK, class SlotOf>
-__device__ __forceinline__ int compact_segment(const CtaThread &th, const AttendSmem<Lay> &sm, int seg0, const SlotOf &slot_of)
-{
-    constexpr int T = Lay::threads, SEG = TOPK < kAttendSegment ? TOPK : kAttendSegment, EPT = (SEG + T - 1) / T;
-    static_assert(T / 32 <= 16, "scan[] holds 16 warps");
-    const int tid = th.tid, warp = th.warp, lane = th.lane;
-    int32_t mine[EPT];
-    int cnt = 0;
-#pragma unroll
-    for (int e = 0; e < EPT; e++) {
-        const int k = seg0 + tid * EPT + e;
-        const int64_t s = (tid * EPT + e < SEG && k < TOPK) ? slot_of(k) : -1;
-        mine[e] = (int32_t)s;
-        cnt += s >= 0;
-    }
-    int incl = cnt; // inclusive scan over the warp, then over the warps
-#pragma unroll
-    for (int o = 1; o < 32; o *= 2) {
-        const int v = __shfl_up_sync(0xffffffffu, incl, o);
-        incl += lane >= o ? v : 0;
-    }
-    __syncthreads(); // list[] and scan[] of the previous segment are no longer read
-    if (lane == 31)
-        sm.scan[warp] = incl;
-    __syncthreads();
-    int base = incl - cnt, n = 0;
-    for (int w = 0; w < T / 32; w++) {
-        base += w < warp ? sm.scan[w] : 0;
-        n += sm.scan[w];
-    }
-#pragma unroll
-    for (int e = 0; e < EPT; e++)
-        if (mine[e] >= 0)
-            sm.list[base++] = mine[e];
-    __syncthreads();
-    return n;
-}
-
 // Registers per thread after setmaxnreg: 384 threads enter with 168 (65536 / 384, rounded down to
 // 8); the producer gives back to 136 and the consumers take 184: 128 (136 + 2 x 184) = 384 x 168.
 constexpr int kProducerRegs = 136, kConsumerRegs = 184;
@@ -109,7 +68,7 @@ __device__ __forceinline__ void wgmma_main_loop(const CtaThread &th, const Atten
         KeyStage<Lay, ScaleOffset, RopeOffset> a(warp - 8, lane), b(warp - 8, lane); // halves 0 and 1
         int u = 0;
         for (int seg0 = 0; seg0 < TOPK; seg0 += kAttendSegment) {
-            const int n = compact_segment<Lay, TOPK>(th, sm, seg0, slot_of);
+            const int n = compact_segment<Lay, TOPK, Lay::threads>(th, sm, seg0, slot_of);
             if (n > 0)
                 a.load(cache, sm.list, 0, 0, n);
             // half 0 of this tile is in a (loaded during the previous tile); each half's loads are
@@ -144,7 +103,7 @@ __device__ __forceinline__ void wgmma_main_loop(const CtaThread &th, const Atten
     constexpr uint32_t SBO = Lay::QK_SBO;
     int u = 0;
     for (int seg0 = 0; seg0 < TOPK; seg0 += kAttendSegment) {
-        const int n = compact_segment<Lay, TOPK>(th, sm, seg0, slot_of);
+        const int n = compact_segment<Lay, TOPK, Lay::threads>(th, sm, seg0, slot_of);
         for (int t0 = 0; t0 < n; t0 += KT, u++) {
             const int buf = u % 2, nk = n - t0 < KT ? n - t0 : KT; // keys in this tile; the rest are zero rows
             const uint32_t kt = smem_addr(sm.k_s + Lay::key_tile_off(buf));

@@ -15,7 +15,7 @@ typedef unsigned long long uint64_t;
 #endif
 
 /* Bumped whenever a parameter block changes; generated glue and the runtime check it. */
-#define DSA_ABI_VERSION 8
+#define DSA_ABI_VERSION 9
 
 /* The most DCP ranks whose exchange buffers the attend kernels store into directly (the fused
  * exchange); larger groups exchange through the transport's all-to-all. */
@@ -84,11 +84,13 @@ typedef struct dsa_index_topk_params {
     const int64_t *positions;
     const int32_t *req_of_token;
     const int32_t *seq_lens;
-    uint32_t *cand_out;           /* B.3, DCP > 1: [T][idx_topk] (key, position) pairs */
+    uint32_t *cand_out;           /* B.3, DCP > 1: [T][idx_topk] (key, position) pairs; with cfused unused */
+    uint32_t *cdest[DSA_MAX_PEERS]; /* B.3, cfused (the fused candidate gather): rank r's cand_in, whose
+                                     list block `rank` gets this rank's lists */
     int32_t *topk;                /* [T, topk_stride] */
     uint32_t *split_state;        /* B.3 split: [T, state_stride] words, zero before and after a launch */
     int64_t num_requests, key_stride, topk_stride, state_stride;
-    int32_t num_tokens, rank;
+    int32_t num_tokens, rank, cfused;
 } dsa_index_topk_params;
 
 /* Stage C.1: q = [q_lat | rope(q_pe)], one thread per 8 elements: grid (T, ceil(heads_local * kv_dim / 8 / 256)). */

@@ -212,6 +212,26 @@ template <class C> __device__ __forceinline__ void index_score(const dsa_index_s
         index_score_mma_sync<C>(p);
 }
 
+// Where B.3 puts row t's candidate list at DCP > 1: this rank's cand_out, or with the fused gather
+// (p.cfused) list block `rank` of every rank's cand_in, stored straight over NVLink.
+template <int W, int K> struct CandidateSink {
+    uint32_t *dst[W];
+    int copies;
+    __device__ __forceinline__ CandidateSink(const dsa_index_topk_params &p, int t) : copies(p.cfused ? W : 1)
+    {
+#pragma unroll
+        for (int r = 0; r < W; r++)
+            dst[r] = p.cfused ? p.cdest[r] + ((int64_t)p.rank * p.num_tokens + t) * K * 2 : p.cand_out + (int64_t)t * K * 2;
+    }
+    __device__ __forceinline__ void put(int j, uint32_t key, uint32_t pos) const
+    {
+#pragma unroll
+        for (int r = 0; r < W; r++)
+            if (r < copies)
+                *reinterpret_cast<uint2 *>(dst[r] + 2 * j) = make_uint2(key, pos);
+    }
+};
+
 // B.3: one CTA per row over its keys (ascending local index = ascending position). DCP = 1 writes
 // the row's positions; DCP > 1 writes the row's candidate list for the exchange.
 template <class C> __device__ __forceinline__ void index_topk(const dsa_index_topk_params &p)
@@ -230,15 +250,12 @@ template <class C> __device__ __forceinline__ void index_topk(const dsa_index_to
         for (int j = written + threadIdx.x; j < K; j += Threads)
             out[j] = -1;
     } else {
-        uint32_t *out = p.cand_out + (int64_t)t * K * 2;
-        written = select_topk<Threads, 1>(keys, n, K, [&](int j, int64_t i) {
-            out[2 * j] = keys[i];
-            out[2 * j + 1] = (uint32_t)global_position<W, I>(i, rank);
-        }, hist, scratch);
-        for (int j = written + threadIdx.x; j < K; j += Threads) {
-            out[2 * j] = 0u;
-            out[2 * j + 1] = 0xffffffffu;
-        }
+        const CandidateSink<W, K> out(p, t);
+        written = select_topk<Threads, 1>(
+            keys, n, K, [&](int j, int64_t i) { out.put(j, keys[i], (uint32_t)global_position<W, I>(i, rank)); },
+            hist, scratch);
+        for (int j = written + threadIdx.x; j < K; j += Threads)
+            out.put(j, 0u, 0xffffffffu);
     }
 }
 
@@ -263,18 +280,10 @@ template <class C> __device__ __forceinline__ void index_topk_split(const dsa_in
         select_topk_split<Threads, RB, SplitKeys>(
             keys, n, K, [&](int j, int64_t i) { out[j] = (int32_t)i; }, [&](int j) { out[j] = -1; }, state, hist, red);
     } else {
-        uint32_t *out = p.cand_out + (int64_t)t * K * 2;
+        const CandidateSink<W, K> out(p, t);
         select_topk_split<Threads, RB, SplitKeys>(
-            keys, n, K,
-            [&](int j, int64_t i) {
-                out[2 * j] = keys[i];
-                out[2 * j + 1] = (uint32_t)global_position<W, I>(i, rank);
-            },
-            [&](int j) {
-                out[2 * j] = 0u;
-                out[2 * j + 1] = 0xffffffffu;
-            },
-            state, hist, red);
+            keys, n, K, [&](int j, int64_t i) { out.put(j, keys[i], (uint32_t)global_position<W, I>(i, rank)); },
+            [&](int j) { out.put(j, 0u, 0xffffffffu); }, state, hist, red);
     }
 }
 

@@ -232,6 +232,21 @@ dsa_result_t dsa_testing_force_attend_splits(dsa_ctx_t ctx, int splits)
     return DSA_SUCCESS;
 }
 
+/* Whether this call's DCP gathers and exchange are fused (stores into the peers' buffers, then a
+ * barrier each). The in-process group finds its peers at its first index or attend call (every
+ * rank makes it, each on its own thread). */
+static dsa_result_t fused_now(dsa_ctx_t ctx, int *fused)
+{
+    *fused = 0;
+    if (ctx->cfg->info.dcp < 2 || ctx->x_fused_off)
+        return DSA_SUCCESS;
+    dsa_result_t rc;
+    if (ctx->x_fused == 2 && (rc = dsa_resolve_peers(ctx)) != DSA_SUCCESS)
+        return rc;
+    *fused = ctx->x_fused == 1;
+    return DSA_SUCCESS;
+}
+
 /* One chunk of n rows from t0: pack, (gather), attend, (split merge), (exchange, merge). */
 static dsa_result_t attend_chunk(dsa_ctx_t ctx, const dsa_attend_args_t *a, const dsa_attend_strides_t *st,
                                  int64_t t0, int64_t n, CUstream stream)
@@ -251,11 +266,10 @@ static dsa_result_t attend_chunk(dsa_ctx_t ctx, const dsa_attend_args_t *a, cons
     pk.q_pe_stride = st->q_pe;
     pk.num_tokens = (int32_t)n;
     /* DCP > 1, fused: pack stores the query into every rank's gathered queries and attend each
-     * partial into its owner's receive buffer; a barrier replaces each collective. The in-process
-     * group finds its peers at its first call (every rank makes it, each on its own thread). */
-    if (dcp && ctx->x_fused == 2 && !ctx->x_fused_off && (rc = dsa_resolve_peers(ctx)) != DSA_SUCCESS)
+     * partial into its owner's receive buffer; a barrier replaces each collective */
+    int fused;
+    if ((rc = fused_now(ctx, &fused)) != DSA_SUCCESS)
         return rc;
-    const int fused = dcp && ctx->x_fused == 1 && !ctx->x_fused_off;
     pk.rank = ctx->dcp ? ctx->dcp->rank : 0;
     pk.qfused = fused;
     for (int r = 0; fused && r < cfg->info.dcp; r++)
@@ -512,6 +526,19 @@ static dsa_result_t index_chunk(dsa_ctx_t ctx, const dsa_index_args_t *a, const 
     tk.state_stride = cfg->ws_idx_topk_state / 4;
     tk.num_tokens = (int32_t)n;
     tk.rank = sc.rank;
+    /* DCP > 1, fused: the top-k stores each row's candidates into every rank's cand_in, once every
+     * rank's merge of the previous chunk (or call) is done reading its own: a barrier first. (No
+     * other barrier need come between two index chunks, unlike the query gather and the exchange,
+     * which the other's barrier separates.) */
+    int fused = 0;
+    if (dcp && (rc = fused_now(ctx, &fused)) != DSA_SUCCESS)
+        return rc;
+    tk.cfused = fused;
+    for (int r = 0; fused && r < cfg->info.dcp; r++)
+        tk.cdest[r] = (uint32_t *)(uintptr_t)ctx->c_peer[r];
+    if (fused && ((rc = ctx->dcp->barrier(ctx->dcp, ctx, stream)) != DSA_SUCCESS ||
+                  (rc = mark(ctx, stream, "index barrier")) != DSA_SUCCESS))
+        return rc;
     /* few rows: each row's top-k over several CTAs, which meet at barriers (a cooperative launch,
      * so that they are resident at once); many rows: a CTA per row fills the device already */
     const int64_t tsplits = topk_splits(ctx, n, a->max_blocks * cfg->info.block_size); /* a row's keys at most */
@@ -521,10 +548,16 @@ static dsa_result_t index_chunk(dsa_ctx_t ctx, const dsa_index_args_t *a, const 
                               stream, "index top-k");
     if (rc != DSA_SUCCESS || !dcp)
         return rc;
-    /* the candidates of every rank to every rank, then the same merge everywhere */
-    if ((rc = collective(ctx, 0, ctx->ws_icand, ctx->ws_icand_recv, (size_t)n * (size_t)cfg->ws_idx_cand, stream,
-                         "index gather")) != DSA_SUCCESS)
+    /* the candidates of every rank to every rank (in place already when fused), then the same merge
+     * everywhere */
+    if (fused) {
+        if ((rc = ctx->dcp->barrier(ctx->dcp, ctx, stream)) != DSA_SUCCESS ||
+            (rc = mark(ctx, stream, "index gather")) != DSA_SUCCESS)
+            return rc;
+    } else if ((rc = collective(ctx, 0, ctx->ws_icand, ctx->ws_icand_recv, (size_t)n * (size_t)cfg->ws_idx_cand,
+                                stream, "index gather")) != DSA_SUCCESS) {
         return rc;
+    }
     return launch(ctx, "dsa_index", ctx->index_merge_fn, (unsigned)n, 1, cfg->index_topk_threads, cfg->index_merge_smem,
                   &tk, stream, "index merge");
 }

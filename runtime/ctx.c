@@ -100,11 +100,15 @@ dsa_result_t dsa_resolve_peers(dsa_ctx_t ctx)
     dsa_result_t rc = ctx->dcp->peers(ctx->dcp, ctx, ctx->ws_x_recv, ctx->x_peer);
     if (rc == DSA_SUCCESS)
         rc = ctx->dcp->peers(ctx->dcp, ctx, ctx->ws_qg, ctx->q_peer);
+    if (rc == DSA_SUCCESS)
+        rc = ctx->dcp->peers(ctx->dcp, ctx, ctx->ws_icand_recv, ctx->c_peer);
     if (rc != DSA_SUCCESS && rc != DSA_ERROR_UNSUPPORTED)
         return rc;
     ctx->x_fused = rc == DSA_SUCCESS;
-    dsa_log(ctx->opts.log_level, DSA_LOG_INFO, "%s: the query gather and the exchange %s", ctx->cfg->info.name,
-            ctx->x_fused ? "are fused: pack and attend store into every rank's buffers, then a barrier each"
+    dsa_log(ctx->opts.log_level, DSA_LOG_INFO, "%s: the query gather, the index candidates' gather and the exchange %s",
+            ctx->cfg->info.name,
+            ctx->x_fused ? "are fused: pack, the index top-k and attend store into every rank's buffers, then a "
+                           "barrier each"
                          : "are collectives");
     return DSA_SUCCESS;
 }
@@ -262,16 +266,6 @@ static dsa_result_t prepare_calls(dsa_ctx_t ctx)
             (rc = ws_alloc(ctx, &ctx->ws_x_recv, T * (size_t)cfg->ws_exchange)) != DSA_SUCCESS)
             goto fail;
         dsa_log(ctx->opts.log_level, DSA_LOG_INFO, "%s: DCP collectives over %s", cfg->info.name, ctx->dcp->path);
-        /* the fused gather and exchange: where every rank's buffers are load/store reachable, pack
-         * stores the query and attend the partials straight into their ranks' buffers, and a barrier
-         * replaces each collective (peers() is collective: every rank of the group calls it, and
-         * all get the same answer) */
-        if (ctx->dcp->peers && ctx->dcp->barrier && cfg->info.dcp <= DSA_MAX_PEERS) {
-            if (ctx->dcp->peers_at_first_call)
-                ctx->x_fused = 2;
-            else if ((rc = dsa_resolve_peers(ctx)) != DSA_SUCCESS)
-                goto fail;
-        }
     }
     CU_CHECK(ctx, dsa_cu.cuMemAlloc(&ctx->rejected, 2 * sizeof(uint64_t)));
     CU_CHECK(ctx, dsa_cu.cuMemsetD8(ctx->rejected, 0, 2 * sizeof(uint64_t)));
@@ -324,6 +318,22 @@ static dsa_result_t prepare_index(dsa_ctx_t ctx)
     }
 fail:
     return rc;
+}
+
+/* The fused gathers and exchange (DCP > 1): where every rank's buffers are load/store reachable,
+ * pack stores the query, the index top-k its candidates and attend the partials straight into
+ * their ranks' buffers, and a barrier replaces each collective. peers() is collective: every rank
+ * of the group calls it, and all get the same answer. After prepare_calls and prepare_index, which
+ * allocate the buffers. */
+static dsa_result_t prepare_fused(dsa_ctx_t ctx)
+{
+    if (ctx->cfg->info.dcp < 2 || !ctx->dcp->peers || !ctx->dcp->barrier || ctx->cfg->info.dcp > DSA_MAX_PEERS)
+        return DSA_SUCCESS;
+    if (ctx->dcp->peers_at_first_call) {
+        ctx->x_fused = 2;
+        return DSA_SUCCESS;
+    }
+    return dsa_resolve_peers(ctx);
 }
 
 static dsa_result_t check_options(const dsa_options_t *opts, dsa_options_t *o)
@@ -414,6 +424,7 @@ static dsa_result_t create(const dsa_cfg_t *cfg, dsa_cfg_t *owned, const dsa_opt
     CHECK_RC(make_rope_table(ctx));
     CHECK_RC(prepare_calls(ctx));
     CHECK_RC(prepare_index(ctx));
+    CHECK_RC(prepare_fused(ctx));
     CUcontext popped;
     dsa_cu.cuCtxPopCurrent(&popped);
     *out = ctx;

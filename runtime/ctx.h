@@ -22,11 +22,13 @@ struct dsa_ctx {
     CUfunction index_q_fn, index_score_fn, index_score_few_fn, index_topk_fn, index_topk_split_fn, index_merge_fn;
     int sms;                        /* the device's multiprocessors, read once at creation */
     int score_slots, score_few_slots; /* CTAs of index_score / index_score_few resident at once: their split */
-    int x_fused;                    /* 1: the fused gather and exchange: pack and attend store into
-                                       every rank's ws_qg and ws_x_recv (q_peer, x_peer); 2: to be
-                                       decided at the first attend call (peers_at_first_call) */
+    int x_fused;                    /* 1: the fused gathers and exchange: pack, the index top-k and
+                                       attend store into every rank's ws_qg, ws_icand_recv and
+                                       ws_x_recv (q_peer, c_peer, x_peer); 2: to be decided at the
+                                       first index or attend call (peers_at_first_call) */
     int x_fused_off;                /* 1: the collectives even so (dsa_testing_fused_exchange) */
-    CUdeviceptr q_peer[DSA_MAX_PEERS], x_peer[DSA_MAX_PEERS]; /* every rank's ws_qg, ws_x_recv here */
+    CUdeviceptr q_peer[DSA_MAX_PEERS], c_peer[DSA_MAX_PEERS], x_peer[DSA_MAX_PEERS]; /* every rank's ws_qg,
+                                                                           ws_icand_recv, ws_x_recv here */
     int no_pdl;                     /* 1: plain launches, not programmatic dependent ones (dsa_testing.h) */
     int force_score;                /* 0 automatic, 1 index_score_few, 2 index_score (dsa_testing.h) */
     int topk_slots;                 /* split top-k CTAs resident at once: its split; 0: one CTA a row */

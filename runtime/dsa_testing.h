@@ -32,11 +32,12 @@ DSA_API int dsa_testing_attend_splits(dsa_ctx_t ctx, int64_t rows);
  * attend_max_splits, with the ctx's chunk of rows times splits within its split workspace. */
 DSA_API dsa_result_t dsa_testing_force_attend_splits(dsa_ctx_t ctx, int splits);
 
-/* Whether later dsa_attend calls of a DCP context use the fused query gather and exchange (1, the
- * default where the group's buffers are load/store reachable: pack stores the query into every
- * rank's gathered queries, attend each partial into its owner's receive buffer, and a barrier
- * replaces each collective) or the collectives (0: all-gather, all-to-all). Every rank of the group
- * must make the same choice. DSA_ERROR_UNSUPPORTED for 1 where the context has no fused path. */
+/* Whether later dsa_index and dsa_attend calls of a DCP context use the fused gathers and exchange
+ * (1, the default where the group's buffers are load/store reachable: the index top-k stores its
+ * candidates into every rank's gathered lists, pack the query into every rank's gathered queries,
+ * attend each partial into its owner's receive buffer, and barriers replace the collectives) or
+ * the collectives (0: all-gathers, all-to-all). Every rank of the group must make the same choice.
+ * DSA_ERROR_UNSUPPORTED for 1 where the context has no fused path. */
 DSA_API dsa_result_t dsa_testing_fused_exchange(dsa_ctx_t ctx, int on);
 
 /* The score keys of the last dsa_index chunk of ctx (synchronises the context): for rows 0..rows-1

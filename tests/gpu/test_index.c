@@ -220,6 +220,10 @@ typedef struct rank_io {
     int failed;
 } rank_io_t;
 
+/* 1: the ranks store their candidates into every rank's buffer, then a barrier (the fused gather,
+ * the default where buffers are load/store reachable); 0: an all-gather (dsa_testing_fused_exchange) */
+static int fused_gather = 1;
+
 static void *index_rank(void *arg)
 {
     rank_io_t *io = arg;
@@ -235,7 +239,8 @@ static void *index_rank(void *arg)
         return NULL;
     }
     if (dsa_testing_force_index_score(ctx, score_kernel) != DSA_SUCCESS ||
-        dsa_testing_force_index_topk(ctx, topk_kernel) != DSA_SUCCESS)
+        dsa_testing_force_index_topk(ctx, topk_kernel) != DSA_SUCCESS ||
+        (!fused_gather && dsa_testing_fused_exchange(ctx, 0) != DSA_SUCCESS))
         io->failed = 1;
     dev_world_t d;
     upload(io->w, io->rank, &d);
@@ -292,8 +297,9 @@ static void test_dcp_as(const char *config, const char *single, int W, int I, in
     }
     topk_kernel = 0;
     CHECK(!failed && same);
-    printf("%s %s (W = %d, I = %d%s%s%s) against %s%s: every rank's rows %s\n", !failed && same ? "ok  " : "FAIL",
-           config, W, I, key_pool ? ", exact ties" : "", nonfinite ? ", NaN and inf in q and w" : "",
+    printf("%s %s (W = %d, I = %d%s%s%s%s) against %s%s: every rank's rows %s\n", !failed && same ? "ok  " : "FAIL",
+           config, W, I, fused_gather ? "" : ", all-gather of candidates", key_pool ? ", exact ties" : "",
+           nonfinite ? ", NaN and inf in q and w" : "",
            paths ? ", rows to 50037 keys, NaN keys, split top-k" : "", single, paths ? " (one CTA a row)" : "",
            same ? "bit-identical" : "DIFFER");
     CK(cuStreamDestroy(s));
@@ -496,12 +502,20 @@ static int nccl_rank(int rank, int W, void *arg)
     dev_world_t d;
     upload(&w, rank, &d);
     dsa_index_args_t a = args_of(&w, &d);
-    bad |= dsa_index(ctx, &a, NULL) != DSA_SUCCESS;
-    CK(cuCtxSynchronize());
-    dev_get(mine, d.topk, n * 4);
-    bad |= memcmp(mine, one, n * 4) != 0;
-    printf("%s rank %d: %s over NCCL against %s on the GPU: rows %s\n", bad ? "FAIL" : "ok  ", rank, nccl_config,
-           nccl_single, bad ? "DIFFER" : "bit-identical");
+    /* the fused candidate gather where the group has it, then the all-gather (the fallback): both
+     * give DCP = 1's rows (the output is overwritten with garbage in between) */
+    for (int fused = 1; fused >= 0; fused--) {
+        int wrong = fused == 0 && dsa_testing_fused_exchange(ctx, 0) != DSA_SUCCESS;
+        CK(cuMemsetD8(d.topk, 0xab, n * 4));
+        wrong |= dsa_index(ctx, &a, NULL) != DSA_SUCCESS;
+        CK(cuCtxSynchronize());
+        dev_get(mine, d.topk, n * 4);
+        wrong |= memcmp(mine, one, n * 4) != 0;
+        printf("%s rank %d: %s over NCCL (%s) against %s on the GPU: rows %s\n", wrong ? "FAIL" : "ok  ", rank,
+               nccl_config, fused ? "the gather as the context chose it" : "an all-gather of candidates", nccl_single,
+               wrong ? "DIFFER" : "bit-identical");
+        bad |= wrong;
+    }
     release(&d);
     dsa_ctx_destroy(ctx);
     free(one), free(mine);
@@ -600,6 +614,10 @@ int main(int argc, char **argv)
         test_dcp("tiny_tp4_dcp4_i2_fp8_ds_mla", "tiny_tp4_dcp1_i1_bf16", 4, 2, 3, 0);
         test_dcp("glm5.2_tp4_dcp4_i4_fp8_ds_mla", "glm5.2_tp4_dcp1_i1_fp8_ds_mla", 4, 4, 4, 0);
         test_dcp("deepseek_v32_tp8_dcp8_i1_fp8_ds_mla", "deepseek_v32_tp8_dcp1_i1_fp8_ds_mla", 8, 1, 0, 1);
+        fused_gather = 0; /* the all-gather, as groups without load/store reach run it */
+        test_dcp("tiny_tp4_dcp4_i2_fp8_ds_mla", "tiny_tp4_dcp1_i1_bf16", 4, 2, 3, 0);
+        test_dcp("deepseek_v32_tp8_dcp8_i1_fp8_ds_mla", "deepseek_v32_tp8_dcp1_i1_fp8_ds_mla", 8, 1, 0, 1);
+        fused_gather = 1;
         if (!dcp_ran)
             printf("FAIL test_index dcp: no configuration starts with '%s'\n", only);
         CHECK(dcp_ran > 0);

@@ -282,7 +282,7 @@ static void push_env(lua_State *L, const loaded *l, const dsg_config *c, const c
     lua_newtable(L);
     static const char *const entries[] = {"prologue",    "rope_table",  "pack_q",     "attend",     "merge",
                                           "split_merge", "attend_smem", "attend_threads", "index_q",     "index_score", "index_score_few", "index_topk",
-                                          "index_topk_split", "index_merge"};
+                                          "index_topk_split", "index_merge", "barrier"};
     for (size_t i = 0; i < sizeof entries / sizeof entries[0]; i++) {
         char e[192];
         snprintf(e, sizeof e, "dsa_%s_%s", entries[i], c->symbol);

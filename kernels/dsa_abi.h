@@ -15,7 +15,7 @@ typedef unsigned long long uint64_t;
 #endif
 
 /* Bumped whenever a parameter block changes; generated glue and the runtime check it. */
-#define DSA_ABI_VERSION 9
+#define DSA_ABI_VERSION 10
 
 /* The most DCP ranks whose exchange buffers the attend kernels store into directly (the fused
  * exchange); larger groups exchange through the transport's all-to-all. */
@@ -141,6 +141,19 @@ typedef struct dsa_split_merge_params {
     uint8_t *xdest[DSA_MAX_PEERS]; /* DCP > 1: as dsa_attend_params */
     int32_t num_tokens, splits, rank, xfused;
 } dsa_split_merge_params;
+
+/* DCP > 1, the fused gather and exchange over NCCL windows: a barrier of the group on the GPU
+ * (kernels/dsa_barrier.cuh), one CTA of DSA_BARRIER_THREADS threads. A rank that waits longer than
+ * DSA_BARRIER_TIMEOUT_S seconds for a peer gives up and records 1 + that peer's rank in *error. */
+#define DSA_BARRIER_THREADS 32
+#define DSA_BARRIER_TIMEOUT_S 30
+typedef struct dsa_barrier_params {
+    uint64_t *flags_peer[DSA_MAX_PEERS]; /* rank r's flag array [W] (a window), as this GPU addresses it */
+    uint64_t *flags_own;          /* this rank's flag array: word s is rank s's last epoch */
+    unsigned long long *epoch;    /* this rank's last barrier's epoch (plain device memory) */
+    unsigned int *error;          /* 0, or 1 + the first rank this rank gave up waiting for */
+    int32_t rank, size;
+} dsa_barrier_params;
 
 /* Stage C.5: LSE merge of the W partials of this rank's heads, in rank order. Grid (T, heads_local). */
 typedef struct dsa_merge_params {

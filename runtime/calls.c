@@ -102,6 +102,17 @@ static dsa_result_t launch(dsa_ctx_t ctx, const char *fn, CUfunction f, unsigned
     return launch_as(ctx, fn, f, gx, gy, 1, threads, smem, params, stream, what, 0);
 }
 
+/* The barrier of the group that replaces a collective of the fused gather and exchange, then its
+ * stage mark: the barrier kernel (kernels/dsa_barrier.cuh) where dsa_resolve_peers chose it, else
+ * the transport's barrier() (an NCCL all-gather of one word; the in-process group's rendezvous). */
+static dsa_result_t dcp_barrier(dsa_ctx_t ctx, CUstream stream, const char *what)
+{
+    if (ctx->bar_device && !ctx->bar_device_off)
+        return launch(ctx, "dsa_attend", ctx->barrier_fn, 1, 1, DSA_BARRIER_THREADS, 0, &ctx->bar, stream, what);
+    dsa_result_t rc = ctx->dcp->barrier(ctx->dcp, ctx, stream);
+    return rc == DSA_SUCCESS ? mark(ctx, stream, what) : rc;
+}
+
 dsa_result_t dsa_prologue(dsa_ctx_t ctx, const dsa_prologue_args_t *a, void *stream)
 {
     dsa_prologue_strides_t st;
@@ -157,6 +168,19 @@ dsa_result_t dsa_take_rejected(dsa_ctx_t ctx, uint64_t counts[2])
     CU_CHECK(ctx, dsa_cu.cuCtxSynchronize());
     CU_CHECK(ctx, dsa_cu.cuMemcpyDtoH(counts, ctx->rejected, 2 * sizeof(uint64_t)));
     CU_CHECK(ctx, dsa_cu.cuMemsetD8(ctx->rejected, 0, 2 * sizeof(uint64_t)));
+    /* the one call that synchronises is where a barrier kernel that gave up on a peer is heard of
+     * (kernels/dsa_barrier.cuh); taken like the counts, so each time-out is reported once */
+    if (ctx->bar_state) {
+        unsigned peer = 0;
+        CU_CHECK(ctx, dsa_cu.cuMemcpyDtoH(&peer, ctx->bar_state + sizeof(uint64_t), sizeof peer));
+        if (peer) {
+            CU_CHECK(ctx, dsa_cu.cuMemsetD8(ctx->bar_state + sizeof(uint64_t), 0, sizeof peer));
+            rc = dsa_fail(ctx, DSA_ERROR_NCCL,
+                          "DCP barrier: rank %d waited more than %d s for rank %u (a rank stopped, or the ranks made "
+                          "different calls); dsa_attend outputs since the last dsa_take_rejected are not to be trusted",
+                          ctx->dcp->rank, DSA_BARRIER_TIMEOUT_S, peer - 1);
+        }
+    }
 fail:
     pop();
     return rc;
@@ -279,7 +303,7 @@ static dsa_result_t attend_chunk(dsa_ctx_t ctx, const dsa_attend_args_t *a, cons
         return rc;
     /* 2. the query all-gather: every rank attends for the whole group's heads */
     if (fused) {
-        if ((rc = ctx->dcp->barrier(ctx->dcp, ctx, stream)) != DSA_SUCCESS || (rc = mark(ctx, stream, "gather")) != DSA_SUCCESS)
+        if ((rc = dcp_barrier(ctx, stream, "gather")) != DSA_SUCCESS)
             return rc;
     } else if (dcp && (rc = collective(ctx, 0, ctx->ws_q, ctx->ws_qg, (size_t)n * (size_t)cfg->ws_q_packed, stream,
                                        "gather")) != DSA_SUCCESS) {
@@ -332,7 +356,7 @@ static dsa_result_t attend_chunk(dsa_ctx_t ctx, const dsa_attend_args_t *a, cons
      * one block a rank): an all-to-all, or with the fused exchange only a barrier (the partials are
      * in place), then the merge */
     if (fused) {
-        if ((rc = ctx->dcp->barrier(ctx->dcp, ctx, stream)) != DSA_SUCCESS || (rc = mark(ctx, stream, "exchange")) != DSA_SUCCESS)
+        if ((rc = dcp_barrier(ctx, stream, "exchange")) != DSA_SUCCESS)
             return rc;
     } else if ((rc = collective(ctx, 1, ctx->ws_x_send, ctx->ws_x_recv, (size_t)n * (size_t)cfg->exchange_row, stream,
                                 "exchange")) != DSA_SUCCESS) {
@@ -392,6 +416,21 @@ dsa_result_t dsa_testing_fused_exchange(dsa_ctx_t ctx, int on)
                         "buffer not load/store reachable: the context's log says which)",
                         ctx->cfg->info.name);
     ctx->x_fused_off = !on;
+    return DSA_SUCCESS;
+}
+
+dsa_result_t dsa_testing_device_barrier(dsa_ctx_t ctx, int on)
+{
+    if (!ctx)
+        return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT, "dsa_testing_device_barrier: ctx is NULL");
+    if (on != 0 && on != 1)
+        return dsa_fail(ctx, DSA_ERROR_INVALID_ARGUMENT, "dsa_testing_device_barrier: on is %d, must be 0 or 1", on);
+    if (on && !ctx->bar_device)
+        return dsa_fail(ctx, DSA_ERROR_UNSUPPORTED,
+                        "dsa_testing_device_barrier: %s has no barrier kernel (dcp 1, the collectives, the in-process "
+                        "group, or flags not load/store reachable: the context's log says which)",
+                        ctx->cfg->info.name);
+    ctx->bar_device_off = !on;
     return DSA_SUCCESS;
 }
 
@@ -536,8 +575,7 @@ static dsa_result_t index_chunk(dsa_ctx_t ctx, const dsa_index_args_t *a, const 
     tk.cfused = fused;
     for (int r = 0; fused && r < cfg->info.dcp; r++)
         tk.cdest[r] = (uint32_t *)(uintptr_t)ctx->c_peer[r];
-    if (fused && ((rc = ctx->dcp->barrier(ctx->dcp, ctx, stream)) != DSA_SUCCESS ||
-                  (rc = mark(ctx, stream, "index barrier")) != DSA_SUCCESS))
+    if (fused && (rc = dcp_barrier(ctx, stream, "index barrier")) != DSA_SUCCESS)
         return rc;
     /* few rows: each row's top-k over several CTAs, which meet at barriers (a cooperative launch,
      * so that they are resident at once); many rows: a CTA per row fills the device already */
@@ -551,8 +589,7 @@ static dsa_result_t index_chunk(dsa_ctx_t ctx, const dsa_index_args_t *a, const 
     /* the candidates of every rank to every rank (in place already when fused), then the same merge
      * everywhere */
     if (fused) {
-        if ((rc = ctx->dcp->barrier(ctx->dcp, ctx, stream)) != DSA_SUCCESS ||
-            (rc = mark(ctx, stream, "index gather")) != DSA_SUCCESS)
+        if ((rc = dcp_barrier(ctx, stream, "index gather")) != DSA_SUCCESS)
             return rc;
     } else if ((rc = collective(ctx, 0, ctx->ws_icand, ctx->ws_icand_recv, (size_t)n * (size_t)cfg->ws_idx_cand,
                                 stream, "index gather")) != DSA_SUCCESS) {

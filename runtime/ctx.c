@@ -75,8 +75,9 @@ void dsa_ctx_destroy(dsa_ctx_t ctx)
         for (int i = 0; i < DSA_NMODULES; i++)
             if (ctx->modules[i])
                 dsa_cu.cuModuleUnload(ctx->modules[i]);
-        CUdeviceptr mem[] = {ctx->rope_cos, ctx->rope_sin, ctx->rejected, ctx->ws_so,      ctx->ws_sl,
-                             ctx->ws_iq8,   ctx->ws_iwq,   ctx->ws_ikeys, ctx->ws_imerged, ctx->ws_itopk_state};
+        CUdeviceptr mem[] = {ctx->rope_cos, ctx->rope_sin, ctx->rejected,  ctx->ws_so,
+                             ctx->ws_sl,    ctx->ws_iq8,   ctx->ws_iwq,    ctx->ws_ikeys,
+                             ctx->ws_imerged, ctx->ws_itopk_state, ctx->bar_state};
         for (size_t i = 0; i < sizeof mem / sizeof mem[0]; i++)
             if (mem[i])
                 dsa_cu.cuMemFree(mem[i]);
@@ -95,6 +96,42 @@ void dsa_ctx_destroy(dsa_ctx_t ctx)
     free(ctx);
 }
 
+/* The barrier kernel's state, for a fused path over a transport that allows it (device_barrier):
+ * the flag array (W words, a cache line at least) from the transport's alloc, a window on every
+ * rank, and this rank's epoch and error word in plain memory. The flags are zeroed before peers()
+ * meets the other ranks for them, and no rank signals before it has passed that meeting, so no
+ * signal lands in a copy not yet zeroed. Sets bar_device where every rank's copy is reachable
+ * (peers() answers alike on every rank); else the transport's barrier() stays. */
+static dsa_result_t prepare_device_barrier(dsa_ctx_t ctx)
+{
+    dsa_result_t rc = DSA_SUCCESS;
+    const int W = ctx->cfg->info.dcp;
+    const size_t bytes = ((size_t)W * sizeof(uint64_t) + 127) / 128 * 128;
+    CUdeviceptr flags = 0, peer[DSA_MAX_PEERS];
+    if ((rc = ctx->dcp->alloc(ctx->dcp, ctx, bytes, &flags)) != DSA_SUCCESS)
+        return rc;
+    CU_CHECK(ctx, dsa_cu.cuMemsetD8(flags, 0, bytes));
+    CU_CHECK(ctx, dsa_cu.cuCtxSynchronize()); /* a memset of device memory may return before it is done */
+    rc = ctx->dcp->peers(ctx->dcp, ctx, flags, peer);
+    if (rc == DSA_ERROR_UNSUPPORTED)
+        return DSA_SUCCESS;
+    if (rc != DSA_SUCCESS)
+        return rc;
+    CU_CHECK(ctx, dsa_cu.cuMemAlloc(&ctx->bar_state, 2 * sizeof(uint64_t)));
+    CU_CHECK(ctx, dsa_cu.cuMemsetD8(ctx->bar_state, 0, 2 * sizeof(uint64_t)));
+    memset(&ctx->bar, 0, sizeof ctx->bar);
+    for (int r = 0; r < W; r++)
+        ctx->bar.flags_peer[r] = (uint64_t *)(uintptr_t)peer[r];
+    ctx->bar.flags_own = (uint64_t *)(uintptr_t)flags;
+    ctx->bar.epoch = (unsigned long long *)(uintptr_t)ctx->bar_state;
+    ctx->bar.error = (unsigned int *)(uintptr_t)(ctx->bar_state + sizeof(uint64_t));
+    ctx->bar.rank = ctx->dcp->rank;
+    ctx->bar.size = W;
+    ctx->bar_device = 1;
+fail:
+    return rc;
+}
+
 dsa_result_t dsa_resolve_peers(dsa_ctx_t ctx)
 {
     dsa_result_t rc = ctx->dcp->peers(ctx->dcp, ctx, ctx->ws_x_recv, ctx->x_peer);
@@ -105,11 +142,17 @@ dsa_result_t dsa_resolve_peers(dsa_ctx_t ctx)
     if (rc != DSA_SUCCESS && rc != DSA_ERROR_UNSUPPORTED)
         return rc;
     ctx->x_fused = rc == DSA_SUCCESS;
-    dsa_log(ctx->opts.log_level, DSA_LOG_INFO, "%s: the query gather, the index candidates' gather and the exchange %s",
+    /* the same on every rank, as x_fused is: the flags' alloc() and peers() are collective */
+    if (ctx->x_fused && ctx->dcp->device_barrier && ctx->dcp->alloc && ctx->barrier_fn &&
+        (rc = prepare_device_barrier(ctx)) != DSA_SUCCESS)
+        return rc;
+    dsa_log(ctx->opts.log_level, DSA_LOG_INFO, "%s: the query gather, the index candidates' gather and the exchange %s%s%s",
             ctx->cfg->info.name,
             ctx->x_fused ? "are fused: pack, the index top-k and attend store into every rank's buffers, then a "
-                           "barrier each"
-                         : "are collectives");
+                           "barrier each ("
+                         : "are collectives",
+            !ctx->x_fused ? "" : ctx->bar_device ? "device flags over NVLink" : ctx->dcp->barrier_path,
+            ctx->x_fused ? ")" : "");
     return DSA_SUCCESS;
 }
 
@@ -229,6 +272,8 @@ static dsa_result_t prepare_calls(dsa_ctx_t ctx)
     CU_CHECK(ctx, dsa_cu.cuModuleGetFunction(&ctx->split_merge_fn, att, cfg->entry_split_merge));
     if (cfg->entry_merge[0])
         CU_CHECK(ctx, dsa_cu.cuModuleGetFunction(&ctx->merge_fn, att, cfg->entry_merge));
+    if (cfg->entry_barrier[0])
+        CU_CHECK(ctx, dsa_cu.cuModuleGetFunction(&ctx->barrier_fn, att, cfg->entry_barrier));
     /* the sparse MLA kernel's shared memory and threads, as its module was compiled */
     const char *names[2] = {cfg->entry_attend_smem, cfg->entry_attend_threads};
     unsigned *values[2] = {&ctx->attend_smem, &ctx->attend_threads};

@@ -18,7 +18,7 @@ struct dsa_ctx {
     CUcontext cu;
     CUmodule modules[DSA_NMODULES];
     dsa_kernel_info_t info[DSA_NMODULES]; /* what dsa_ctx_kernels reports */
-    CUfunction prologue_fn, pack_fn, attend_fn, split_merge_fn, merge_fn;
+    CUfunction prologue_fn, pack_fn, attend_fn, split_merge_fn, merge_fn, barrier_fn;
     CUfunction index_q_fn, index_score_fn, index_score_few_fn, index_topk_fn, index_topk_split_fn, index_merge_fn;
     int sms;                        /* the device's multiprocessors, read once at creation */
     int score_slots, score_few_slots; /* CTAs of index_score / index_score_few resident at once: their split */
@@ -29,6 +29,11 @@ struct dsa_ctx {
     int x_fused_off;                /* 1: the collectives even so (dsa_testing_fused_exchange) */
     CUdeviceptr q_peer[DSA_MAX_PEERS], c_peer[DSA_MAX_PEERS], x_peer[DSA_MAX_PEERS]; /* every rank's ws_qg,
                                                                            ws_icand_recv, ws_x_recv here */
+    int bar_device;                 /* 1: the fused path's barriers are barrier_fn over flags in the
+                                       transport's windows (dsa_resolve_peers); 0: its barrier() */
+    int bar_device_off;             /* 1: the transport's barrier() even so (dsa_testing_device_barrier) */
+    dsa_barrier_params bar;         /* barrier_fn's parameters, the same for every launch */
+    CUdeviceptr bar_state;          /* its epoch (u64) and error word (u32): plain device memory */
     int no_pdl;                     /* 1: plain launches, not programmatic dependent ones (dsa_testing.h) */
     int force_score;                /* 0 automatic, 1 index_score_few, 2 index_score (dsa_testing.h) */
     int topk_slots;                 /* split top-k CTAs resident at once: its split; 0: one CTA a row */
@@ -56,7 +61,8 @@ struct dsa_ctx {
 
 /* Every rank's ws_x_recv and ws_qg as this GPU addresses them (the transport's peers(), a call of
  * the whole group), and so whether the gather and the exchange are fused (x_fused 1) or collectives
- * (0); the context's log says which. */
+ * (0); where fused, which barrier replaces each collective (bar_device). The context's log says
+ * which. */
 DSA_HIDDEN dsa_result_t dsa_resolve_peers(dsa_ctx_t ctx);
 
 #endif

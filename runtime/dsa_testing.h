@@ -40,6 +40,15 @@ DSA_API dsa_result_t dsa_testing_force_attend_splits(dsa_ctx_t ctx, int splits);
  * DSA_ERROR_UNSUPPORTED for 1 where the context has no fused path. */
 DSA_API dsa_result_t dsa_testing_fused_exchange(dsa_ctx_t ctx, int on);
 
+/* Which barrier replaces each collective of the fused gather and exchange in later dsa_attend calls
+ * of a DCP context over NCCL: 1 (the default where the ranks' flag arrays are load/store reachable)
+ * the barrier kernel, one warp signalling and polling flags in NCCL windows (kernels/dsa_barrier.cuh);
+ * 0 an NCCL all-gather of one word, so that tests and benchmarks can compare the two (the outputs
+ * must be bit-identical). Every rank of the group must make the same choice. DSA_ERROR_UNSUPPORTED
+ * for 1 where the context has no barrier kernel (dcp 1, the in-process group, flags not reachable,
+ * or the collectives throughout). */
+DSA_API dsa_result_t dsa_testing_device_barrier(dsa_ctx_t ctx, int on);
+
 /* The score keys of the last dsa_index chunk of ctx (synchronises the context): for rows 0..rows-1
  * of that chunk, the first keys_per_row of this rank's keys of the row, in local order, as the
  * score kernel wrote them (score_key in kernels/dsa_index_select.cuh: a larger score, a larger key;

@@ -71,6 +71,7 @@ static const field_t fields[] = {
     {"entry_pack_q", F_NAME, M(entry_pack_q), 0, 0},
     {"entry_attend", F_NAME, M(entry_attend), 0, 0},
     {"entry_merge", F_ENTRY, M(entry_merge), 0, 0},
+    {"entry_barrier", F_ENTRY, M(entry_barrier), 0, 0},
     {"entry_split_merge", F_NAME, M(entry_split_merge), 0, 0},
     {"entry_attend_smem", F_NAME, M(entry_attend_smem), 0, 0},
     {"entry_attend_threads", F_NAME, M(entry_attend_threads), 0, 0},
@@ -331,9 +332,12 @@ static dsa_result_t parse(parser_t *p, const char *text, size_t len, dsa_cfg_t *
     if (c->nrope_freq * 2 != c->info.qk_rope_dim)
         return perr(p, "rope_freq has %d values, qk_rope_dim %d needs %d", c->nrope_freq, c->info.qk_rope_dim,
                     c->info.qk_rope_dim / 2);
-    if (c->info.dcp > 1 && (!c->entry_merge[0] || !c->entry_index_merge[0]))
-        return perr(p, "%s: dcp %d needs a merge kernel", !c->entry_merge[0] ? "entry_merge" : "entry_index_merge",
-                    c->info.dcp);
+    const char *dcp_entry = !c->entry_merge[0]         ? "entry_merge"
+                            : !c->entry_index_merge[0] ? "entry_index_merge"
+                            : !c->entry_barrier[0]     ? "entry_barrier"
+                                                       : NULL;
+    if (c->info.dcp > 1 && dcp_entry)
+        return perr(p, "%s: dcp %d needs this kernel", dcp_entry, c->info.dcp);
     if (c->attend_max_splits & (c->attend_max_splits - 1))
         return perr(p, "attend_max_splits %u is not a power of two", c->attend_max_splits);
     c->info.size = sizeof c->info;

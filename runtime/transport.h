@@ -28,11 +28,17 @@ struct dsa_transport {
     /* NULL, or a barrier of the group on stream: after it, the work every rank enqueued before its
      * barrier is complete and its stores into peers' buffers are visible to their owners. */
     dsa_result_t (*barrier)(dsa_transport_t *t, dsa_ctx_t ctx, CUstream stream);
+    /* 1: the runtime may replace barrier() by its barrier kernel (kernels/dsa_barrier.cuh) over a
+     * flag array from alloc() that peers() finds reachable (dsa_resolve_peers). 0: barrier() only,
+     * as in the in-process group, whose ranks share one GPU and one stream: a rank's kernel
+     * spinning for another rank's signal would wait for work queued behind it. */
+    int device_barrier;
     /* 1: call peers() at the first call that needs it, not in dsa_ctx_create (the in-process
      * group: a test creates its ranks' contexts one after another on one thread, so they cannot
      * meet there; they do meet in their calls, one thread each) */
     int peers_at_first_call;
-    const char *path; /* what carries the collectives, for the context's log */
+    const char *path;         /* what carries the collectives, for the context's log */
+    const char *barrier_path; /* what barrier() is, likewise */
 };
 
 /* The transport of a dcp-rank group named by opts (exactly one of nccl_comm, nccl_id,

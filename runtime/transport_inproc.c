@@ -163,7 +163,7 @@ dsa_result_t dsa_transport_inproc(dsa_ctx_t ctx, int W, const dsa_options_t *o, 
     if (!t)
         return dsa_fail(ctx, DSA_ERROR_OUT_OF_MEMORY, "dsa_ctx_create: out of host memory");
     *t = (inproc_transport_t){{o->dcp_rank, W, inproc_allgather, inproc_alltoall, inproc_destroy, NULL, inproc_peers,
-                                 inproc_barrier, 1, "in-process group"},
+                                 inproc_barrier, 0, 1, "in-process group", "the in-process group's rendezvous"},
                                 o->inproc_group};
     *out = &t->base;
     return DSA_SUCCESS;

@@ -24,7 +24,7 @@ typedef struct nccl_transport {
         CUdeviceptr ptr;
         ncclWindow_t win; /* NULL: cuMemAlloc'd */
     } buf[NCCL_MAX_WINDOWS];
-    CUdeviceptr flags; /* peers(): the ranks' window records; barrier(): its all-gather's bytes */
+    CUdeviceptr scratch; /* peers(): the ranks' window records; barrier(): its all-gather's bytes */
 } nccl_transport_t;
 
 /* The prefix of NCCL's device-side window record (struct ncclWindow_vidmem in
@@ -100,18 +100,17 @@ static dsa_result_t nccl_peers(dsa_transport_t *t, dsa_ctx_t ctx, CUdeviceptr bu
     if (win && version >= 22800 && version < 23100 &&
         dsa_cu.cuMemcpy((CUdeviceptr)(uintptr_t)&w, (CUdeviceptr)(uintptr_t)win, sizeof w) == CUDA_SUCCESS)
         mine = (nccl_peer_report_t){1, w.lsa_rank, w.world_rank, w.stride_4g};
-    if (!n->flags)
-        CU_CHECK(ctx, dsa_cu.cuMemAlloc(&n->flags, (size_t)(W + 1) * sizeof mine));
-    CU_CHECK(ctx, dsa_cu.cuMemcpyHtoD(n->flags, &mine, sizeof mine));
-    NCCL_CHECK(ctx, dsa_nccl.ncclAllGather((const void *)n->flags, (void *)(n->flags + sizeof mine), sizeof mine,
+    if (!n->scratch)
+        CU_CHECK(ctx, dsa_cu.cuMemAlloc(&n->scratch, (size_t)(W + 1) * sizeof mine));
+    CU_CHECK(ctx, dsa_cu.cuMemcpyHtoD(n->scratch, &mine, sizeof mine));
+    NCCL_CHECK(ctx, dsa_nccl.ncclAllGather((const void *)n->scratch, (void *)(n->scratch + sizeof mine), sizeof mine,
                                            ncclUint8, n->comm, NULL));
     CU_CHECK(ctx, dsa_cu.cuCtxSynchronize());
-    CU_CHECK(ctx, dsa_cu.cuMemcpyDtoH(all, n->flags + sizeof mine, (size_t)W * sizeof mine));
+    CU_CHECK(ctx, dsa_cu.cuMemcpyDtoH(all, n->scratch + sizeof mine, (size_t)W * sizeof mine));
     for (int r = 0; r < W; r++)
         if (!all[r].ok || all[r].lsa_rank != r || all[r].world_rank != r || all[r].stride_4g != all[0].stride_4g) {
             dsa_log(ctx->opts.log_level, DSA_LOG_INFO,
-                    "%s: rank %d's exchange buffer is not load/store reachable from every rank (%s): the exchange "
-                    "is an all-to-all",
+                    "%s: rank %d's copy of a DCP buffer is not load/store reachable from every rank (%s)",
                     ctx->cfg->info.name, r,
                     !all[r].ok ? "no NCCL 2.28-2.30 symmetric window" : "the group spans more than one NVLink domain");
             return DSA_ERROR_UNSUPPORTED;
@@ -124,11 +123,13 @@ fail:
 }
 
 /* A barrier of the group: an all-gather of one word a rank. No rank's all-gather completes before
- * every rank has started its own, which each does after all its earlier work on the stream. */
+ * every rank has started its own, which each does after all its earlier work on the stream. What
+ * the fused path uses where the runtime's barrier kernel cannot run (device_barrier: its flags not
+ * load/store reachable) or a test turns it off (dsa_testing_device_barrier). */
 static dsa_result_t nccl_barrier(dsa_transport_t *t, dsa_ctx_t ctx, CUstream stream)
 {
     nccl_transport_t *n = (nccl_transport_t *)t;
-    NCCL_CHECK(ctx, dsa_nccl.ncclAllGather((const void *)n->flags, (void *)(n->flags + 4), 4, ncclUint8, n->comm,
+    NCCL_CHECK(ctx, dsa_nccl.ncclAllGather((const void *)n->scratch, (void *)(n->scratch + 4), 4, ncclUint8, n->comm,
                                            (cudaStream_t)stream));
     return DSA_SUCCESS;
 }
@@ -180,8 +181,8 @@ static void nccl_destroy(dsa_transport_t *t)
             dsa_cu.cuMemFree(n->buf[i].ptr);
         }
     }
-    if (n->flags)
-        dsa_cu.cuMemFree(n->flags);
+    if (n->scratch)
+        dsa_cu.cuMemFree(n->scratch);
     if (n->owned && n->comm)
         dsa_nccl.ncclCommDestroy(n->comm);
     free(n);
@@ -197,7 +198,7 @@ dsa_result_t dsa_transport_nccl(dsa_ctx_t ctx, const char *config, int W, const 
     if (!t)
         return dsa_fail(ctx, DSA_ERROR_OUT_OF_MEMORY, "dsa_ctx_create: out of host memory");
     t->base = (dsa_transport_t){0, W, nccl_allgather, nccl_alltoall, nccl_destroy, nccl_alloc, nccl_peers, nccl_barrier,
-                                0, "NCCL"};
+                                1, 0, "NCCL", "an NCCL all-gather"};
     *out = &t->base; /* the caller destroys it, also on failure below */
     if (o->nccl_comm) {
         t->comm = (ncclComm_t)o->nccl_comm;

@@ -4,13 +4,14 @@
 // gathered heads (16 per CTA, fp8_ds_mla keys, softmax scale 0.1352338).
 // An instantiation: the kernel bodies are the library's (kernels/). The collectives between these
 // kernels (DCP > 1) are the runtime's: the query all-gather before attend, the exchange of partial
-// outputs and LSEs before merge.
+// outputs and LSEs before merge, or, with the fused gather and exchange, a barrier for each.
 #include "config.h"
 #include "dsa_config.cuh"
 #include "dsa_launch.cuh"
 #include "dsa_pack_q.cuh"
 #include "dsa_attend.cuh"
 #include "dsa_merge.cuh"
+#include "dsa_barrier.cuh"
 
 using C = dsa::Config; // this configuration, as the library reads it
 

@@ -4,13 +4,14 @@
 // gathered heads (64 per CTA, fp8_ds_mla keys, softmax scale 0.0625000), and the LSE merge.
 // An instantiation: the kernel bodies are the library's (kernels/). The collectives between these
 // kernels (DCP > 1) are the runtime's: the query all-gather before attend, the exchange of partial
-// outputs and LSEs before merge.
+// outputs and LSEs before merge, or, with the fused gather and exchange, a barrier for each.
 #include "config.h"
 #include "dsa_config.cuh"
 #include "dsa_launch.cuh"
 #include "dsa_pack_q.cuh"
 #include "dsa_attend.cuh"
 #include "dsa_merge.cuh"
+#include "dsa_barrier.cuh"
 
 using C = dsa::Config; // this configuration, as the library reads it
 
@@ -38,3 +39,11 @@ extern "C" __global__ void __launch_bounds__(128) dsa_split_merge_glm5_2_tp4_dcp
 
 // 5. The merge over the 4 ranks' partials: in fp32, in rank order (dsa_merge.cuh).
 extern "C" __global__ void __launch_bounds__(128) dsa_merge_glm5_2_tp4_dcp4_i4_fp8_ds_mla(const dsa_merge_params p) { dsa::after_prior_grid(); dsa::merge<C>(p); }
+
+// 2, 5. The group's barrier that replaces the gather and the exchange where pack and attend store
+// into every rank's buffers over NVLink (dsa_barrier.cuh): one warp, spinning on flags in NCCL windows.
+extern "C" __global__ void __launch_bounds__(DSA_BARRIER_THREADS, 1) dsa_barrier_glm5_2_tp4_dcp4_i4_fp8_ds_mla(const dsa_barrier_params p)
+{
+    dsa::after_prior_grid();
+    dsa::dcp_barrier(p);
+}

@@ -69,13 +69,16 @@ if [ "$mode" = stageb ]; then # stage B alone: the GPU test in every mode
     DSA_TEST_CACHE=$cache t build/tests/gpu/test_index $m 2>&1 | tee -a "$log/test_index.log" || status=1
   done
 fi
-if [ "$mode" = dcp ]; then # the DCP paths on two GPUs: stage C over NCCL (fused where the windows allow, then the
-  # collectives), dsa-demo, and the step timed both ways (dsa-demo --bench [--collectives])
+if [ "$mode" = dcp ]; then # the DCP paths on two GPUs: stage C over NCCL (fused where the windows allow, its
+  # barriers the barrier kernel then NCCL all-gathers, bit-identical), the step in a CUDA graph over NCCL,
+  # dsa-demo, and the step timed three ways (dsa-demo --bench [--allgather-barrier | --collectives])
   cache=$(mktemp -d)
   DSA_TEST_CACHE=$cache t build/tests/gpu/test_attend --nccl glm5.2_tp2_dcp2_i1_nvfp4_ds_mla 2>&1 | tee "$log/test_attend_nccl.log" || status=1
   for f in dcp2 dcp4 dcp8; do DSA_TEST_CACHE=$cache t build/tests/gpu/test_attend $f 2>&1 | tee -a "$log/test_attend_dcp.log" || status=1; done
+  DSA_TEST_CACHE=$cache t build/tests/gpu/test_soak nccl 2>&1 | tee "$log/test_soak_nccl.log" || status=1
   t build/dsa-demo 2>&1 | tee "$log/dsa_demo.log" || status=1
   t build/dsa-demo --bench 2>&1 | tee "$log/step_bench_fused.log" || status=1
+  t build/dsa-demo --bench --allgather-barrier 2>&1 | tee "$log/step_bench_allgather_barrier.log" || status=1
   t build/dsa-demo --bench --collectives 2>&1 | tee "$log/step_bench_collectives.log" || status=1
 fi
 if [ "$mode" = stagec ]; then # stage C alone, in about a minute: every format and heads-per-CTA shape, then the benchmark

@@ -193,6 +193,51 @@ static void build_world(world_t *w, const geo_t *g, int mode, unsigned seed)
     w->scale = g->info.softmax_scale;
 }
 
+/* Over NCCL with the fused exchange: the same call again with the fused path's barriers as NCCL
+ * all-gathers (dsa_testing_device_barrier) instead of the barrier kernel, which must give
+ * bit-identical outputs (a barrier orders, it computes nothing), and no barrier may have timed out
+ * (dsa_take_rejected reports that). Ranks r0..r1-1 of this process; 1 when all is well. */
+static int barrier_ab(const char *name, rank_io_t *io, int r0, int r1, size_t out_bytes, size_t lse_bytes)
+{
+    int ok = 1, kernel = 1;
+    unsigned char *first[8], *again = malloc(out_bytes + lse_bytes);
+    for (int r = r0; r < r1; r++) {
+        first[r] = malloc(out_bytes + lse_bytes);
+        dev_get(first[r], io[r].d[8], out_bytes);
+        dev_get(first[r] + out_bytes, io[r].d[9], lse_bytes);
+        kernel &= dsa_testing_device_barrier(io[r].ctx, 1) == DSA_SUCCESS; /* which barrier the first call had */
+        CHECK(dsa_testing_device_barrier(io[r].ctx, 0) == DSA_SUCCESS);
+        CK(cuMemsetD8(io[r].d[8], 0xff, out_bytes)); /* poison again */
+        CK(cuMemsetD8(io[r].d[9], 0xff, lse_bytes));
+    }
+    pthread_t th[8];
+    for (int r = r0; r < r1; r++)
+        pthread_create(&th[r], NULL, run_rank, &io[r]);
+    for (int r = r0; r < r1; r++)
+        pthread_join(th[r], NULL);
+    CK(cuStreamSynchronize(io[r0].stream));
+    for (int r = r0; r < r1; r++) {
+        uint64_t counts[2];
+        if (io[r].rc != DSA_SUCCESS || dsa_take_rejected(io[r].ctx, counts) != DSA_SUCCESS) {
+            printf("FAIL %s rank %d: %s\n", name, r, dsa_last_error(io[r].ctx));
+            ok = 0;
+            continue;
+        }
+        dev_get(again, io[r].d[8], out_bytes);
+        dev_get(again + out_bytes, io[r].d[9], lse_bytes);
+        const int same = memcmp(first[r], again, out_bytes + lse_bytes) == 0;
+        printf("%s %s rank %d: the fused path with NCCL all-gathers as barriers: outputs %s the %s's\n",
+               same ? "ok  " : "FAIL", name, r, same ? "bit-identical to" : "DIFFER from",
+               kernel ? "barrier kernel" : "same path (this context has no barrier kernel)");
+        ok &= same;
+        CHECK(dsa_testing_device_barrier(io[r].ctx, kernel) == DSA_SUCCESS);
+    }
+    for (int r = r0; r < r1; r++)
+        free(first[r]);
+    free(again);
+    return ok;
+}
+
 /* nccl_id NULL: all W ranks in this process (in-process group, one thread each). Otherwise only
  * rank `only_rank`, on GPU only_rank, in a group over NCCL that the other processes join. */
 /* The exchange of the next DCP worlds: 1 fused (each rank stores its partials into their owners'
@@ -270,6 +315,10 @@ static void run_world(const char *name, int mode, unsigned seed, const void *ncc
         bad += compare(&w, r, &io[r], eo, el, worst);
     }
     CHECK(ok && bad == 0);
+    if (ok && nccl_id && W > 1 && fused_exchange) {
+        const size_t out_bytes = (size_t)w.T * (size_t)H * (size_t)g.L * 2, lse_bytes = (size_t)w.T * (size_t)H * 4;
+        CHECK(barrier_ab(name, io, r0, r1, out_bytes, lse_bytes));
+    }
     const int used = ok ? dsa_testing_attend_splits(io[r0].ctx, w.T) : 0; /* per chunk of attend_tokens rows */
     printf("%s %s mode %d%s%s, %d split%s a row: %d bad; worst rel err %.2e, min cosine %.7f, worst lse rel %.2e\n",
            ok && bad == 0 ? "ok  " : "FAIL", name, mode, nccl_id ? " (NCCL rank)" : "",

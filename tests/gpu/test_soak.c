@@ -3,8 +3,9 @@
  * (`test_soak [REPLAYS]`, glm5.2_tp4_dcp1_i1_fp8_ds_mla) and over NCCL on two (`test_soak nccl
  * [REPLAYS]`, glm5.2_tp2_dcp2_i1_nvfp4_ds_mla, one process per GPU). The graph is replayed REPLAYS
  * times (default 100000); at the end every output (q_c_out, the top-k rows, the attention output and
- * LSE) must be bit-identical to the first replay's, no call or replay may fail, and the device's free
- * memory must not have moved. The inputs are random (this test checks repeatability and resources;
+ * LSE) must be bit-identical to the first replay's, no call or replay may fail (nor, over NCCL, a
+ * barrier of the fused exchange time out: dsa_take_rejected), and the device's free memory must not
+ * have moved. The inputs are random (this test checks repeatability and resources;
  * test_prologue, test_index and test_attend check the values). */
 #include <cuda.h>
 #include <stdio.h>
@@ -205,6 +206,11 @@ static int soak(const char *config, int rank, const void *nccl_id, int device, l
            !bad && same && free0 == free1 && have > 0 ? "ok  " : "FAIL", rank, config, replays,
            same ? "bit-identical to the first replay" : "DIFFER", free0, free1, have, NREQ * s.info.idx_topk);
     bad |= !same || free0 != free1 || have == 0;
+    uint64_t counts[2]; /* over NCCL: no barrier of the fused exchange timed out in any replay */
+    if (dsa_take_rejected(s.ctx, counts) != DSA_SUCCESS) {
+        printf("FAIL rank %d: %s\n", rank, dsa_last_error(s.ctx));
+        bad = 1;
+    }
     CK(cuGraphExecDestroy(exec));
     CK(cuGraphDestroy(graph));
     CK(cuStreamDestroy(st));

@@ -121,7 +121,8 @@ static void test_plan_folders(void)
         CHECK(memcmp(&a, &b, sizeof a) == 0);
         CHECK(memcmp(l->rope_freq, d->rope_freq, sizeof l->rope_freq) == 0 && l->rope_mscale == d->rope_mscale);
         CHECK(l->ws_q_packed == d->ws_q_packed && l->exchange_row == d->exchange_row &&
-              l->attend_ctas_per_token == d->attend_ctas_per_token && !strcmp(l->entry_merge, d->entry_merge));
+              l->attend_ctas_per_token == d->attend_ctas_per_token && !strcmp(l->entry_merge, d->entry_merge) &&
+              !strcmp(l->entry_barrier, d->entry_barrier));
         for (int m = 0; m < DSA_NMODULES; m++)
             CHECK(!strcmp(l->modules[m].source.text, d->modules[m].source.text) &&
                   !strcmp(l->modules[m].entry, d->modules[m].entry));

@@ -81,7 +81,7 @@ __device__ __forceinline__ void sparse_mla(uint8_t *smem, const uint8_t *cache, 
             }
             mbar_init_fence();
         }
-        // the barriers and q_s are published by the first segment's __syncthreads (compact_segment),
+        // the barriers and q_s are published by the first segment's CTA barrier (compact_segment),
         // before any thread uses either; the main loop stores O and the LSE
         wgmma_main_loop<Lay, TOPK, ScaleOffset, RopeOffset>(th, sm, cache, softmax_scale, slot_of, store);
         return;

@@ -51,15 +51,23 @@ template <class Lay, int ScaleOffset, int RopeOffset> __device__ __forceinline__
     }
 }
 
-// Step 0 of every segment, by the T threads of the CTA that run the main loop (in the warp-specialised
-// loop every role calls it, and its barriers are the CTA's): compact this rank's entries of the
-// segment at seg0 into list[], in top-k order, and return how many there are.
-template <class Lay, int TOPK, int T, class SlotOf>
+// Step 0 of every segment, by the T threads of the CTA that run the main loop: compact this rank's
+// entries of the segment at seg0 into list[], in top-k order, and return how many there are. In the
+// warp-specialised loop (Roles) every role calls it from its own code, so its barriers are the
+// named barrier 3 over all T threads, as warp-specialised CTAs synchronise their roles: barrier 0
+// (__syncthreads, an aligned barrier) must be reached by every thread at the same instruction.
+template <class Lay, int TOPK, int T, bool Roles, class SlotOf>
 __device__ __forceinline__ int compact_segment(const CtaThread &th, const AttendSmem<Lay> &sm, int seg0, const SlotOf &slot_of)
 {
     constexpr int SEG = TOPK < kAttendSegment ? TOPK : kAttendSegment, EPT = (SEG + T - 1) / T;
     static_assert(T / 32 <= 16, "scan[] holds 16 warps");
     const int tid = th.tid, warp = th.warp, lane = th.lane;
+    const auto sync = [] {
+        if constexpr (Roles)
+            named_barrier(3, T);
+        else
+            __syncthreads();
+    };
     int32_t mine[EPT];
     int cnt = 0;
 #pragma unroll
@@ -75,10 +83,10 @@ __device__ __forceinline__ int compact_segment(const CtaThread &th, const Attend
         const int v = __shfl_up_sync(0xffffffffu, incl, o);
         incl += lane >= o ? v : 0;
     }
-    __syncthreads(); // list[] and scan[] of the previous segment are no longer read
+    sync(); // list[] and scan[] of the previous segment are no longer read
     if (lane == 31)
         sm.scan[warp] = incl;
-    __syncthreads();
+    sync();
     int base = incl - cnt, n = 0;
     for (int w = 0; w < T / 32; w++) {
         base += w < warp ? sm.scan[w] : 0;
@@ -88,7 +96,7 @@ __device__ __forceinline__ int compact_segment(const CtaThread &th, const Attend
     for (int e = 0; e < EPT; e++)
         if (mine[e] >= 0)
             sm.list[base++] = mine[e];
-    __syncthreads();
+    sync();
     return n;
 }
 

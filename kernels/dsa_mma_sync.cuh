@@ -64,7 +64,7 @@ __device__ __forceinline__ void mma_sync_main_loop(const CtaThread &th, const At
 
     for (int seg0 = 0; seg0 < TOPK; seg0 += kAttendSegment) {
         // 0. compact this rank's entries of the segment into list[], in top-k order
-        const int n = compact_segment<Lay, TOPK, kAttendThreads>(th, sm, seg0, slot_of);
+        const int n = compact_segment<Lay, TOPK, kAttendThreads, false>(th, sm, seg0, slot_of);
         if (n > 0)
             issue_tile(th, sm, cache, 0, 0, n);
         for (int t0 = 0, it = 0; t0 < n; t0 += KT, it++) {

@@ -51,7 +51,8 @@ static_assert(kProducerRegs % 8 == 0 && kConsumerRegs % 8 == 0 && kProducerRegs 
 // full barrier's phase v (parity v % 2) and, from v = 1 on, the producer first waits on the empty
 // barrier's phase v - 1. full counts the producer's 128 arrivals (each after its own writes and a
 // proxy fence), empty the consumers' 256 (each after its last wgmma on the tile completed).
-// Consumers also meet on named barriers 1 and 2 (256 threads): the row maxima, then P.
+// All roles meet on named barrier 3 (384 threads) in each segment's compaction; consumers also meet
+// on named barriers 1 and 2 (256 threads): the row maxima, then P.
 template <class Lay, int TOPK, int ScaleOffset, int RopeOffset, class SlotOf, class Store>
 __device__ __forceinline__ void wgmma_main_loop(const CtaThread &th, const AttendSmem<Lay> &sm, const uint8_t *cache,
                                                 float softmax_scale, const SlotOf &slot_of, const Store &store)
@@ -68,7 +69,7 @@ __device__ __forceinline__ void wgmma_main_loop(const CtaThread &th, const Atten
         KeyStage<Lay, ScaleOffset, RopeOffset> a(warp - 8, lane), b(warp - 8, lane); // halves 0 and 1
         int u = 0;
         for (int seg0 = 0; seg0 < TOPK; seg0 += kAttendSegment) {
-            const int n = compact_segment<Lay, TOPK, Lay::threads>(th, sm, seg0, slot_of);
+            const int n = compact_segment<Lay, TOPK, Lay::threads, true>(th, sm, seg0, slot_of);
             if (n > 0)
                 a.load(cache, sm.list, 0, 0, n);
             // half 0 of this tile is in a (loaded during the previous tile); each half's loads are
@@ -103,7 +104,7 @@ __device__ __forceinline__ void wgmma_main_loop(const CtaThread &th, const Atten
     constexpr uint32_t SBO = Lay::QK_SBO;
     int u = 0;
     for (int seg0 = 0; seg0 < TOPK; seg0 += kAttendSegment) {
-        const int n = compact_segment<Lay, TOPK, Lay::threads>(th, sm, seg0, slot_of);
+        const int n = compact_segment<Lay, TOPK, Lay::threads, true>(th, sm, seg0, slot_of);
         for (int t0 = 0; t0 < n; t0 += KT, u++) {
             const int buf = u % 2, nk = n - t0 < KT ? n - t0 : KT; // keys in this tile; the rest are zero rows
             const uint32_t kt = smem_addr(sm.k_s + Lay::key_tile_off(buf));

@@ -105,10 +105,10 @@ static dsa_result_t launch(dsa_ctx_t ctx, const char *fn, CUfunction f, unsigned
 /* The barrier of the group that replaces a collective of the fused gather and exchange, then its
  * stage mark: the barrier kernel (kernels/dsa_barrier.cuh) where dsa_resolve_peers chose it, else
  * the transport's barrier() (an NCCL all-gather of one word; the in-process group's rendezvous). */
-static dsa_result_t dcp_barrier(dsa_ctx_t ctx, CUstream stream, const char *what)
+static dsa_result_t dcp_barrier(dsa_ctx_t ctx, const char *fn, CUstream stream, const char *what)
 {
     if (ctx->bar_device && !ctx->bar_device_off)
-        return launch(ctx, "dsa_attend", ctx->barrier_fn, 1, 1, DSA_BARRIER_THREADS, 0, &ctx->bar, stream, what);
+        return launch(ctx, fn, ctx->barrier_fn, 1, 1, DSA_BARRIER_THREADS, 0, &ctx->bar, stream, what);
     dsa_result_t rc = ctx->dcp->barrier(ctx->dcp, ctx, stream);
     return rc == DSA_SUCCESS ? mark(ctx, stream, what) : rc;
 }
@@ -303,7 +303,7 @@ static dsa_result_t attend_chunk(dsa_ctx_t ctx, const dsa_attend_args_t *a, cons
         return rc;
     /* 2. the query all-gather: every rank attends for the whole group's heads */
     if (fused) {
-        if ((rc = dcp_barrier(ctx, stream, "gather")) != DSA_SUCCESS)
+        if ((rc = dcp_barrier(ctx, "dsa_attend", stream, "gather")) != DSA_SUCCESS)
             return rc;
     } else if (dcp && (rc = collective(ctx, 0, ctx->ws_q, ctx->ws_qg, (size_t)n * (size_t)cfg->ws_q_packed, stream,
                                        "gather")) != DSA_SUCCESS) {
@@ -356,7 +356,7 @@ static dsa_result_t attend_chunk(dsa_ctx_t ctx, const dsa_attend_args_t *a, cons
      * one block a rank): an all-to-all, or with the fused exchange only a barrier (the partials are
      * in place), then the merge */
     if (fused) {
-        if ((rc = dcp_barrier(ctx, stream, "exchange")) != DSA_SUCCESS)
+        if ((rc = dcp_barrier(ctx, "dsa_attend", stream, "exchange")) != DSA_SUCCESS)
             return rc;
     } else if ((rc = collective(ctx, 1, ctx->ws_x_send, ctx->ws_x_recv, (size_t)n * (size_t)cfg->exchange_row, stream,
                                 "exchange")) != DSA_SUCCESS) {
@@ -575,7 +575,7 @@ static dsa_result_t index_chunk(dsa_ctx_t ctx, const dsa_index_args_t *a, const 
     tk.cfused = fused;
     for (int r = 0; fused && r < cfg->info.dcp; r++)
         tk.cdest[r] = (uint32_t *)(uintptr_t)ctx->c_peer[r];
-    if (fused && (rc = dcp_barrier(ctx, stream, "index barrier")) != DSA_SUCCESS)
+    if (fused && (rc = dcp_barrier(ctx, "dsa_index", stream, "index barrier")) != DSA_SUCCESS)
         return rc;
     /* few rows: each row's top-k over several CTAs, which meet at barriers (a cooperative launch,
      * so that they are resident at once); many rows: a CTA per row fills the device already */
@@ -589,7 +589,7 @@ static dsa_result_t index_chunk(dsa_ctx_t ctx, const dsa_index_args_t *a, const 
     /* the candidates of every rank to every rank (in place already when fused), then the same merge
      * everywhere */
     if (fused) {
-        if ((rc = dcp_barrier(ctx, stream, "index gather")) != DSA_SUCCESS)
+        if ((rc = dcp_barrier(ctx, "dsa_index", stream, "index gather")) != DSA_SUCCESS)
             return rc;
     } else if ((rc = collective(ctx, 0, ctx->ws_icand, ctx->ws_icand_recv, (size_t)n * (size_t)cfg->ws_idx_cand,
                                 stream, "index gather")) != DSA_SUCCESS) {

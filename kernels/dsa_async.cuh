@@ -57,6 +57,14 @@ __device__ __forceinline__ void named_barrier(int id, int count)
 {
     asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(count) : "memory");
 }
+// The same where the participating warps reach the barrier from different instructions (the
+// roles of a warp-specialised CTA, each in its own code): barrier.sync without .aligned, since
+// bar.sync promises that every warp of a generation executes the same barrier instruction
+// (compute-sanitizer's synccheck reports a break of that promise as a divergent barrier).
+__device__ __forceinline__ void named_barrier_unaligned(int id, int count)
+{
+    asm volatile("barrier.sync %0, %1;" ::"r"(id), "r"(count) : "memory");
+}
 // setmaxnreg (sm_90a): this warpgroup gives back registers down to, or takes them up to, N per
 // thread (a multiple of 8, 24..256). It takes effect only under a register cap at entry
 // (__launch_bounds__(threads, 1)); inc waits until other warpgroups' dec have freed enough.

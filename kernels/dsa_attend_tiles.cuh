@@ -54,8 +54,8 @@ template <class Lay, int ScaleOffset, int RopeOffset> __device__ __forceinline__
 // Step 0 of every segment, by the T threads of the CTA that run the main loop: compact this rank's
 // entries of the segment at seg0 into list[], in top-k order, and return how many there are. In the
 // warp-specialised loop (Roles) every role calls it from its own code, so its barriers are the
-// named barrier 3 over all T threads, as warp-specialised CTAs synchronise their roles: barrier 0
-// (__syncthreads, an aligned barrier) must be reached by every thread at the same instruction.
+// unaligned named barrier 3 over all T threads: __syncthreads (an aligned barrier) must be reached
+// by every warp at the same instruction.
 template <class Lay, int TOPK, int T, bool Roles, class SlotOf>
 __device__ __forceinline__ int compact_segment(const CtaThread &th, const AttendSmem<Lay> &sm, int seg0, const SlotOf &slot_of)
 {
@@ -64,7 +64,7 @@ __device__ __forceinline__ int compact_segment(const CtaThread &th, const Attend
     const int tid = th.tid, warp = th.warp, lane = th.lane;
     const auto sync = [] {
         if constexpr (Roles)
-            named_barrier(3, T);
+            named_barrier_unaligned(3, T);
         else
             __syncthreads();
     };

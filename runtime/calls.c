@@ -404,34 +404,34 @@ static int64_t topk_splits(dsa_ctx_t ctx, int64_t n, int64_t max_keys)
     return s >= (ctx->force_topk == 2 ? 2 : (int64_t)cfg->index_topk_split_min) ? s : 1;
 }
 
-dsa_result_t dsa_testing_fused_exchange(dsa_ctx_t ctx, int on)
+/* A testing hook that turns a path of ctx off (on = 0) or back on (1, where ctx has it: `has`). */
+static dsa_result_t path_switch(dsa_ctx_t ctx, const char *fn, int on, int has, const char *path, int *off)
 {
     if (!ctx)
-        return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT, "dsa_testing_fused_exchange: ctx is NULL");
+        return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT, "%s: ctx is NULL", fn);
     if (on != 0 && on != 1)
-        return dsa_fail(ctx, DSA_ERROR_INVALID_ARGUMENT, "dsa_testing_fused_exchange: on is %d, must be 0 or 1", on);
-    if (on && !ctx->x_fused) /* 2, found at the first call, counts as there */
-        return dsa_fail(ctx, DSA_ERROR_UNSUPPORTED,
-                        "dsa_testing_fused_exchange: %s has no fused gather and exchange (dcp 1, or a rank's "
-                        "buffer not load/store reachable: the context's log says which)",
-                        ctx->cfg->info.name);
-    ctx->x_fused_off = !on;
+        return dsa_fail(ctx, DSA_ERROR_INVALID_ARGUMENT, "%s: on is %d, must be 0 or 1", fn, on);
+    if (on && !has)
+        return dsa_fail(ctx, DSA_ERROR_UNSUPPORTED, "%s: %s has no %s (the context's log says why)", fn,
+                        ctx->cfg->info.name, path);
+    *off = !on;
     return DSA_SUCCESS;
+}
+
+dsa_result_t dsa_testing_fused_exchange(dsa_ctx_t ctx, int on)
+{
+    /* x_fused 2, found at the first call, counts as there */
+    return path_switch(ctx, "dsa_testing_fused_exchange", on, ctx && ctx->x_fused,
+                       "fused gathers and exchange (dcp 1, or a rank's buffer not load/store reachable)",
+                       ctx ? &ctx->x_fused_off : NULL);
 }
 
 dsa_result_t dsa_testing_device_barrier(dsa_ctx_t ctx, int on)
 {
-    if (!ctx)
-        return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT, "dsa_testing_device_barrier: ctx is NULL");
-    if (on != 0 && on != 1)
-        return dsa_fail(ctx, DSA_ERROR_INVALID_ARGUMENT, "dsa_testing_device_barrier: on is %d, must be 0 or 1", on);
-    if (on && !ctx->bar_device)
-        return dsa_fail(ctx, DSA_ERROR_UNSUPPORTED,
-                        "dsa_testing_device_barrier: %s has no barrier kernel (dcp 1, the collectives, the in-process "
-                        "group, or flags not load/store reachable: the context's log says which)",
-                        ctx->cfg->info.name);
-    ctx->bar_device_off = !on;
-    return DSA_SUCCESS;
+    return path_switch(ctx, "dsa_testing_device_barrier", on, ctx && ctx->bar_device,
+                       "barrier kernel (dcp 1, the collectives, the in-process group, or flags not load/store "
+                       "reachable)",
+                       ctx ? &ctx->bar_device_off : NULL);
 }
 
 dsa_result_t dsa_testing_index_keys(dsa_ctx_t ctx, int64_t rows, int64_t keys_per_row, uint32_t *out)

@@ -1,0 +1,122 @@
+"""Benchmark of stage B's scoring at prefill on an H200 (issue 14's prefill target): one request of
+4096 new rows at 64K context (rows at positions 61440 .. 65535, each scoring the keys up to its
+own), DCP = 1, both models' indexer head counts, beside a plain fp8 GEMM (torch._scaled_mm, 8192^3,
+e4m3 x e4m3 -> bf16) in the same run: the rate the target is a share of.
+
+The score kernel's time is the sum of the "index score" steps of the call (dsa_testing_stage_events:
+CUDA events libdsa records after every kernel), median of 5 calls after 2 warm-ups; its rate counts
+2 x heads x head_dim flops per (row, visible key). The whole stage (query, scores, top-k of every
+chunk of rows) is timed too, back to back. The rows are chunked by the context's index_tokens
+(512 here: the scores of 512 rows of 64K keys in the workspace).
+
+Usage: python3 tests/bench/bench_prefill.py [--rows 4096] [--context 65536] [--chunk 512]
+(from the repository root, after `ninja gpu`)
+"""
+import ctypes
+import os
+import statistics
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import dsa_ctypes  # noqa: E402
+from bench_prologue import lib, time_ms  # noqa: E402
+from dsa_ctypes import IndexArgs, Options  # noqa: E402
+
+CONFIGS = ["deepseek_v32_tp8_dcp1_i1_fp8_ds_mla", "glm5.2_tp4_dcp1_i1_fp8_ds_mla"]
+MARKS = 256
+
+
+def arg(flag, default):
+    return int(sys.argv[sys.argv.index(flag) + 1]) if flag in sys.argv else default
+
+
+def scaled_mm_tflops(n=8192):
+    """TFLOP/s of torch._scaled_mm on n x n x n e4m3 operands (B column-major, as cuBLASLt wants)."""
+    a = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn)
+    b = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn).t()
+    one = torch.tensor(1.0, device="cuda")
+    ms = time_ms(lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16), reps=20)
+    return 2 * n ** 3 / (ms * 1e-3) / 1e12
+
+
+def run(name, N, L, chunk):
+    info = dsa_ctypes.config_info(lib, name)
+    H, D, BS, page = info.idx_heads, info.idx_head_dim, info.block_size, info.idx_page_bytes
+    nb = L // BS
+    vals = (torch.randn(nb, BS * D, device="cuda") * 16).to(torch.float8_e4m3fn).view(torch.uint8)
+    scales = torch.full((nb, BS), 2.0 ** -6, device="cuda").view(torch.uint8).view(nb, 4 * BS)
+    cache = torch.cat([vals, scales], 1).contiguous()
+    assert cache.shape[1] == page
+    del vals, scales
+    table = torch.randperm(nb, device="cuda", dtype=torch.int64).to(torch.int32).view(1, nb)
+    q = torch.randn(N, H, D, device="cuda").bfloat16()
+    w = torch.randn(N, H, device="cuda")
+    pos = torch.arange(L - N, L, device="cuda", dtype=torch.int64)
+    req = torch.zeros(N, device="cuda", dtype=torch.int32)
+    lens = torch.full((1,), L, device="cuda", dtype=torch.int32)
+    topk = torch.empty(N, info.idx_topk, device="cuda", dtype=torch.int32)
+    a = IndexArgs()
+    a.size = ctypes.sizeof(IndexArgs)
+    a.num_tokens = N
+    for f, t in (("q", q), ("weights", w), ("positions", pos), ("req_of_token", req), ("seq_lens", lens),
+                 ("block_table", table), ("idx_cache", cache), ("topk", topk)):
+        setattr(a, f, t.data_ptr())
+    a.num_requests, a.max_blocks, a.num_cache_blocks = 1, nb, nb
+    opts = Options(ctypes.sizeof(Options), None, 16384, 0, 1, None, None, None, None, 0, 256, chunk)
+    ctx = ctypes.c_void_p()
+    if lib.dsa_ctx_create(name.encode(), ctypes.byref(opts), ctypes.byref(ctx)) != 0:
+        sys.exit(f"dsa_ctx_create: {lib.dsa_last_error(None).decode()}")
+    stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+
+    def dsa():
+        if lib.dsa_index(ctx, ctypes.byref(a), stream) != 0:
+            sys.exit(f"dsa_index: {lib.dsa_last_error(ctx).decode()}")
+
+    # CUDA events of torch (a cudaEvent_t is a CUevent), created by a first record
+    events = [torch.cuda.Event(enable_timing=True) for _ in range(MARKS + 1)]
+    for e in events:
+        e.record()
+    torch.cuda.synchronize()
+    handles = (ctypes.c_void_p * MARKS)(*[e.cuda_event for e in events[1:]])
+    names = (ctypes.c_char_p * MARKS)()
+    count = ctypes.c_int(0)
+    score_ms = []
+    for rep in range(-2, 5):
+        if lib.dsa_testing_stage_events(ctx, handles, names, MARKS, ctypes.byref(count)) != 0:
+            sys.exit(f"dsa_testing_stage_events: {lib.dsa_last_error(ctx).decode()}")
+        events[0].record()
+        dsa()
+        lib.dsa_testing_stage_events(ctx, None, None, 0, None)
+        torch.cuda.synchronize()
+        if rep < 0:
+            continue
+        if count.value >= MARKS:
+            sys.exit("bench_prefill: more steps than MARKS")
+        score_ms.append(sum(events[i].elapsed_time(events[i + 1]) for i in range(count.value)
+                            if names[i] == b"index score"))
+    whole_ms = time_ms(dsa, reps=5, warmup=1)
+    lib.dsa_ctx_destroy(ctx)
+    p = pos.double() + 1.0
+    flops = 2.0 * H * D * float(p.sum())
+    return H, statistics.median(score_ms), whole_ms, flops
+
+
+def main():
+    N, L, chunk = arg("--rows", 4096), arg("--context", 65536), arg("--chunk", 512)
+    ref = scaled_mm_tflops()
+    print(f"device {torch.cuda.get_device_name()}; torch._scaled_mm e4m3 8192^3: {ref:.0f} TFLOP/s")
+    print("| configuration | indexer heads | rows | context | scores us | scores TFLOP/s | share of _scaled_mm | "
+          "whole stage us |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for name in CONFIGS:
+        H, s_ms, w_ms, flops = run(name, N, L, chunk)
+        rate = flops / (s_ms * 1e-3) / 1e12
+        print(f"| {name} | {H} | {N} | {L} | {1e3 * s_ms:.0f} | {rate:.0f} | {100 * rate / ref:.0f}% | "
+              f"{1e3 * w_ms:.0f} |", flush=True)
+        torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    main()

@@ -10,8 +10,8 @@
 // then waits until every word of its own array has reached the epoch. Waiting for >= rather than ==
 // lets a rank find a peer one barrier ahead (it cannot be further: that peer waits for this rank).
 //
-// Ordering: the stores this rank made before the barrier (pack's query or attend's partials, into
-// peers' buffers over NVLink) come from earlier kernels of the stream, which completed before this
+// Ordering: the stores this rank made before the barrier (the index top-k's candidates, pack's query
+// or attend's partials, into peers' buffers over NVLink) come from earlier kernels of the stream, which completed before this
 // one passed after_prior_grid. The fence at system scope, then the release store of the epoch, order
 // them before the signal; a peer's acquire load that sees the epoch orders them before everything the
 // peer does after (its next kernels start after this one completes). The same argument runs the

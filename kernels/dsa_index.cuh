@@ -215,18 +215,23 @@ template <class C> __device__ __forceinline__ void index_score(const dsa_index_s
 // Where B.3 puts row t's candidate list at DCP > 1: this rank's cand_out, or with the fused gather
 // (p.cfused) list block `rank` of every rank's cand_in, stored straight over NVLink.
 template <int W, int K> struct CandidateSink {
-    uint32_t *dst[W];
+    // the fused gather runs at W <= DSA_MAX_PEERS only (the runtime's rule): never index cdest past it
+    static constexpr int P = W < DSA_MAX_PEERS ? W : DSA_MAX_PEERS;
+    uint32_t *dst[P];
     int copies;
-    __device__ __forceinline__ CandidateSink(const dsa_index_topk_params &p, int t) : copies(p.cfused ? W : 1)
+    __device__ __forceinline__ CandidateSink(const dsa_index_topk_params &p, int t) : copies(p.cfused ? P : 1)
     {
+        const int64_t off = (int64_t)t * K * 2;
+        dst[0] = p.cand_out + off;
+        if (p.cfused)
 #pragma unroll
-        for (int r = 0; r < W; r++)
-            dst[r] = p.cfused ? p.cdest[r] + ((int64_t)p.rank * p.num_tokens + t) * K * 2 : p.cand_out + (int64_t)t * K * 2;
+            for (int r = 0; r < P; r++)
+                dst[r] = p.cdest[r] + (int64_t)p.rank * p.num_tokens * K * 2 + off;
     }
     __device__ __forceinline__ void put(int j, uint32_t key, uint32_t pos) const
     {
 #pragma unroll
-        for (int r = 0; r < W; r++)
+        for (int r = 0; r < P; r++)
             if (r < copies)
                 *reinterpret_cast<uint2 *>(dst[r] + 2 * j) = make_uint2(key, pos);
     }

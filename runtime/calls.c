@@ -177,7 +177,8 @@ dsa_result_t dsa_take_rejected(dsa_ctx_t ctx, uint64_t counts[2])
             CU_CHECK(ctx, dsa_cu.cuMemsetD8(ctx->bar_state + sizeof(uint64_t), 0, sizeof peer));
             rc = dsa_fail(ctx, DSA_ERROR_NCCL,
                           "DCP barrier: rank %d waited more than %d s for rank %u (a rank stopped, or the ranks made "
-                          "different calls); dsa_attend outputs since the last dsa_take_rejected are not to be trusted",
+                          "different calls); dsa_index and dsa_attend outputs since the last dsa_take_rejected are not to be "
+                          "trusted",
                           ctx->dcp->rank, DSA_BARRIER_TIMEOUT_S, peer - 1);
         }
     }

@@ -289,6 +289,21 @@ static dsa_result_t prepare_calls(dsa_ctx_t ctx)
     if (ctx->attend_threads < 32 || ctx->attend_threads > 1024 || ctx->attend_threads % 32)
         return dsa_fail(ctx, DSA_ERROR_INTERNAL, "dsa_ctx_create: %s is %u, not a whole number of warps up to 1024",
                         cfg->entry_attend_threads, ctx->attend_threads);
+    if (ctx->attend_threads > 256) {
+        /* a warp-specialised CTA (more threads than the one-role kernels' 256): its roles trade
+         * registers with setmaxnreg, which only balances when the CTA starts with as many as its
+         * threads can have (a consumer's increase would otherwise wait for registers that never
+         * come, and the kernel hang): refuse, never hang */
+        int regs = 0, per_block = 0;
+        CU_CHECK(ctx, dsa_cu.cuFuncGetAttribute(&regs, CU_FUNC_ATTRIBUTE_NUM_REGS, ctx->attend_fn));
+        CU_CHECK(ctx, dsa_cu.cuDeviceGetAttribute(&per_block, CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK, ctx->dev));
+        const int full = per_block / (int)ctx->attend_threads / 8 * 8;
+        if (regs != full)
+            return dsa_fail(ctx, DSA_ERROR_INTERNAL,
+                            "dsa_ctx_create: the sparse MLA kernel of %u threads has %d registers a thread, expected "
+                            "%d (%d a block): its warp-specialised roles could not trade them",
+                            ctx->attend_threads, regs, full, per_block);
+    }
     if ((rc = allow_smem(ctx, ctx->attend_fn, ctx->attend_smem, "sparse MLA")) != DSA_SUCCESS)
         return rc;
     /* Splitting a row's keys over CTAs fills at most one wave of the device (dsa_attend_splits), so

@@ -229,10 +229,10 @@ DSA_API dsa_result_t dsa_attend(dsa_ctx_t ctx, const dsa_attend_args_t *args, vo
 
 /* Synchronises ctx's device, returns and resets the counts of tokens the prologue skipped:
  * counts[0] for a slot beyond the cache, counts[1] for a position outside the rope table. With
- * dcp > 1 over NCCL it also reports, once, a DCP barrier of dsa_attend that gave up waiting for a
- * peer (30 s; a rank stopped, or the ranks made different calls): DSA_ERROR_NCCL naming both ranks,
- * the counts still returned; the outputs of dsa_attend since the last call are then not to be
- * trusted. The barrier never hangs the stream: it gives up rather than spin forever. */
+ * dcp > 1 over NCCL it also reports, once, a DCP barrier of dsa_index or dsa_attend that gave up
+ * waiting for a peer (30 s; a rank stopped, or the ranks made different calls): DSA_ERROR_NCCL
+ * naming both ranks, the counts still returned; the top-k rows and outputs of dsa_index and
+ * dsa_attend since the last call are then not to be trusted. The barrier never hangs the stream: it gives up rather than spin forever. */
 DSA_API dsa_result_t dsa_take_rejected(dsa_ctx_t ctx, uint64_t counts[2]);
 
 #ifdef __cplusplus

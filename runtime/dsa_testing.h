@@ -40,8 +40,8 @@ DSA_API dsa_result_t dsa_testing_force_attend_splits(dsa_ctx_t ctx, int splits);
  * DSA_ERROR_UNSUPPORTED for 1 where the context has no fused path. */
 DSA_API dsa_result_t dsa_testing_fused_exchange(dsa_ctx_t ctx, int on);
 
-/* Which barrier replaces each collective of the fused gather and exchange in later dsa_attend calls
- * of a DCP context over NCCL: 1 (the default where the ranks' flag arrays are load/store reachable)
+/* Which barrier replaces each collective of the fused gathers and exchange in later dsa_index and
+ * dsa_attend calls of a DCP context over NCCL: 1 (the default where the ranks' flag arrays are load/store reachable)
  * the barrier kernel, one warp signalling and polling flags in NCCL windows (kernels/dsa_barrier.cuh);
  * 0 an NCCL all-gather of one word, so that tests and benchmarks can compare the two (the outputs
  * must be bit-identical). Every rank of the group must make the same choice. DSA_ERROR_UNSUPPORTED

@@ -14,6 +14,9 @@ and FLOPs / the bf16 tensor-core rate, both measured in the same run (a device c
 matrix product); "share" is bound time / measured time. Each point runs with the runtime's split
 choice (splits a row's top-k over CTAs when rows alone leave the device idle) and, for comparison,
 with one CTA per row (dsa_testing_force_attend_splits(ctx, 1), the kernel before splitting).
+Beside it, back to back, the PyTorch eager peer (gather the top-k keys, S = Q K^T, softmax in fp32,
+P V), measured on the bf16 cache of each heads x rows point and shown on every format's row: it
+skips the dequantisation of fp8 and nvfp4 keys, which favours it (not with --quick).
 
 Usage: python3 tests/bench/bench_attend.py [--quick] [--plain]   (from the repository root, after
 `ninja gpu` and the dsagen command above; --quick: fp8 only; --plain: kernels launched plainly, not
@@ -97,6 +100,23 @@ class Point:
                 sys.exit(f"dsa_attend: {lib.dsa_last_error(ctx).decode()}")
         return run
 
+    def eager(self, B):
+        """The PyTorch eager peer for batch B, on this point's bf16 cache (format bf16 only: the peer
+        skips dequantisation, which favours it): gather the top-k keys, S = Q K^T, softmax, P V."""
+        i = self.info
+        BS, L = i.block_size, i.kv_lora_rank
+        tk = self.topk[:B].long()
+        slots = self.table[:B].long().gather(1, tk // BS) * BS + tk % BS  # [B, K]
+        kv = self.cache.view(torch.bfloat16).view(-1, i.kv_dim)
+        q = torch.cat([self.q_lat[:B], self.q_pe[:B]], -1)  # [B, H, kv_dim]
+        scale = i.kv_dim ** -0.5
+
+        def run():
+            k = kv[slots]  # [B, K, kv_dim]
+            p = (torch.einsum("bhd,bkd->bhk", q, k).float() * scale).softmax(-1)
+            return torch.einsum("bhk,bkd->bhd", p.bfloat16(), k[..., :L])
+        return run
+
     def close(self):
         lib.dsa_ctx_destroy(self.ctx)
 
@@ -109,8 +129,9 @@ def main():
     print(f"device {torch.cuda.get_device_name()}; copy bandwidth {bw / 1e12:.2f} TB/s (read + write), "
           f"bf16 tensor-core rate {rate / 1e12:.0f} TFLOP/s (8192^3 product); top-k 2048, {SEQ}-token requests")
     print("| heads | format | rows | splits | us | us L2 flushed | TFLOP/s | key TB/s | share of bound | "
-          "bound | one CTA a row: us, L2 flushed | speed-up (flushed) |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+          "bound | one CTA a row: us, L2 flushed | speed-up (flushed) | PyTorch eager us (bf16 keys) | x eager |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    peer = {}  # (heads, rows): the eager peer's us, measured on the bf16 point and shown for every format
     for tp in (8, 4, 2, 1):
         for fmt in (("fp8",) if quick else ("bf16", "fp8", "nvfp4")):
             name = {"bf16": "bf16", "fp8": "fp8_ds_mla", "nvfp4": "nvfp4_ds_mla"}[fmt]
@@ -126,6 +147,10 @@ def main():
                 lib.dsa_testing_force_attend_splits(p.ctx, 1)
                 ms1f = time_flushed_ms(run)
                 lib.dsa_testing_force_attend_splits(p.ctx, 0)
+                if fmt == "bf16":
+                    peer[(H, B)] = 1e3 * time_ms(p.eager(B), reps=5, warmup=1)
+                    torch.cuda.empty_cache()
+                us_p = peer.get((H, B), float("nan"))
                 flops = 2 * H * K * (i.kv_dim + i.kv_lora_rank) * B
                 key_bytes = B * K * i.cache_bytes_per_token
                 io_bytes = key_bytes + B * H * (i.kv_dim * 2 + i.kv_lora_rank * 2 + 4)
@@ -133,8 +158,8 @@ def main():
                 bound = "memory" if t_mem >= t_mma else "tensor"
                 share = max(t_mem, t_mma) / (msf * 1e-3)
                 print(f"| {H} | {fmt} | {B} | {splits} | {ms * 1e3:.1f} | {msf * 1e3:.1f} | {flops / msf / 1e9:.0f} | "
-                      f"{key_bytes / msf / 1e9:.2f} | {share:.0%} | {bound} | {ms1f * 1e3:.1f} | {ms1f / msf:.2f}x |",
-                      flush=True)
+                      f"{key_bytes / msf / 1e9:.2f} | {share:.0%} | {bound} | {ms1f * 1e3:.1f} | {ms1f / msf:.2f}x | "
+                      f"{us_p:.0f} | {us_p / (ms * 1e3):.1f}x |", flush=True)
             p.close()
             del p
             torch.cuda.empty_cache()

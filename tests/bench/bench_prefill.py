@@ -53,6 +53,7 @@ def run(name, N, L, chunk, score):
     info = dsa_ctypes.config_info(lib, name)
     H, D, BS, page = info.idx_heads, info.idx_head_dim, info.block_size, info.idx_page_bytes
     nb = L // BS
+    torch.manual_seed(20261201)  # the same keys, queries and weights for every score kernel compared
     vals = (torch.randn(nb, BS * D, device="cuda") * 16).to(torch.float8_e4m3fn).view(torch.uint8)
     scales = torch.full((nb, BS), 2.0 ** -6, device="cuda").view(torch.uint8).view(nb, 4 * BS)
     cache = torch.cat([vals, scales], 1).contiguous()

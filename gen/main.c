@@ -266,6 +266,7 @@ static void push_env(lua_State *L, const loaded *l, const dsg_config *c, const c
     set_int(L, "index_merge_smem", dv.index_merge_smem);
     set_int(L, "index_score_few_rows", dv.index_score_few_rows);
     set_int(L, "index_score_min_ctas", dv.index_score_min_ctas);
+    set_int(L, "index_score_group_rows", dv.index_score_group_rows);
     set_int(L, "index_topk_split_threads", dv.index_topk_split_threads);
     set_int(L, "index_topk_radix_bits", dv.index_topk_radix_bits);
     set_int(L, "index_topk_split_keys", dv.index_topk_split_keys);
@@ -281,7 +282,7 @@ static void push_env(lua_State *L, const loaded *l, const dsg_config *c, const c
     /* kernel entry names: the instantiations define them, the plan names them */
     lua_newtable(L);
     static const char *const entries[] = {"prologue",    "rope_table",  "pack_q",     "attend",     "merge",
-                                          "split_merge", "attend_smem", "attend_threads", "index_q",     "index_score", "index_score_few", "index_topk",
+                                          "split_merge", "attend_smem", "attend_threads", "index_q",     "index_score", "index_score_few", "index_score_group", "index_score_group_smem", "index_topk",
                                           "index_topk_split", "index_merge", "barrier"};
     for (size_t i = 0; i < sizeof entries / sizeof entries[0]; i++) {
         char e[192];

@@ -875,6 +875,17 @@ void dsg_derive(const dsg_geometry *g, const dsg_config *c, dsg_derived *o)
      * the same index_tokens share, so each key of a row is scored by the same kernel on all of
      * them; the keys a row has would differ between a rank and DCP = 1. From 4 rows: index_score. */
     o->index_score_few_rows = 4;
+    /* Prefill rows of one request score the same keys: index_score_group takes R consecutive rows of
+     * a request in one CTA, their queries side by side as the wgmma's B (N = R x the heads padded to
+     * 8, 16, 32 or 64), so a key tile is loaded once for R rows. R: as many as N <= 256 (the wgmma
+     * N) allows, at most 8: 4 at 64 heads, 8 at 32 or fewer (N = 256 takes 128 accumulators a
+     * thread, beside the keys' 4 D / 16 fragment registers: at D = 256, N <= 128); 1 (no group) past
+     * 64 heads, where no wgmma kernel scores. */
+    {
+        const int padded = g->idx_heads <= 8 ? 8 : g->idx_heads <= 16 ? 16 : g->idx_heads <= 32 ? 32 : 64;
+        const int most = g->idx_head_dim > 128 ? 128 : 256, rows = most / padded;
+        o->index_score_group_rows = g->idx_heads > 64 ? 1 : rows > 8 ? 8 : rows;
+    }
     o->index_topk_threads = 1024;
     /* The DCP index merge places each candidate by binary searches over the other ranks' lists,
      * then selects from the merged list: where 12 W topk bytes fit in 200 KiB of shared memory (every

@@ -85,6 +85,7 @@ typedef struct dsg_derived {
     int index_merge_smem;     /* dynamic shared memory of the DCP index merge, bytes (0: it reads global memory) */
     int index_score_few_rows; /* a chunk of fewer rows scores on mma.sync (index_score_few) */
     int index_score_min_ctas; /* CTAs per SM the score kernel is compiled for (its register cap) */
+    int index_score_group_rows; /* rows of one request index_score_group scores in one CTA (1: none) */
     /* the top-k split over several CTAs of a row: threads per CTA, radix digit bits, the fewest keys
      * a CTA takes, the most CTAs a row can use, and the row's shared state (bytes) */
     int index_topk_split_threads, index_topk_radix_bits, index_topk_split_keys, index_topk_split_max;

@@ -212,6 +212,45 @@ template <class C> __device__ __forceinline__ void index_score(const dsa_index_s
         index_score_mma_sync<C>(p);
 }
 
+// B.2 for rows that share a request (prefill), on the same grid as index_score (CTA x = row t,
+// y = the key split). With R = the plan's idx_score_group_rows, the CTAs of rows t0 .. t0 + R - 1 (t0
+// a multiple of R; those below num_tokens, at least 2) check whether all those rows belong to one
+// request: then CTA t0 scores all of them at once, each key tile loaded once for the group
+// (score_rows_wgmma with N = R x the padded heads), and the others return at once; otherwise
+// (decode rows, a group across two requests, a last group of one row) each CTA scores its own row
+// as index_score does. Each row's keys are its own count (causality, DCP), every score
+// index_score's, bit for bit. Dynamic shared memory: ScoreGroupOf<C>::smem bytes; where that is 0
+// (no wgmma, more than 64 heads) this is index_score.
+template <class C> __device__ __forceinline__ void index_score_group(const dsa_index_score_params &p)
+{
+    using G = ScoreGroupOf<C>;
+    if constexpr (G::on) {
+        constexpr int R = G::rows;
+        extern __shared__ __align__(128) uint8_t score_smem[];
+        const int t = blockIdx.x, t0 = t - t % R, rows = p.num_tokens - t0 < R ? p.num_tokens - t0 : R;
+        const int32_t req = p.req_of_token[t0];
+        bool group = rows > 1;
+        for (int j = 1; j < rows; j++)
+            group = group && p.req_of_token[t0 + j] == req;
+        auto keys_of = [&](int row) -> int64_t { // the row's keys on this rank (index_score's count)
+            const int64_t last = row_last(p.positions, p.req_of_token, p.seq_lens, p.num_requests, row);
+            return last < 0 ? 0 : owned_count<C::dcp, C::interleave>(last, p.rank);
+        };
+        if (!group) {
+            index_score_wgmma_in<C>(p, keys_of(t), *reinterpret_cast<typename G::One *>(score_smem));
+            return;
+        }
+        if (t != t0)
+            return; // scored by CTA t0
+        int64_t n[R];
+#pragma unroll
+        for (int j = 0; j < R; j++)
+            n[j] = j < rows ? keys_of(t0 + j) : 0;
+        score_rows_wgmma<C, R>(p, *reinterpret_cast<typename G::Smem *>(score_smem), t0, rows, n);
+    } else
+        index_score<C>(p);
+}
+
 // Where B.3 puts row t's candidate list at DCP > 1: this rank's cand_out, or with the fused gather
 // (p.cfused) list block `rank` of every rank's cand_in, stored straight over NVLink.
 template <int W, int K> struct CandidateSink {

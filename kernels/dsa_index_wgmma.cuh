@@ -16,11 +16,12 @@ __device__ __forceinline__ float relu_keep_nan(float x)
 }
 
 // D (+)= A B, m64 x N x k32 e4m3 -> fp32: A (64 keys x 32 dims) in registers (the m16n8k32 A
-// fragment per warp), B (32 dims x N heads, K-major) by descriptor. Accumulate 0: D = A B.
+// fragment per warp), B (32 dims x N columns: heads, K-major) by descriptor. Accumulate 0: D = A B.
 template <int N> __device__ __forceinline__ void wgmma_e4m3(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t b,
                                                            int accumulate)
 {
-    static_assert(N == 8 || N == 16 || N == 32 || N == 64, "heads per wgmma: 8, 16, 32 or 64");
+    static_assert(N == 8 || N == 16 || N == 32 || N == 64 || N == 128 || N == 256,
+                  "columns per wgmma: 8, 16, 32, 64, 128 or 256");
     if constexpr (N == 8)
         asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %9, 0;\n\t"
                      "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 {%0,%1,%2,%3}, {%4,%5,%6,%7}, %8, p, 1, 1;\n\t}"
@@ -38,7 +39,7 @@ template <int N> __device__ __forceinline__ void wgmma_e4m3(float (&d)[N / 2], c
                      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
                        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate));
-    else
+    else if constexpr (N == 64)
         asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %37, 0;\n\t"
                      "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
                      "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, {%32,%33,%34,%35}, %36, p, 1, 1;\n\t}"
@@ -46,6 +47,42 @@ template <int N> __device__ __forceinline__ void wgmma_e4m3(float (&d)[N / 2], c
                        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
                        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
                        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate));
+    else if constexpr (N == 128)
+        asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %69, 0;\n\t"
+                     "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
+                     "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, {%64,%65,%66,%67}, %68, p, 1, 1;\n\t}"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                       "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                       "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                       "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+                       "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+                       "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+                       "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+                       "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate));
+    else
+        asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %133, 0;\n\t"
+                     "wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
+                     "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,"
+                     "%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,"
+                     "%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111,%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127}, {%128,%129,%130,%131}, %132, p, 1, 1;\n\t}"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                       "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                       "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                       "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+                       "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+                       "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+                       "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+                       "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+                       "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+                       "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+                       "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+                       "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
+                       "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+                       "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
+                       "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
+                       "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate));
 }
 
@@ -58,11 +95,12 @@ __device__ __forceinline__ uint32_t e4m3x2_to_f16x2(uint32_t pair)
 }
 
 // D (+)= A B, m64 x N x k16 f16 -> fp32: A (64 keys x 16 dims) in registers (the m16n8k16 A
-// fragment per warp), B (16 dims x N heads, K-major) by descriptor. Accumulate 0: D = A B.
+// fragment per warp), B (16 dims x N columns: heads, K-major) by descriptor. Accumulate 0: D = A B.
 template <int N> __device__ __forceinline__ void wgmma_f16(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t b,
                                                           int accumulate)
 {
-    static_assert(N == 8 || N == 16 || N == 32 || N == 64, "heads per wgmma: 8, 16, 32 or 64");
+    static_assert(N == 8 || N == 16 || N == 32 || N == 64 || N == 128 || N == 256,
+                  "columns per wgmma: 8, 16, 32, 64, 128 or 256");
     if constexpr (N == 8)
         asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %9, 0;\n\t"
                      "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%0,%1,%2,%3}, {%4,%5,%6,%7}, %8, p, 1, 1, 0;\n\t}"
@@ -80,7 +118,7 @@ template <int N> __device__ __forceinline__ void wgmma_f16(float (&d)[N / 2], co
                      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
                        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate));
-    else
+    else if constexpr (N == 64)
         asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %37, 0;\n\t"
                      "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
                      "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, {%32,%33,%34,%35}, %36, p, 1, 1, 0;\n\t}"
@@ -88,6 +126,42 @@ template <int N> __device__ __forceinline__ void wgmma_f16(float (&d)[N / 2], co
                        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
                        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
                        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate));
+    else if constexpr (N == 128)
+        asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %69, 0;\n\t"
+                     "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
+                     "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, {%64,%65,%66,%67}, %68, p, 1, 1, 0;\n\t}"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                       "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                       "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                       "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+                       "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+                       "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+                       "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+                       "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate));
+    else
+        asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %133, 0;\n\t"
+                     "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
+                     "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,"
+                     "%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,"
+                     "%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111,%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127}, {%128,%129,%130,%131}, %132, p, 1, 1, 0;\n\t}"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                       "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                       "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                       "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+                       "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+                       "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+                       "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+                       "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+                       "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+                       "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+                       "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+                       "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
+                       "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+                       "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
+                       "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
+                       "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate));
 }
 
@@ -121,59 +195,111 @@ template <int H, int D, bool F16> struct ScoreWgmmaShape {
 // (full: the slot's copies landed; empty: the warpgroup has read the slot).
 template <int H, int D, bool F16> struct ScoreWgmmaSmem {
     using S = ScoreWgmmaShape<H, D, F16>;
+    enum : int { stages = S::stages };
     alignas(128) uint8_t q[S::q_bytes];
     alignas(128) uint8_t ring[S::stages][S::slot_bytes];
     uint64_t full[S::stages], empty[S::stages];
 };
 
-// B.2 on wgmma, the same scores as the mma.sync kernel up to the order of the fp32 sums. A CTA
-// takes the row's tiles of 64 keys in runs of keys_per_cta / 64 consecutive tiles, every
-// gridDim.y-th run; thread 0 keeps the ring full with bulk copies of the tiles' pages (a tile's keys
-// in one page when block_size >= 64, else in 64 / block_size pages). The keys are A, read from the
-// slot into registers (f16 after an exact conversion; kScoreF16): a thread loads 16-byte pieces of
-// its rows, which fixes a permutation of the D dims (thread tig of a quad takes dims
-// [tig D/4, (tig + 1) D/4), one 4-byte word per k-step of 16 dims, two per k-step of 32); the
-// query, B, is stored with the same permutation, so each q . k is unchanged. The
-// accumulators hold (key, head): ReLU, the head weight and the sum over a thread's heads, then over
-// the quad, then the key's scale; every key of every tile, CTA and DCP rank takes the same steps.
-// n: the row's keys on this rank (index_score).
-template <class C> __device__ __forceinline__ void index_score_wgmma(const dsa_index_score_params &p, int64_t n)
+// The grouped score CTA's shared memory (index_score_group, dynamic): the R rows' queries side by
+// side (row j's from byte j q_bytes, so its 8-head groups continue row j - 1's at the same SBO: B of
+// R x the padded heads columns), 4 ring slots (a tile keeps the tensor cores R times as long as one
+// row's, so 4 slots hold more time in flight than the one-row CTA's 3), the barriers, and the R rows'
+// head weights [R][padded heads] (registers at one row; at N = 256 they would take 64 a thread
+// beside the 128 accumulators). 98 KiB at 64 heads x 4 rows and at 32 x 8 (D 128, block 64): two
+// CTAs an SM.
+template <int H, int D, int R, bool F16> struct ScoreGroupSmem {
+    using S = ScoreWgmmaShape<H, D, F16>;
+    enum : int { stages = 4 };
+    alignas(128) uint8_t q[R * S::q_bytes];
+    alignas(128) uint8_t ring[stages][S::slot_bytes];
+    uint64_t full[stages], empty[stages];
+    alignas(16) float wq[R * S::heads];
+};
+
+// The score of rows r0 and r0 + 8 of a tile for one query: its heads' accumulators are
+// acc[o .. o + N1 / 2) (this thread's heads 8 j + 2 tig + {0, 1}: acc[o + 4 j + {0, 1}] for row r0,
+// acc[o + 4 j + {2, 3}] for r0 + 8), w[2 j + b] the weight of head 8 j + 2 tig + b. ReLU, the weight
+// and the sum over the thread's heads in head order, then over the quad's heads (each lane adds the
+// same two operands in either order); the key's scale comes after. Every warpgroup-MMA score, of one
+// row or of a group, is reduced by this code.
+template <int N1, int NA>
+__device__ __forceinline__ void score_sum_heads(const float (&acc)[NA], int o, const float (&w)[N1 / 4], float &lo,
+                                                float &hi)
 {
-    constexpr int H = C::idx_heads, D = C::idx_head_dim, BS = C::block_size;
+    lo = 0.0f, hi = 0.0f;
+#pragma unroll
+    for (int j = 0; j < N1 / 8; j++) {
+        lo = __fmaf_rn(w[2 * j], relu_keep_nan(acc[o + 4 * j]), lo);
+        lo = __fmaf_rn(w[2 * j + 1], relu_keep_nan(acc[o + 4 * j + 1]), lo);
+        hi = __fmaf_rn(w[2 * j], relu_keep_nan(acc[o + 4 * j + 2]), hi);
+        hi = __fmaf_rn(w[2 * j + 1], relu_keep_nan(acc[o + 4 * j + 3]), hi);
+    }
+#pragma unroll
+    for (int s = 1; s < 4; s *= 2) {
+        lo = __fadd_rn(lo, __shfl_xor_sync(0xffffffffu, lo, s));
+        hi = __fadd_rn(hi, __shfl_xor_sync(0xffffffffu, hi, s));
+    }
+}
+
+// B.2 on wgmma, the same scores as the mma.sync kernel up to the order of the fp32 sums, for R rows
+// t0 .. t0 + R - 1 of one request at once (R = 1: row t0 alone, index_score; R > 1: a group,
+// index_score_group), in sm (ScoreWgmmaSmem or ScoreGroupSmem). n[j]: row t0 + j's keys on this
+// rank (0 past the group's `rows`). A CTA takes the tiles of 64 keys below the largest n[j] in runs
+// of keys_per_cta / 64 consecutive tiles, every gridDim.y-th run (the tiles a one-row CTA of the
+// longest row takes); thread 0 keeps the ring full with bulk copies of the tiles' pages (a tile's
+// keys in one page when block_size >= 64, else in 64 / block_size pages). The keys are A, read from
+// the slot into registers (f16 after an exact conversion; kScoreF16): a thread loads 16-byte pieces
+// of its rows, which fixes a permutation of the D dims (thread tig of a quad takes dims
+// [tig D/4, (tig + 1) D/4), one 4-byte word per k-step of 16 dims, two per k-step of 32); the
+// queries, B (R x the padded heads columns), are stored with the same permutation, so each q . k is
+// unchanged. The accumulators hold (key, row, head): for each row, its slice goes through
+// score_sum_heads, then the key's scale, and the row's keys below n[j] are written. A score is one
+// wgmma column's k-steps in the same order whatever N, so every key of every tile, CTA, group and
+// DCP rank takes the same steps: grouped or alone, a row's scores are the same bits.
+template <class C, int R, class Smem>
+__device__ __forceinline__ void score_rows_wgmma(const dsa_index_score_params &p, Smem &sm, int t0, int rows,
+                                                 const int64_t (&n)[R])
+{
+    constexpr int H = C::idx_heads, D = C::idx_head_dim, BS = C::block_size, Threads = C::idx_score_threads;
     constexpr bool F16 = kScoreF16;
     using Shape = ScoreWgmmaShape<H, D, F16>;
-    constexpr int TK = Shape::keys, N = Shape::heads, S = Shape::stages, E = Shape::elem;
+    constexpr int TK = Shape::keys, N1 = Shape::heads, N = R * N1, S = Smem::stages, E = Shape::elem;
     constexpr int KS = D / Shape::kdims, LOADS = D / 64, WORDS = D / 16; // k-steps; 16-byte loads, words per thread and row
     constexpr uint32_t SBO = D * E / 16 * 128;                      // between 8-head groups of B
     constexpr int CK = BS < TK ? BS : TK, PARTS = TK / CK;          // keys per page part, parts per tile
     constexpr int64_t PAGE = (int64_t)BS * (D + 4);
     constexpr int RUN = C::idx_score_keys_per_cta / TK;             // consecutive tiles per CTA step
-    static_assert(C::idx_score_threads == 128, "one warpgroup per CTA");
+    static_assert(Threads == 128, "one warpgroup per CTA");
     static_assert(H <= 64, "up to 64 heads (one wgmma N)");
+    static_assert(R >= 1 && N <= 256, "a wgmma's N: at most 256 columns of rows x heads");
     static_assert(D == 64 || D == 128 || D == 256, "each thread takes D / 4 bytes of a row in 16-byte loads");
     static_assert(RUN * TK == C::idx_score_keys_per_cta, "the plan's CTA step is whole tiles");
     static_assert(TK % CK == 0 && BS % CK == 0 && (4 * CK) % 16 == 0, "a tile is whole page parts of 16-byte copies");
 
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, tig = lane % 4;
-    const int t = blockIdx.x;
-    const int64_t tiles = (n + TK - 1) / TK, step = (int64_t)gridDim.y;
+    int64_t most = 0; // the keys of the group's longest row
+#pragma unroll
+    for (int j = 0; j < R; j++)
+        most = n[j] > most ? n[j] : most;
+    const int64_t tiles = (most + TK - 1) / TK, step = (int64_t)gridDim.y;
     // this CTA's i-th tile (increasing in i: the CTA's tiles are those below `tiles`)
     auto tile_of = [&](int64_t i) { return ((int64_t)blockIdx.y + (i / RUN) * step) * RUN + i % RUN; };
     if (tile_of(0) >= tiles)
         return;
-    const int32_t req = p.req_of_token[t];
+    const int32_t req = p.req_of_token[t0];
     const int32_t *blocks = p.block_table + (int64_t)req * p.max_blocks;
-    // the page holding local key l, or null: past the row, no block, or a block beyond the cache
-    // (the mma.sync kernel's test, key by key; a page part is copied when its first key has a page,
-    // so every key that has one lies in a copied part)
+    // the page holding local key l, or null: past the longest row, no block, or a block beyond the
+    // cache (the mma.sync kernel's test, key by key; a page part is copied when its first key has a
+    // page, so every key that has one lies in a copied part). Below row j's n[j] it is what row j
+    // alone would find.
     auto page_of = [&](int64_t l) -> const uint8_t * {
-        if (l >= n || l / BS >= p.max_blocks)
+        if (l >= most || l / BS >= p.max_blocks)
             return nullptr;
         const int32_t blk = blocks[l / BS];
         return blk >= 0 && (int64_t)blk * BS + l % BS < p.num_slots ? p.idx_cache + blk * PAGE : nullptr;
     };
 
-    __shared__ ScoreWgmmaSmem<H, D, F16> sm;
     const uint32_t q_s = smem_addr(sm.q), ring_s = smem_addr(sm.ring[0]);
     const uint32_t full_s = smem_addr(&sm.full[0]), empty_s = smem_addr(&sm.empty[0]);
     // the pages of the i-th tile's parts (look-ups in the block table)
@@ -204,7 +330,7 @@ template <class C> __device__ __forceinline__ void index_score_wgmma(const dsa_i
 #pragma unroll
         for (int s = 0; s < S; s++) {
             mbar_init(full_s + 8 * s, 1);
-            mbar_init(empty_s + 8 * s, C::idx_score_threads);
+            mbar_init(empty_s + 8 * s, Threads);
         }
         mbar_init_fence();
 #pragma unroll
@@ -215,34 +341,56 @@ template <class C> __device__ __forceinline__ void index_score_wgmma(const dsa_i
                 issue(s, src);
             }
     }
-    // B: head h's dims in the keys' permutation. Byte b of a row is byte b % 4 of word r / 4 (r =
-    // b % (D/4)) of thread tig = b / (D/4)'s piece; the A fragment puts that word at logical dims
-    // k (of the k-step) 4 tig + 16 ((r/4) % 2) + {0..3} of k-step r / 8 (e4m3), or bytes {0, 1} at
-    // 2 tig + {0, 1} and {2, 3} at 8 + 2 tig + {0, 1} of k-step r / 4 (f16)
-    for (int i = tid; i < N * D; i += C::idx_score_threads) {
-        const int h = i / D, b = i % D, tq = b / (D / 4), r = b % (D / 4);
-        const uint32_t v = h < H ? p.q8[((int64_t)t * H + h) * D + b] : 0u;
-        const int k = F16 ? 16 * (r / 4) + 8 * ((r % 4) / 2) + 2 * tq + r % 2
-                          : 32 * (r / 8) + 16 * ((r / 4) % 2) + 4 * tq + r % 4;
-        uint8_t *at = sm.q + (h / 8) * SBO + (k * E / 16) * 128 + (h % 8) * 16 + (k * E) % 16;
-        if constexpr (F16)
-            *reinterpret_cast<uint16_t *>(at) = (uint16_t)(e4m3x2_to_f16x2(v) & 0xffffu);
-        else
-            *at = (uint8_t)v;
-    }
-    fence_proxy_async(); // the query is read by the tensor cores
-    // this thread's heads 8 j + 2 tig + {0, 1}: accumulators 4 j + {0, 1} (row g), + {2, 3} (row g + 8)
-    float wq[N / 4];
+    // B: head h of row j's query, its dims in the keys' permutation, at row j's columns. Byte b of a
+    // query row is byte b % 4 of word r / 4 (r = b % (D/4)) of thread tq = b / (D/4)'s piece; the A
+    // fragment puts that word at logical dims k (of the k-step) 4 tq + 16 ((r/4) % 2) + {0..3} of
+    // k-step r / 8 (e4m3), or bytes {0, 1} at 2 tq + {0, 1} and {2, 3} at 8 + 2 tq + {0, 1} of k-step
+    // r / 4 (f16: 16 bytes of the row a load, each word two f16 pairs; their dims k0, k0 + 1 and
+    // k0 + 8, k0 + 9 lie in core matrices 128 bytes apart)
+    uint8_t *const qb = sm.q;
+    if constexpr (F16) {
+        for (int i = tid; i < R * N1 * (D / 16); i += Threads) {
+            const int j = i / (N1 * (D / 16)), h = (i / (D / 16)) % N1, b = 16 * (i % (D / 16));
+            const uint4 v = j < rows && h < H ? load16(p.q8 + ((int64_t)(t0 + j) * H + h) * D + b)
+                                              : make_uint4(0u, 0u, 0u, 0u);
+            const uint32_t word[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
-    for (int j = 0; j < N / 8; j++)
-#pragma unroll
-        for (int b = 0; b < 2; b++) {
-            const int h = 8 * j + 2 * tig + b;
-            wq[2 * j + b] = h < H ? p.wq[(int64_t)t * H + h] : 0.0f;
+            for (int c = 0; c < 4; c++) {
+                const int tq = (b + 4 * c) / (D / 4), r = (b + 4 * c) % (D / 4), k0 = 16 * (r / 4) + 2 * tq;
+                uint8_t *at = qb + j * Shape::q_bytes + (h / 8) * SBO + (k0 / 8) * 128 + (h % 8) * 16 + (k0 % 8) * 2;
+                *reinterpret_cast<uint32_t *>(at) = e4m3x2_to_f16x2(word[c] & 0xffffu);
+                *reinterpret_cast<uint32_t *>(at + 128) = e4m3x2_to_f16x2(word[c] >> 16);
+            }
         }
-    __syncthreads(); // the barriers' initialization and the query
+    } else {
+        for (int i = tid; i < R * N1 * D; i += Threads) {
+            const int j = i / (N1 * D), h = (i / D) % N1, b = i % D, tq = b / (D / 4), r = b % (D / 4);
+            const uint8_t v = j < rows && h < H ? p.q8[((int64_t)(t0 + j) * H + h) * D + b] : (uint8_t)0;
+            const int k = 32 * (r / 8) + 16 * ((r / 4) % 2) + 4 * tq + r % 4;
+            qb[j * Shape::q_bytes + (h / 8) * SBO + (k / 16) * 128 + (h % 8) * 16 + k % 16] = v;
+        }
+    }
+    fence_proxy_async(); // the queries are read by the tensor cores
+    // the head weights: one row's in registers (this thread's heads 8 j + 2 tig + {0, 1} at 2 j +
+    // {0, 1}); a group's in shared memory, [row][head], read per tile
+    float wq[R == 1 ? N1 / 4 : 1];
+    if constexpr (R == 1) {
+#pragma unroll
+        for (int j = 0; j < N1 / 8; j++)
+#pragma unroll
+            for (int b = 0; b < 2; b++) {
+                const int h = 8 * j + 2 * tig + b;
+                wq[2 * j + b] = h < H ? p.wq[(int64_t)t0 * H + h] : 0.0f;
+            }
+    } else {
+        wq[0] = 0.0f;
+        for (int i = tid; i < R * N1; i += Threads) {
+            const int j = i / N1, h = i % N1;
+            sm.wq[i] = j < rows && h < H ? p.wq[(int64_t)(t0 + j) * H + h] : 0.0f;
+        }
+    }
+    __syncthreads(); // the barriers' initialization, the queries and weights
 
-    uint32_t *keys = p.keys + (int64_t)t * p.key_stride;
     const int r0 = 16 * warp + g; // this thread's rows (keys of the tile): r0 and r0 + 8
     // 16-byte loads of a row at 128-byte pitch: odd rows take their pieces in the other order, so
     // that a quarter warp's 8 loads hit all 32 banks
@@ -323,23 +471,56 @@ template <class C> __device__ __forceinline__ void index_score_wgmma(const dsa_i
 #pragma unroll
         for (int ks = 0; ks < KS; ks++)
             wg_pin(a[ks]);
-        float lo = 0.0f, hi = 0.0f; // rows r0, r0 + 8 over this thread's heads, in head order
+        // each row of the group: its weights, its slice of the accumulators, its keys
 #pragma unroll
-        for (int j = 0; j < N / 8; j++) {
-            lo = __fmaf_rn(wq[2 * j], relu_keep_nan(acc[4 * j]), lo);
-            lo = __fmaf_rn(wq[2 * j + 1], relu_keep_nan(acc[4 * j + 1]), lo);
-            hi = __fmaf_rn(wq[2 * j], relu_keep_nan(acc[4 * j + 2]), hi);
-            hi = __fmaf_rn(wq[2 * j + 1], relu_keep_nan(acc[4 * j + 3]), hi);
-        }
-        // over the quad's heads: each lane adds the same two operands in either order
+        for (int j = 0; j < R; j++) {
+            float w[N1 / 4];
+            if constexpr (R == 1) {
 #pragma unroll
-        for (int o = 1; o < 4; o *= 2) {
-            lo = __fadd_rn(lo, __shfl_xor_sync(0xffffffffu, lo, o));
-            hi = __fadd_rn(hi, __shfl_xor_sync(0xffffffffu, hi, o));
+                for (int c = 0; c < N1 / 4; c++)
+                    w[c] = wq[c];
+            } else {
+#pragma unroll
+                for (int c = 0; c < N1 / 8; c++) {
+                    const float2 v = *reinterpret_cast<const float2 *>(&sm.wq[j * N1 + 8 * c + 2 * tig]);
+                    w[2 * c] = v.x, w[2 * c + 1] = v.y;
+                }
+            }
+            float lo, hi; // rows r0, r0 + 8 of the tile for row t0 + j
+            score_sum_heads<N1>(acc, j * (N1 / 2), w, lo, hi);
+            if (tig < 2 && l < n[j])
+                p.keys[(int64_t)(t0 + j) * p.key_stride + l] = have ? score_key(__fmul_rn(ksc, tig ? hi : lo)) : 0u;
         }
-        if (tig < 2 && l < n)
-            keys[l] = have ? score_key(__fmul_rn(ksc, tig ? hi : lo)) : 0u;
     }
 }
+
+// B.2 on wgmma for row blockIdx.x alone, its n keys on this rank (index_score), in sm
+template <class C, class Smem>
+__device__ __forceinline__ void index_score_wgmma_in(const dsa_index_score_params &p, int64_t n, Smem &sm)
+{
+    const int64_t ns[1] = {n};
+    score_rows_wgmma<C, 1>(p, sm, (int)blockIdx.x, 1, ns);
+}
+
+// The same in static shared memory (under 48 KiB: no opt-in)
+template <class C> __device__ __forceinline__ void index_score_wgmma(const dsa_index_score_params &p, int64_t n)
+{
+    __shared__ ScoreWgmmaSmem<C::idx_heads, C::idx_head_dim, kScoreF16> sm;
+    index_score_wgmma_in<C>(p, n, sm);
+}
+
+// The grouped score kernel's configuration (index_score_group, dsa_index.cuh): rows = the plan's
+// idx_score_group_rows a CTA; on: it groups (the target has wgmma, the heads fit one: 64 at most,
+// and rows >= 2); smem: its dynamic shared memory, which its module exports (0 when off: the kernel
+// is then index_score's).
+template <class C> struct ScoreGroupOf {
+    static constexpr int rows = C::idx_score_group_rows;
+    static constexpr bool on = kHasWgmma && C::idx_heads <= 64 && rows >= 2;
+    using Smem = ScoreGroupSmem<C::idx_heads, C::idx_head_dim, rows, kScoreF16>;
+    using One = ScoreWgmmaSmem<C::idx_heads, C::idx_head_dim, kScoreF16>;
+    static_assert(!on || sizeof(One) <= sizeof(Smem), "a CTA that scores its row alone fits the group's memory");
+    static_assert(!on || sizeof(Smem) <= 227 * 1024, "the group's shared memory fits a CTA");
+    static constexpr unsigned int smem = on ? (unsigned int)sizeof(Smem) : 0u;
+};
 
 } // namespace dsa

@@ -469,30 +469,36 @@ dsa_result_t dsa_testing_programmatic_launch(dsa_ctx_t ctx, int on)
     return DSA_SUCCESS;
 }
 
-/* A stage B kernel choice forced by a test (fn, for messages): which is 0 (automatic), 1 (one1) or
- * 2 (two), stored in *slot (a field of ctx; unused when ctx is NULL). */
+/* A stage B kernel choice forced by a test (fn, for messages): which is 0 (automatic), 1 (one1), 2
+ * (two) or, where three is not NULL, 3 (three), stored in *slot (a field of ctx; unused when ctx is
+ * NULL). */
 static dsa_result_t force_choice(dsa_ctx_t ctx, const char *fn, int which, const char *one1, const char *two,
-                                 int *slot)
+                                 const char *three, int *slot)
 {
     if (!ctx)
         return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT, "%s: ctx is NULL", fn);
-    if (which < 0 || which > 2)
+    if (which < 0 || which > (three ? 3 : 2)) {
+        if (three)
+            return dsa_fail(ctx, DSA_ERROR_INVALID_ARGUMENT,
+                            "%s: which is %d, must be 0 (automatic), 1 (%s), 2 (%s) or 3 (%s)", fn, which, one1, two,
+                            three);
         return dsa_fail(ctx, DSA_ERROR_INVALID_ARGUMENT, "%s: which is %d, must be 0 (automatic), 1 (%s) or 2 (%s)", fn,
                         which, one1, two);
+    }
     *slot = which;
     return DSA_SUCCESS;
 }
 
 dsa_result_t dsa_testing_force_index_topk(dsa_ctx_t ctx, int which)
 {
-    return force_choice(ctx, "dsa_testing_force_index_topk", which, "one CTA a row", "split from 2 CTAs a row",
+    return force_choice(ctx, "dsa_testing_force_index_topk", which, "one CTA a row", "split from 2 CTAs a row", NULL,
                         ctx ? &ctx->force_topk : NULL);
 }
 
 dsa_result_t dsa_testing_force_index_score(dsa_ctx_t ctx, int which)
 {
     return force_choice(ctx, "dsa_testing_force_index_score", which, "index_score_few", "index_score",
-                        ctx ? &ctx->force_score : NULL);
+                        "index_score_group", ctx ? &ctx->force_score : NULL);
 }
 
 int64_t dsa_index_topk_splits(dsa_ctx_t ctx, int64_t rows, int64_t max_blocks)
@@ -538,17 +544,31 @@ static dsa_result_t index_chunk(dsa_ctx_t ctx, const dsa_index_args_t *a, const 
     sc.key_stride = cfg->idx_max_local;
     sc.num_tokens = (int32_t)n;
     sc.rank = ctx->dcp ? ctx->dcp->rank : 0;
-    /* a chunk of few rows: the mma.sync kernel, whose CTAs start scoring at once; from the plan's
-     * index_score_few_rows on, index_score (on sm_90a warpgroup MMA behind a bulk-copy pipeline).
-     * By rows alone: every rank of the group (and DCP = 1 with the same chunks) picks the same. */
-    const int few = ctx->force_score ? ctx->force_score == 1 : n < (int64_t)cfg->index_score_few_rows;
+    /* 1: a chunk of few rows: the mma.sync kernel, whose CTAs start scoring at once; from the
+     * plan's index_score_few_rows on, 2: index_score (on sm_90a warpgroup MMA behind a bulk-copy
+     * pipeline), or 3: index_score_group where the call has more rows than requests (prefill rows
+     * share a request, so they share keys) and the chunk at least a group's rows, on a target where
+     * it groups: each CTA of a group's rows of one request scores them all, each key tile loaded
+     * once; its other rows score as index_score's. By the call's and the chunk's sizes alone:
+     * every rank of the group (and DCP = 1 with the same chunks) picks the same (and the grouped
+     * kernel's scores are index_score's, bit for bit). */
+    int score = ctx->force_score;
+    if (!score)
+        score = n < (int64_t)cfg->index_score_few_rows ? 1
+                : ctx->score_group_rows > 0 && a->num_tokens > a->num_requests && n >= ctx->score_group_rows ? 3
+                                                                                                              : 2;
     /* one wave: the CTAs the device holds at once, shared by the rows (a second, partial wave
-     * would leave most of the machine idle), never more than a row's keys need */
-    int64_t splits = (few ? ctx->score_few_slots : ctx->score_slots) / n;
+     * would leave most of the machine idle), never more than a row's keys need; the grouped
+     * kernel's rows share a CTA, R to one where they group */
+    const int slots = score == 1 ? ctx->score_few_slots : score == 2 ? ctx->score_slots : ctx->score_group_slots;
+    const int64_t R = score == 3 && ctx->score_group_rows > 0 ? ctx->score_group_rows : 1;
+    const int64_t busy = (n + R - 1) / R; /* CTAs that score, where every group groups */
+    int64_t splits = slots / busy;
     const int64_t most = (cfg->idx_max_local + cfg->index_score_keys_per_cta - 1) / cfg->index_score_keys_per_cta;
     splits = splits < 1 ? 1 : splits > most ? most : splits > 65535 ? 65535 : splits;
-    if ((rc = launch(ctx, "dsa_index", few ? ctx->index_score_few_fn : ctx->index_score_fn, (unsigned)n,
-                     (unsigned)splits, cfg->index_score_threads, 0, &sc, stream, "index score")) != DSA_SUCCESS)
+    CUfunction fn = score == 1 ? ctx->index_score_few_fn : score == 2 ? ctx->index_score_fn : ctx->index_score_group_fn;
+    if ((rc = launch(ctx, "dsa_index", fn, (unsigned)n, (unsigned)splits, cfg->index_score_threads,
+                     score == 3 ? ctx->score_group_smem : 0, &sc, stream, "index score")) != DSA_SUCCESS)
         return rc;
     dsa_index_topk_params tk = {0};
     tk.keys = sc.keys;

@@ -342,6 +342,23 @@ static dsa_result_t prepare_index(dsa_ctx_t ctx)
     CU_CHECK(ctx, dsa_cu.cuModuleGetFunction(&ctx->index_q_fn, m, cfg->entry_index_q));
     CU_CHECK(ctx, dsa_cu.cuModuleGetFunction(&ctx->index_score_fn, m, cfg->entry_index_score));
     CU_CHECK(ctx, dsa_cu.cuModuleGetFunction(&ctx->index_score_few_fn, m, cfg->entry_index_score_few));
+    CU_CHECK(ctx, dsa_cu.cuModuleGetFunction(&ctx->index_score_group_fn, m, cfg->entry_index_score_group));
+    {
+        /* the grouped score kernel's shared memory, as its module was compiled: 0 where the target
+         * has no warpgroup MMA (the entry is then index_score's kernel, and groups no rows) */
+        CUdeviceptr d;
+        size_t bytes;
+        CU_CHECK(ctx, dsa_cu.cuModuleGetGlobal(&d, &bytes, m, cfg->entry_index_score_group_smem));
+        if (bytes != sizeof(unsigned))
+            return dsa_fail(ctx, DSA_ERROR_INTERNAL, "dsa_ctx_create: %s is %zu bytes, expected %zu",
+                            cfg->entry_index_score_group_smem, bytes, sizeof(unsigned));
+        CU_CHECK(ctx, dsa_cu.cuMemcpyDtoH(&ctx->score_group_smem, d, sizeof(unsigned)));
+        if (ctx->score_group_smem > 0 && (rc = allow_smem(ctx, ctx->index_score_group_fn, ctx->score_group_smem,
+                                                         "grouped index score")) != DSA_SUCCESS)
+            return rc;
+        ctx->score_group_rows =
+            ctx->score_group_smem > 0 && cfg->index_score_group_rows >= 2 ? (int)cfg->index_score_group_rows : 0;
+    }
     CU_CHECK(ctx, dsa_cu.cuModuleGetFunction(&ctx->index_topk_fn, m, cfg->entry_index_topk));
     if (cfg->entry_index_merge[0]) {
         CU_CHECK(ctx, dsa_cu.cuModuleGetFunction(&ctx->index_merge_fn, m, cfg->entry_index_merge));
@@ -357,6 +374,9 @@ static dsa_result_t prepare_index(dsa_ctx_t ctx)
     CU_CHECK(ctx, dsa_cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, ctx->index_score_few_fn,
                                                                      (int)cfg->index_score_threads, 0));
     ctx->score_few_slots = ctx->sms * (per_sm > 0 ? per_sm : 1);
+    CU_CHECK(ctx, dsa_cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(
+                      &per_sm, ctx->index_score_group_fn, (int)cfg->index_score_threads, ctx->score_group_smem));
+    ctx->score_group_slots = ctx->sms * (per_sm > 0 ? per_sm : 1);
     /* The split top-k's CTAs of a row wait for each other, so its grid must be resident at once: a
      * cooperative launch of at most the CTAs the device holds (the call's split comes from this). */
     CU_CHECK(ctx, dsa_cu.cuDeviceGetAttribute(&coop, CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH, ctx->dev));

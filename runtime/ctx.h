@@ -19,9 +19,13 @@ struct dsa_ctx {
     CUmodule modules[DSA_NMODULES];
     dsa_kernel_info_t info[DSA_NMODULES]; /* what dsa_ctx_kernels reports */
     CUfunction prologue_fn, pack_fn, attend_fn, split_merge_fn, merge_fn, barrier_fn;
-    CUfunction index_q_fn, index_score_fn, index_score_few_fn, index_topk_fn, index_topk_split_fn, index_merge_fn;
+    CUfunction index_q_fn, index_score_fn, index_score_few_fn, index_score_group_fn, index_topk_fn, index_topk_split_fn,
+        index_merge_fn;
     int sms;                        /* the device's multiprocessors, read once at creation */
-    int score_slots, score_few_slots; /* CTAs of index_score / index_score_few resident at once: their split */
+    int score_slots, score_few_slots, score_group_slots; /* CTAs of index_score / _few / _group resident at once:
+                                                          their split */
+    unsigned score_group_smem;      /* index_score_group's dynamic shared memory, exported by its module */
+    int score_group_rows;           /* rows it scores in one CTA; 0: it groups none (no wgmma on the target) */
     int x_fused;                    /* 1: the fused gathers and exchange: pack, the index top-k and
                                        attend store into every rank's ws_qg, ws_icand_recv and
                                        ws_x_recv (q_peer, c_peer, x_peer); 2: to be decided at the
@@ -35,7 +39,8 @@ struct dsa_ctx {
     dsa_barrier_params bar;         /* barrier_fn's parameters, the same for every launch */
     CUdeviceptr bar_state;          /* its epoch (u64) and error word (u32): plain device memory */
     int no_pdl;                     /* 1: plain launches, not programmatic dependent ones (dsa_testing.h) */
-    int force_score;                /* 0 automatic, 1 index_score_few, 2 index_score (dsa_testing.h) */
+    int force_score;                /* 0 automatic, 1 index_score_few, 2 index_score, 3 index_score_group
+                                       (dsa_testing.h) */
     int topk_slots;                 /* split top-k CTAs resident at once: its split; 0: one CTA a row */
     int force_topk;                 /* 0 automatic, 1 one CTA a row, 2 split from 2 CTAs a row (dsa_testing.h) */
     unsigned attend_smem;           /* dynamic shared memory of attend_fn, exported by its module */

@@ -62,8 +62,14 @@ DSA_API dsa_result_t dsa_testing_index_keys(dsa_ctx_t ctx, int64_t rows, int64_t
 DSA_API dsa_result_t dsa_testing_programmatic_launch(dsa_ctx_t ctx, int on);
 
 /* Every later dsa_index call of ctx scores its keys with one kernel: 1 the plan's index_score_few
- * (mma.sync), 2 index_score (warpgroup MMA on sm_90a), 0 the automatic choice again (index_score_few
- * for chunks of fewer rows than the plan's index_score_few_rows), so tests and benchmarks can run both on the same rows. */
+ * (mma.sync), 2 index_score (warpgroup MMA on sm_90a), 3 index_score_group (on sm_90a, each CTA of
+ * the plan's index_score_group_rows consecutive rows of one request scores all of them, each key
+ * tile loaded once; rows that do not group score as index_score's; elsewhere it is index_score), 0
+ * the automatic choice again (index_score_few for chunks of fewer rows than the plan's
+ * index_score_few_rows; index_score_group for calls of more rows than requests, in chunks of at
+ * least index_score_group_rows rows, where it groups; else index_score), so tests and benchmarks
+ * can run each on the same rows. index_score and index_score_group give the same scores, bit for
+ * bit. */
 DSA_API dsa_result_t dsa_testing_force_index_score(dsa_ctx_t ctx, int which);
 
 /* How many CTAs each row's top-k runs on in a dsa_index call of `rows` rows whose block tables have

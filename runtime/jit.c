@@ -36,6 +36,8 @@ typedef struct job {
     char *cubin;
     size_t cubin_len;
     dsa_kernel_info_t info;
+    int nentries;
+    dsa_jit_entry_t entries[DSA_JIT_MAX_ENTRIES];
     dsa_result_t rc;
     char *err; /* malloc'd message when rc != success */
 } job_t;
@@ -185,6 +187,36 @@ static void parse_ptxas(const char *log, const char *entry, dsa_kernel_info_t *i
     }
 }
 
+/* Every entry function of the log ("Compiling entry function '<name>'"), with its registers,
+ * shared memory, stack frame and spill stores, into e (at most DSA_JIT_MAX_ENTRIES); their count. */
+static int parse_entries(const char *log, dsa_jit_entry_t *e)
+{
+    static const char open[] = "Compiling entry function '";
+    int n = 0;
+    for (const char *s = strstr(log, open); s && n < DSA_JIT_MAX_ENTRIES; s = strstr(s, open)) {
+        s += strlen(open);
+        const char *q = strchr(s, '\'');
+        if (!q)
+            break;
+        dsa_jit_entry_t *x = &e[n++];
+        memset(x, 0, sizeof *x);
+        snprintf(x->name, sizeof x->name, "%.*s", (int)(q - s), s);
+        const char *end = strstr(q, open), *p; /* this entry's lines end where the next entry's begin */
+        if ((p = strstr(q, "Used ")) && (!end || p < end)) {
+            x->registers = atoi(p + 5);
+            const char *eol = strchr(p, '\n'), *sm = strstr(p, "bytes smem");
+            if (sm && (!eol || sm < eol))
+                x->shared_bytes = number_before(log, sm);
+        }
+        if ((p = strstr(q, "bytes stack frame")) && (!end || p < end))
+            x->stack_bytes = number_before(log, p);
+        if ((p = strstr(q, "bytes spill stores")) && (!end || p < end))
+            x->spill_bytes = number_before(log, p);
+        s = q;
+    }
+    return n;
+}
+
 /* The NVRTC log with numbered source lines around each error location "file(line): error". */
 static void explain_failure(job_t *j, const char *log)
 {
@@ -251,7 +283,10 @@ static void *compile_job(void *arg)
         explain_failure(j, log ? log : "(no log)");
     } else {
         if (log)
+        {
             parse_ptxas(log, j->k->entry, &j->info);
+            j->nentries = parse_entries(log, j->entries);
+        }
         size_t n = 0;
         dsa_nvrtc.nvrtcGetCUBINSize(prog, &n);
         j->cubin = dsa_malloc(n ? n : 1);
@@ -395,6 +430,8 @@ dsa_result_t dsa_jit_compile(const dsa_cfg_t *cfg, const char *target, const cha
         out[i].cubin = jobs[i].cubin;
         out[i].len = jobs[i].cubin_len;
         out[i].info = jobs[i].info;
+        out[i].nentries = jobs[i].nentries;
+        memcpy(out[i].entries, jobs[i].entries, sizeof out[i].entries);
         jobs[i].cubin = NULL;
     }
 done:

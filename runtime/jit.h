@@ -15,10 +15,19 @@ typedef struct dsa_embedded {
 extern const dsa_header_t dsa_headers[];
 extern const int dsa_headers_count;
 
+/* One entry function of a module as ptxas reported it (compiled, not loaded from the cache). */
+#define DSA_JIT_MAX_ENTRIES 16
+typedef struct dsa_jit_entry {
+    char name[192];
+    int registers, stack_bytes, spill_bytes, shared_bytes; /* spill_bytes: spill stores */
+} dsa_jit_entry_t;
+
 typedef struct dsa_jit_out {
     char *cubin; /* malloc'd; the caller frees it */
     size_t len;
-    dsa_kernel_info_t info;
+    dsa_kernel_info_t info; /* the module's first entry (dsa_module_desc_t.entry) */
+    int nentries;           /* every entry function ptxas compiled (0 from the cache), up to DSA_JIT_MAX_ENTRIES */
+    dsa_jit_entry_t entries[DSA_JIT_MAX_ENTRIES];
 } dsa_jit_out_t;
 
 /* 1 when target is an architecture name like sm_90a (sm_ and 1..12 lower-case letters or digits,

@@ -341,12 +341,17 @@ if [ -f .cuda/include/cuda.h ] && [ -f .cuda/include/nvrtc.h ]; then
       echo "SKIPPED: the Python package: python3 lacks nanobind or numpy (tools/setup.sh installs them)"
       skip=$((skip + 1))
     fi
-    if out=$(build/dsa-jit 2>&1); then
+    if out=$(build/dsa-jit --entries 2>&1); then
       ok
-      echo "NVRTC: every generated kernel compiles without local memory ($(($(printf '%s\n' "$out" | wc -l) - 1)) kernels)"
+      echo "NVRTC: every generated kernel compiles without local memory ($(($(printf '%s\n' "$out" | grep -vc '^ ') - 1)) kernels)"
     else
-      bad "dsa-jit: $out"
+      bad "dsa-jit: $(printf '%s\n' "$out" | grep -v '^ ')"
     fi
+    # every score kernel entry (index_score, _few, _group) of every configuration without spills
+    # (--entries: name, regs N, stack N, spills N, shared N)
+    spills=$(printf '%s\n' "$out" | awk '$1 ~ /^dsa_index_score/ && ($7 != 0 || $6 != "spills")')
+    if [ -n "$(printf '%s\n' "$out" | grep '^  dsa_index_score_group_')" ] && [ -z "$spills" ]; then ok
+    else bad "score kernels that spill, or no grouped score kernel listed: $spills"; fi
     # a configuration no shipped spec has (GLM-5.2 at TP 8 x DCP 2, tests/gen/outside/), rendered by
     # build/dsagen outside specs/ and not linked into libdsa: its committed folder tests/gpu/outside/
     # (which the GPU suite loads at run time) is fresh, and it compiles from its folder against the

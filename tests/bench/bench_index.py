@@ -12,7 +12,7 @@ which spreads a row over several CTAs when there are few rows; `split`, split fr
 `one`, a CTA per row), says how many CTAs a row got, and checks that they give the same rows.
 
 Usage: python3 tests/bench/bench_index.py [--quick] [--topk auto|split|one|both] [--rows 1,64,128]
-[--context 8192,32768,131072] [--no-peer] [--score auto|few|main] [--plain]   (from the repository root, after `ninja gpu`; default:
+[--context 8192,32768,131072] [--no-peer] [--score auto|few|main|group] [--plain]   (from the repository root, after `ninja gpu`; default:
 both top-k kernels, every row count and context, the peer where its scores fit; --plain: kernels
 launched plainly, not as programmatic dependent launches, to measure what those buy)
 """
@@ -28,7 +28,7 @@ from bench_prologue import copy_bandwidth, lib, time_flushed_ms, time_ms  # noqa
 from dsa_ctypes import IndexArgs, Options  # noqa: E402
 
 CONFIGS = ["deepseek_v32_tp8_dcp1_i1_fp8_ds_mla", "glm5.2_tp4_dcp1_i1_fp8_ds_mla"]
-SCORE = 0  # --score: 0 auto (the runtime's choice by rows), 1 few (mma.sync), 2 main (index_score)
+SCORE = 0  # --score: 0 auto (the runtime's choice), 1 few (mma.sync), 2 main (index_score), 3 group (index_score_group)
 
 
 def time_us(fn, flush, reps=10, warmup=2, inner=5):
@@ -107,7 +107,7 @@ def main():
     topk_arg = sys.argv[sys.argv.index("--topk") + 1] if "--topk" in sys.argv else "both"
     modes = ["auto", "split", "one"] if topk_arg == "both" else [topk_arg]
     global SCORE
-    SCORE = {"auto": 0, "few": 1, "main": 2}[sys.argv[sys.argv.index("--score") + 1] if "--score" in sys.argv else "auto"]
+    SCORE = {"auto": 0, "few": 1, "main": 2, "group": 3}[sys.argv[sys.argv.index("--score") + 1] if "--score" in sys.argv else "auto"]
 
     def ints(flag, default):
         return tuple(int(x) for x in sys.argv[sys.argv.index(flag) + 1].split(",")) if flag in sys.argv else default

@@ -9,8 +9,15 @@ CUDA events libdsa records after every kernel), median of 5 calls after 2 warm-u
 chunk of rows) is timed too, back to back. The rows are chunked by the context's index_tokens
 (512 here: the scores of 512 rows of 64K keys in the workspace).
 
+--score picks the score kernel (dsa_testing_force_index_score), a comma-separated list timed one
+after the other on the same rows: auto (the runtime's choice: index_score_group here, a call of
+more rows than requests), main (index_score: each row's keys on their own) or group
+(index_score_group: each CTA scores the plan's index_score_group_rows rows of the request, each key
+tile loaded once). The top-k rows of every kernel must equal the first's (the kernels' scores are
+the same bits); a difference ends the run.
+
 Usage: python3 tests/bench/bench_prefill.py [--rows 4096] [--context 65536] [--chunk 512]
-(from the repository root, after `ninja gpu`)
+[--score main,group]   (from the repository root, after `ninja gpu`)
 """
 import ctypes
 import os
@@ -26,6 +33,7 @@ from dsa_ctypes import IndexArgs, Options  # noqa: E402
 
 CONFIGS = ["deepseek_v32_tp8_dcp1_i1_fp8_ds_mla", "glm5.2_tp4_dcp1_i1_fp8_ds_mla"]
 MARKS = 256
+SCORES = {"auto": 0, "main": 2, "group": 3}  # --score: dsa_testing_force_index_score's choice
 
 
 def arg(flag, default):
@@ -41,10 +49,11 @@ def scaled_mm_tflops(n=8192):
     return 2 * n ** 3 / (ms * 1e-3) / 1e12
 
 
-def run(name, N, L, chunk):
+def run(name, N, L, chunk, score):
     info = dsa_ctypes.config_info(lib, name)
     H, D, BS, page = info.idx_heads, info.idx_head_dim, info.block_size, info.idx_page_bytes
     nb = L // BS
+    torch.manual_seed(20261201)  # the same keys, queries and weights for every score kernel compared
     vals = (torch.randn(nb, BS * D, device="cuda") * 16).to(torch.float8_e4m3fn).view(torch.uint8)
     scales = torch.full((nb, BS), 2.0 ** -6, device="cuda").view(torch.uint8).view(nb, 4 * BS)
     cache = torch.cat([vals, scales], 1).contiguous()
@@ -68,6 +77,8 @@ def run(name, N, L, chunk):
     ctx = ctypes.c_void_p()
     if lib.dsa_ctx_create(name.encode(), ctypes.byref(opts), ctypes.byref(ctx)) != 0:
         sys.exit(f"dsa_ctx_create: {lib.dsa_last_error(None).decode()}")
+    if lib.dsa_testing_force_index_score(ctx, SCORES[score]) != 0:
+        sys.exit(f"dsa_testing_force_index_score: {lib.dsa_last_error(ctx).decode()}")
     stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
 
     def dsa():
@@ -100,22 +111,31 @@ def run(name, N, L, chunk):
     lib.dsa_ctx_destroy(ctx)
     p = pos.double() + 1.0
     flops = 2.0 * H * D * float(p.sum())
-    return H, statistics.median(score_ms), whole_ms, flops
+    return H, statistics.median(score_ms), whole_ms, flops, topk.cpu()
 
 
 def main():
     N, L, chunk = arg("--rows", 4096), arg("--context", 65536), arg("--chunk", 512)
+    scores = (sys.argv[sys.argv.index("--score") + 1] if "--score" in sys.argv else "main,group").split(",")
+    if not scores or any(s not in SCORES for s in scores):
+        sys.exit(f"--score: a comma-separated list of {', '.join(SCORES)}")
     ref = scaled_mm_tflops()
     print(f"device {torch.cuda.get_device_name()}; torch._scaled_mm e4m3 8192^3: {ref:.0f} TFLOP/s")
-    print("| configuration | indexer heads | rows | context | scores us | scores TFLOP/s | share of _scaled_mm | "
-          "whole stage us |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| configuration | indexer heads | score kernel | rows | context | scores us | scores TFLOP/s | "
+          "share of _scaled_mm | whole stage us |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for name in CONFIGS:
-        H, s_ms, w_ms, flops = run(name, N, L, chunk)
-        rate = flops / (s_ms * 1e-3) / 1e12
-        print(f"| {name} | {H} | {N} | {L} | {1e3 * s_ms:.0f} | {rate:.0f} | {100 * rate / ref:.0f}% | "
-              f"{1e3 * w_ms:.0f} |", flush=True)
-        torch.cuda.empty_cache()
+        first = None
+        for score in scores:
+            H, s_ms, w_ms, flops, topk = run(name, N, L, chunk, score)
+            rate = flops / (s_ms * 1e-3) / 1e12
+            print(f"| {name} | {H} | {score} | {N} | {L} | {1e3 * s_ms:.0f} | {rate:.0f} | {100 * rate / ref:.0f}% | "
+                  f"{1e3 * w_ms:.0f} |", flush=True)
+            if first is None:
+                first = (score, topk)
+            elif not torch.equal(first[1], topk):
+                sys.exit(f"bench_prefill: {name}: the top-k rows of --score {score} differ from {first[0]}'s")
+            torch.cuda.empty_cache()
 
 
 if __name__ == "__main__":

@@ -18,7 +18,11 @@
  *   at DCP = 1 and at DCP = 2, 4, 8 through the in-process group (dsa_testing_force_index_topk picks
  *   the kernel).
  * - `test_index scores`: every score of long rows, as each score kernel wrote it, against the
- *   reference's within 2^-16 of its magnitude (the rule the top-k comparisons allow at the k-th).
+ *   reference's within 2^-16 of its magnitude (the rule the top-k comparisons allow at the k-th);
+ *   on prefill rows (world_prefill: groups of one request, a group across two, a last partial group,
+ *   NaN and inf in some rows) the grouped kernel's scores bit-identical to index_score's.
+ * Each of ref, dcp and scores runs with every score kernel forced (dsa_testing_force_index_score):
+ * mma.sync, index_score, and index_score_group, the latter two on the prefill rows too.
  * - `test_index args`: argument checks, each with its message, and nothing written. */
 #include <cuda.h>
 #include <math.h>
@@ -88,13 +92,16 @@ static dsa_index_args_t args_of(const iworld_t *w, const dev_world_t *d)
 /* Runs dsa_index of config on GPU `device` (the current context's) over cache s of w; out gets
  * [T][K]. 0, or -1 (reported). */
 /* The score kernel every context of this test uses (dsa_testing_force_index_score): 1 the mma.sync
- * kernel, 2 index_score (warpgroup MMA on sm_90a). The automatic choice follows a chunk's rows, which
- * differ between these tests' calls: ref and dcp run once with each kernel instead. */
+ * kernel, 2 index_score (warpgroup MMA on sm_90a), 3 index_score_group (rows of one request a CTA).
+ * The automatic choice follows a chunk's rows and the call's requests, which differ between these
+ * tests' calls: ref and dcp run once with each kernel instead. */
 static int score_kernel = 1;
+/* 1: ref and dcp build world_prefill's rows instead of world_long's */
+static int prefill_world = 0;
 /* The top-k kernel of the contexts created next (dsa_testing_force_index_topk): 0 the automatic
  * choice, 1 one CTA a row, 2 the split kernel from 2 CTAs a row. */
 static int topk_kernel = 0;
-static const char *const score_name[] = {"", "score: mma.sync", "score: index_score"};
+static const char *const score_name[] = {"", "score: mma.sync", "score: index_score", "score: index_score_group"};
 
 static int run_index(const char *config, const iworld_t *w, int s, int32_t *out, int index_tokens, int device)
 {
@@ -182,11 +189,44 @@ static int world_for(const char *config, iworld_t *w, int W, int I, int key_pool
     return world_long(config, w, W, I, key_pool, nonfinite, seed, 0, 0, 0);
 }
 
+/* Prefill rows for the grouped score kernel (index_score_group: R = 4 rows a CTA at 64 heads, 8 at
+ * 32 or fewer, groups from each chunk's first row): a decode row of request 0; 16 rows of request 1
+ * at consecutive positions ending at its last (whole groups of R; counts one apart); 19 rows of
+ * request 2 spread over it (a group across requests 1 and 2 at R = 4 and 8; groups whose rows' keys
+ * differ by many tiles); 6 rows of request 3 (K - 1 keys) at positions 0, 1, 2 (one to three keys
+ * in a group with longer rows), K / 2, K - 2 and past its end (a group across requests 2 and 3 at
+ * R = 8; a last partial group of 2 rows). 42 rows. */
+static int world_prefill(const char *config, iworld_t *w, int W, int I, int key_pool, int nonfinite, unsigned seed)
+{
+    ref_index_cfg c;
+    dsa_config_info_t info;
+    if (cfg_of(config, &c) != 0 || harness_config(config, &info) != 0)
+        return -1;
+    const int K = c.K, P = info.max_positions;
+    const int32_t lens[] = {K + 7, 3 * K + 5 < P ? 3 * K + 5 : P, P / 2 < 9001 ? P / 2 : 9001, K - 1};
+    int32_t row_req[42];
+    int64_t row_pos[42];
+    int T = 0;
+    row_req[T] = 0, row_pos[T++] = lens[0] - 1;
+    for (int j = 0; j < 16; j++)
+        row_req[T] = 1, row_pos[T++] = lens[1] - 16 + j;
+    for (int j = 0; j < 19; j++)
+        row_req[T] = 2, row_pos[T++] = (int64_t)lens[2] * (j + 1) / 19 - 1;
+    const int64_t last[] = {0, 1, 2, K / 2, K - 2, K - 1 + 100};
+    for (int j = 0; j < 6; j++)
+        row_req[T] = 3, row_pos[T++] = last[j];
+    iworld_opts_t o = {.W = W, .I = I, .nreq = 4, .lens = lens, .T = T, .row_req = row_req, .row_pos = row_pos,
+                       .key_pool = key_pool, .absent_req = -1, .nan_keys = 0, .nonfinite = nonfinite, .seed = seed};
+    iworld_build(w, &c, &o);
+    return 0;
+}
+
 
 static void test_ref(const char *config, int key_pool)
 {
     iworld_t w;
-    if (world_for(config, &w, 1, 1, key_pool, 0, harness_rng++) != 0) {
+    if ((prefill_world ? world_prefill(config, &w, 1, 1, key_pool, 0, harness_rng++)
+                       : world_for(config, &w, 1, 1, key_pool, 0, harness_rng++)) != 0) {
         CHECK(0);
         return;
     }
@@ -195,14 +235,17 @@ static void test_ref(const char *config, int key_pool)
     ref_index_batch b = iworld_batch(&w);
     ref_index_cache cache = iworld_cache(&w, w.W);
     ref_index_dcp1(&w.cfg, &b, &cache, ref);
-    /* index_tokens 5: the call runs in chunks */
-    CHECK(run_index(config, &w, w.W, gpu, 5, 0) == 0);
+    /* index_tokens 5: the call runs in chunks; prefill rows also in one chunk (whole groups) */
     int bad = 0;
-    for (int t = 0; t < w.T; t++)
-        bad += !compare_row(&w, t, gpu + (size_t)t * (size_t)K, ref + (size_t)t * (size_t)K);
+    for (int pass = 0; pass < (prefill_world ? 2 : 1); pass++) {
+        CHECK(run_index(config, &w, w.W, gpu, pass ? 64 : 5, 0) == 0);
+        for (int t = 0; t < w.T; t++)
+            bad += !compare_row(&w, t, gpu + (size_t)t * (size_t)K, ref + (size_t)t * (size_t)K);
+    }
     CHECK(bad == 0);
-    printf("%s %s%s (%s): %d rows against the reference, %d bad\n", bad ? "FAIL" : "ok  ", config,
-           key_pool ? " (exact ties)" : "", score_name[score_kernel], w.T, bad);
+    printf("%s %s%s%s (%s): %d rows against the reference, %d bad\n", bad ? "FAIL" : "ok  ", config,
+           key_pool ? " (exact ties)" : "", prefill_world ? " (prefill rows, chunks of 5 and 64)" : "",
+           score_name[score_kernel], w.T, bad);
     free(gpu), free(ref);
     iworld_free(&w);
 }
@@ -231,7 +274,7 @@ static void *index_rank(void *arg)
     dsa_options_t o = harness_options();
     o.inproc_group = io->group;
     o.dcp_rank = io->rank;
-    o.index_tokens = 4;
+    o.index_tokens = prefill_world ? 64 : 4; /* prefill rows: whole groups on every rank */
     dsa_ctx_t ctx;
     if (dsa_ctx_create(io->config, &o, &ctx) != DSA_SUCCESS) {
         printf("FAIL %s rank %d: dsa_ctx_create: %s\n", io->config, io->rank, dsa_last_error(NULL));
@@ -268,7 +311,9 @@ static void test_dcp_as(const char *config, const char *single, int W, int I, in
         return;
     dcp_ran++;
     iworld_t w;
-    if (world_long(config, &w, W, I, key_pool, nonfinite, harness_rng++, paths, paths, 0) != 0) {
+    const unsigned seed = harness_rng++;
+    if ((prefill_world && !paths ? world_prefill(config, &w, W, I, key_pool, nonfinite, seed)
+                                 : world_long(config, &w, W, I, key_pool, nonfinite, seed, paths, paths, 0)) != 0) {
         CHECK(0);
         return;
     }
@@ -297,9 +342,9 @@ static void test_dcp_as(const char *config, const char *single, int W, int I, in
     }
     topk_kernel = 0;
     CHECK(!failed && same);
-    printf("%s %s (W = %d, I = %d%s%s%s%s) against %s%s: every rank's rows %s\n", !failed && same ? "ok  " : "FAIL",
+    printf("%s %s (W = %d, I = %d%s%s%s%s%s) against %s%s: every rank's rows %s\n", !failed && same ? "ok  " : "FAIL",
            config, W, I, fused_gather ? "" : ", all-gather of candidates", key_pool ? ", exact ties" : "",
-           nonfinite ? ", NaN and inf in q and w" : "",
+           nonfinite ? ", NaN and inf in q and w" : "", prefill_world && !paths ? ", prefill rows" : "",
            paths ? ", rows to 50037 keys, NaN keys, split top-k" : "", single, paths ? " (one CTA a row)" : "",
            same ? "bit-identical" : "DIFFER");
     CK(cuStreamDestroy(s));
@@ -375,20 +420,21 @@ static float score_of_key(uint32_t k)
     return s;
 }
 
-/* Each key's score on the GPU (score kernel `kernel`: 1 mma.sync, 2 index_score) against the
- * reference's: equal NaN-ness, and for numbers |gpu - ref| <= 2^-16 m with m = |k_scale| sum_h
- * |w'_h| sum_i |q_hi k_i| (in double): the products are exact and each of the two fp32 sums of at
- * most 256 terms, in any order, errs by under 256 x 2^-24 of its terms' magnitudes, so 2^-16 m
- * bounds any order of summation, the reference's and the tensor cores' alike (a sum that cancels
+/* Each key's score on the GPU (score kernel `kernel`: 1 mma.sync, 2 index_score, 3
+ * index_score_group) against the reference's: equal NaN-ness, and for numbers |gpu - ref| <= 2^-16 m
+ * with m = |k_scale| sum_h |w'_h| sum_i |q_hi k_i| (in double): the products are exact and each of
+ * the two fp32 sums of at most 256 terms, in any order, errs by under 256 x 2^-24 of its terms'
+ * magnitudes, so 2^-16 m bounds any order of summation, the reference's and the tensor cores' alike (a sum that cancels
  * is judged by its terms, not by its small result). Long rows (up to 50K keys, prefill rows; up to
- * 4K keys of a row checked, evenly spaced), one chunk. Prints the largest error in units of
- * 2^-24 m. */
-static void test_scores(const char *config, int kernel)
+ * 4K keys of a row checked, evenly spaced), or world_prefill's rows (prefill), one chunk. Prints the
+ * largest error in units of 2^-24 m. */
+static void test_scores(const char *config, int kernel, int prefill)
 {
     if (strncmp(config, only, strlen(only)) != 0)
         return;
     iworld_t w;
-    if (world_long(config, &w, 1, 1, 0, 0, harness_rng++, 1, 0, 0) != 0) {
+    if ((prefill ? world_prefill(config, &w, 1, 1, 0, 0, harness_rng++)
+                 : world_long(config, &w, 1, 1, 0, 0, harness_rng++, 1, 0, 0)) != 0) {
         CHECK(0);
         return;
     }
@@ -470,10 +516,70 @@ static void test_scores(const char *config, int kernel)
         }
     }
     CHECK(ok && bad == 0 && checked > 0);
-    printf("%s %s (%s): %lld scores of %d rows against the reference, %lld beyond 2^-16 of their magnitude; "
+    printf("%s %s (%s%s): %lld scores of %d rows against the reference, %lld beyond 2^-16 of their magnitude; "
            "largest error %.1f x 2^-24 of it\n",
-           ok && bad == 0 ? "ok  " : "FAIL", config, score_name[kernel], (long long)checked, w.T, (long long)bad, worst);
+           ok && bad == 0 ? "ok  " : "FAIL", config, score_name[kernel], prefill ? ", prefill rows" : "",
+           (long long)checked, w.T, (long long)bad, worst);
     free(q8), free(qd), free(w_eff), free(kd), free(keys);
+    iworld_free(&w);
+}
+
+/* The grouped score kernel against index_score on world_prefill's rows (NaN and inf in some rows'
+ * queries and weights: a group's other rows must not see them), one context, one chunk: every key
+ * of every row (those below its count) bit-identical, as dsa_testing_index_keys reads them. */
+static void test_group_exact(const char *config)
+{
+    if (strncmp(config, only, strlen(only)) != 0)
+        return;
+    iworld_t w;
+    if (world_prefill(config, &w, 1, 1, 0, 1, harness_rng++) != 0) {
+        CHECK(0);
+        return;
+    }
+    int64_t most = 1, total = 0; /* keys of the longest row; of all rows */
+    for (int t = 0; t < w.T; t++) {
+        const int64_t len = w.seq_lens[w.req_of[t]], last = w.positions[t] < len - 1 ? w.positions[t] : len - 1;
+        most = last + 1 > most ? last + 1 : most;
+    }
+    const size_t n = (size_t)w.T * (size_t)most;
+    uint32_t *single = malloc(n * 4), *group = malloc(n * 4);
+    dsa_options_t o = harness_options();
+    o.index_tokens = 64;
+    dsa_ctx_t ctx;
+    int ok = dsa_ctx_create(config, &o, &ctx) == DSA_SUCCESS;
+    if (!ok)
+        printf("FAIL %s: dsa_ctx_create: %s\n", config, dsa_last_error(NULL));
+    if (ok) {
+        dev_world_t d;
+        upload(&w, w.W, &d);
+        dsa_index_args_t a = args_of(&w, &d);
+        for (int k = 2; k <= 3 && ok; k++) {
+            uint32_t *out = k == 2 ? single : group;
+            memset(out, 0, n * 4);
+            ok = dsa_testing_force_index_score(ctx, k) == DSA_SUCCESS && dsa_index(ctx, &a, NULL) == DSA_SUCCESS &&
+                 dsa_testing_index_keys(ctx, w.T, most, out) == DSA_SUCCESS;
+        }
+        if (!ok)
+            printf("FAIL %s: %s\n", config, dsa_last_error(ctx));
+        release(&d);
+        dsa_ctx_destroy(ctx);
+    }
+    int64_t differ = 0;
+    for (int t = 0; ok && t < w.T; t++) {
+        const int64_t len = w.seq_lens[w.req_of[t]], last = w.positions[t] < len - 1 ? w.positions[t] : len - 1;
+        for (int64_t l = 0; l <= last; l++) {
+            const size_t i = (size_t)t * (size_t)most + (size_t)l;
+            if (single[i] != group[i] && differ++ < 3)
+                printf("     row %d (request %d, position %lld) key %lld: index_score %08x, index_score_group %08x\n",
+                       t, w.req_of[t], (long long)w.positions[t], (long long)l, single[i], group[i]);
+        }
+        total += last + 1;
+    }
+    CHECK(ok && differ == 0 && total > 0);
+    printf("%s %s (prefill rows, NaN and inf in q and w): index_score_group against index_score, %lld scores of %d "
+           "rows, %lld differ\n",
+           ok && differ == 0 ? "ok  " : "FAIL", config, (long long)total, w.T, (long long)differ);
+    free(single), free(group);
     iworld_free(&w);
 }
 
@@ -600,14 +706,22 @@ int main(int argc, char **argv)
     harness_start("test_index");
     harness_rng = (unsigned)time(NULL);
     printf("test_index: seed %u\n", harness_rng);
-    for (score_kernel = 1; score_kernel <= 2 && (!strcmp(what, "all") || !strcmp(what, "ref")); score_kernel++) {
+    for (score_kernel = 1; score_kernel <= 3 && (!strcmp(what, "all") || !strcmp(what, "ref")); score_kernel++) {
         test_ref("tiny_tp4_dcp1_i1_bf16", 0);
         test_ref("tiny_tp4_dcp1_i1_bf16", 3);
         test_ref("glm5.2_tp4_dcp1_i1_fp8_ds_mla", 0);
         test_ref("deepseek_v32_tp8_dcp1_i1_fp8_ds_mla", 0);
         test_ref("deepseek_v32_tp8_dcp1_i1_fp8_ds_mla", 5);
+        if (score_kernel >= 2) { /* the warpgroup kernels on rows that group */
+            prefill_world = 1;
+            test_ref("tiny_tp4_dcp1_i1_bf16", 3);
+            test_ref("glm5.2_tp4_dcp1_i1_fp8_ds_mla", 0);
+            test_ref("deepseek_v32_tp8_dcp1_i1_fp8_ds_mla", 0);
+            test_ref("deepseek_v32_tp8_dcp1_i1_fp8_ds_mla", 5);
+            prefill_world = 0;
+        }
     }
-    for (score_kernel = 1; score_kernel <= 2 && (!strcmp(what, "all") || !strcmp(what, "dcp")); score_kernel++) {
+    for (score_kernel = 1; score_kernel <= 3 && (!strcmp(what, "all") || !strcmp(what, "dcp")); score_kernel++) {
         printf("-- dcp, %s\n", score_name[score_kernel]);
         test_dcp("tiny_tp4_dcp2_i1_bf16", "tiny_tp4_dcp1_i1_bf16", 2, 1, 3, 0);
         test_dcp("tiny_tp4_dcp4_i1_fp8_ds_mla", "tiny_tp4_dcp1_i1_bf16", 4, 1, 0, 1);
@@ -618,6 +732,13 @@ int main(int argc, char **argv)
         test_dcp("tiny_tp4_dcp4_i2_fp8_ds_mla", "tiny_tp4_dcp1_i1_bf16", 4, 2, 3, 0);
         test_dcp("deepseek_v32_tp8_dcp8_i1_fp8_ds_mla", "deepseek_v32_tp8_dcp1_i1_fp8_ds_mla", 8, 1, 0, 1);
         fused_gather = 1;
+        if (score_kernel >= 2) { /* the warpgroup kernels on rows that group, each rank's own counts */
+            prefill_world = 1;
+            test_dcp("tiny_tp4_dcp4_i2_fp8_ds_mla", "tiny_tp4_dcp1_i1_bf16", 4, 2, 3, 1);
+            test_dcp("glm5.2_tp4_dcp4_i4_fp8_ds_mla", "glm5.2_tp4_dcp1_i1_fp8_ds_mla", 4, 4, 4, 0);
+            test_dcp("deepseek_v32_tp8_dcp8_i1_fp8_ds_mla", "deepseek_v32_tp8_dcp1_i1_fp8_ds_mla", 8, 1, 0, 1);
+            prefill_world = 0;
+        }
         if (!dcp_ran)
             printf("FAIL test_index dcp: no configuration starts with '%s'\n", only);
         CHECK(dcp_ran > 0);
@@ -637,12 +758,17 @@ int main(int argc, char **argv)
             printf("FAIL test_index paths: no configuration starts with '%s'\n", only);
         CHECK(dcp_ran > 0);
     }
-    if (!strcmp(what, "all") || !strcmp(what, "scores"))
-        for (int k = 1; k <= 2; k++) {
-            test_scores("tiny_tp4_dcp1_i1_bf16", k);
-            test_scores("glm5.2_tp4_dcp1_i1_fp8_ds_mla", k);
-            test_scores("deepseek_v32_tp8_dcp1_i1_fp8_ds_mla", k);
-        }
+    if (!strcmp(what, "all") || !strcmp(what, "scores")) {
+        for (int k = 1; k <= 3; k++)
+            for (int prefill = 0; prefill <= (k >= 2); prefill++) {
+                test_scores("tiny_tp4_dcp1_i1_bf16", k, prefill);
+                test_scores("glm5.2_tp4_dcp1_i1_fp8_ds_mla", k, prefill);
+                test_scores("deepseek_v32_tp8_dcp1_i1_fp8_ds_mla", k, prefill);
+            }
+        test_group_exact("tiny_tp4_dcp1_i1_bf16");
+        test_group_exact("glm5.2_tp4_dcp1_i1_fp8_ds_mla");
+        test_group_exact("deepseek_v32_tp8_dcp1_i1_fp8_ds_mla");
+    }
     if (!strcmp(what, "all") || !strcmp(what, "args"))
         test_args();
     CHECK_DONE();

@@ -18,6 +18,7 @@
 #include "../check.h"
 #include "../ref/ref.h"
 #include "args.h"
+#include "dsa_testing.h"
 #include "kernels/dsa_abi.h"
 #include "jit.h"
 
@@ -123,11 +124,26 @@ static void test_plan_folders(void)
         CHECK(l->ws_q_packed == d->ws_q_packed && l->exchange_row == d->exchange_row &&
               l->attend_ctas_per_token == d->attend_ctas_per_token && !strcmp(l->entry_merge, d->entry_merge) &&
               !strcmp(l->entry_barrier, d->entry_barrier));
+        CHECK(l->index_score_group_rows == d->index_score_group_rows && l->index_score_group_rows >= 1 &&
+              !strcmp(l->entry_index_score_group, d->entry_index_score_group) &&
+              !strcmp(l->entry_index_score_group_smem, d->entry_index_score_group_smem));
         for (int m = 0; m < DSA_NMODULES; m++)
             CHECK(!strcmp(l->modules[m].source.text, d->modules[m].source.text) &&
                   !strcmp(l->modules[m].entry, d->modules[m].entry));
         CHECK(!strcmp(l->config_h.text, d->config_h.text));
         dsa_cfg_free(d);
+    }
+    /* the grouped score kernel's rows (gen/spec.c): 256 wgmma columns over the heads padded to 8,
+     * 16, 32 or 64, at most 8 */
+    const struct {
+        const char *config;
+        unsigned rows;
+    } group[] = {{"deepseek_v32_tp8_dcp1_i1_fp8_ds_mla", 4}, /* 64 heads */
+                 {"glm5.2_tp4_dcp1_i1_fp8_ds_mla", 8},       /* 32 */
+                 {"tiny_tp4_dcp1_i1_bf16", 8}};              /* 4, padded to 8 */
+    for (size_t i = 0; i < sizeof group / sizeof group[0]; i++) {
+        const dsa_cfg_t *c = plan_named(group[i].config);
+        CHECK(c && c->index_score_group_rows == group[i].rows);
     }
 }
 
@@ -617,6 +633,17 @@ static void test_index_checks(void)
     snprintf(want, sizeof want, "dsa_index: args->size is %zu, expected %zu", sizeof a / 2, sizeof a);
     WANT_ERROR(dsa_check_index(ctx, &a, &s), ctx, want);
     WANT_ERROR(dsa_check_index(NULL, &a, &s), NULL, "dsa_index: ctx is NULL");
+    /* the score and top-k kernels a test forces: 0..3 (the grouped score kernel) and 0..2 */
+    for (int which = 0; which <= 3; which++)
+        CHECK(dsa_testing_force_index_score(ctx, which) == DSA_SUCCESS && ctx->force_score == which);
+    WANT_ERROR(dsa_testing_force_index_score(ctx, 4), ctx,
+               "dsa_testing_force_index_score: which is 4, must be 0 (automatic), 1 (index_score_few), 2 "
+               "(index_score) or 3 (index_score_group)");
+    WANT_ERROR(dsa_testing_force_index_topk(ctx, 3), ctx,
+               "dsa_testing_force_index_topk: which is 3, must be 0 (automatic), 1 (one CTA a row) or 2 (split from "
+               "2 CTAs a row)");
+    WANT_ERROR(dsa_testing_force_index_score(NULL, 1), NULL, "dsa_testing_force_index_score: ctx is NULL");
+    CHECK(ctx->force_score == 3 && ctx->force_topk == 0);
     free(ctx);
 }
 

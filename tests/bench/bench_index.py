@@ -36,6 +36,27 @@ def time_us(fn, flush, reps=10, warmup=2, inner=5):
     return 1e3 * (time_flushed_ms if flush else time_ms)(fn, reps=reps, warmup=warmup, inner=inner)
 
 
+def random_pages(nblocks, BS, D, page):
+    """Indexer cache pages of random keys: e4m3 values, power-of-two scales (what the prologue writes)."""
+    vals = (torch.randn(nblocks, BS * D, device="cuda") * 16).to(torch.float8_e4m3fn).view(torch.uint8)
+    scales = torch.full((nblocks, BS), 2.0 ** -6, device="cuda").view(torch.uint8).view(nblocks, 4 * BS)
+    cache = torch.cat([vals, scales], 1).contiguous()
+    assert cache.shape[1] == page
+    return cache
+
+
+def index_args(q, w, pos, req, lens, table, cache, topk):
+    """dsa_index_args_t over these tensors: rows q.shape[0], requests table.shape[0]."""
+    a = IndexArgs()
+    a.size = ctypes.sizeof(IndexArgs)
+    a.num_tokens = q.shape[0]
+    for f, t in (("q", q), ("weights", w), ("positions", pos), ("req_of_token", req), ("seq_lens", lens),
+                 ("block_table", table), ("idx_cache", cache), ("topk", topk)):
+        setattr(a, f, t.data_ptr())
+    a.num_requests, a.max_blocks, a.num_cache_blocks = table.shape[0], table.shape[1], cache.shape[0]
+    return a
+
+
 def run(name, B, L, copy_bw, peer, modes):
     info = dsa_ctypes.config_info(lib, name)
     H, D, K, BS = info.idx_heads, info.idx_head_dim, info.idx_topk, info.block_size
@@ -43,12 +64,7 @@ def run(name, B, L, copy_bw, peer, modes):
     opts = Options(ctypes.sizeof(Options), None, 16384, 0, 1, None, None, None, None, 0, 256, max(B, 1))
     nb = L // BS
     nblocks = B * nb
-    # pages: e4m3 values of random keys, power-of-two scales (what the prologue writes)
-    vals = (torch.randn(nblocks, BS * D, device="cuda") * 16).to(torch.float8_e4m3fn).view(torch.uint8)
-    scales = torch.full((nblocks, BS), 2.0 ** -6, device="cuda").view(torch.uint8).view(nblocks, 4 * BS)
-    cache = torch.cat([vals, scales], 1).contiguous()
-    assert cache.shape[1] == page
-    del vals, scales
+    cache = random_pages(nblocks, BS, D, page)
     table = torch.randperm(nblocks, device="cuda", dtype=torch.int64).to(torch.int32).view(B, nb)
     q = torch.randn(B, H, D, device="cuda").bfloat16()
     w = torch.randn(B, H, device="cuda")
@@ -56,13 +72,7 @@ def run(name, B, L, copy_bw, peer, modes):
     req = torch.arange(B, device="cuda", dtype=torch.int32)
     lens = torch.full((B,), L, device="cuda", dtype=torch.int32)
     topk = torch.empty(B, K, device="cuda", dtype=torch.int32)
-    a = IndexArgs()
-    a.size = ctypes.sizeof(IndexArgs)
-    a.num_tokens = B
-    for f, t in (("q", q), ("weights", w), ("positions", pos), ("req_of_token", req), ("seq_lens", lens),
-                 ("block_table", table), ("idx_cache", cache), ("topk", topk)):
-        setattr(a, f, t.data_ptr())
-    a.num_requests, a.max_blocks, a.num_cache_blocks = B, nb, nblocks
+    a = index_args(q, w, pos, req, lens, table, cache, topk)
 
     results, rows = {}, {}
     for mode in modes:

@@ -28,8 +28,9 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import dsa_ctypes  # noqa: E402
+from bench_index import index_args, random_pages  # noqa: E402
 from bench_prologue import lib, time_ms  # noqa: E402
-from dsa_ctypes import IndexArgs, Options  # noqa: E402
+from dsa_ctypes import Options  # noqa: E402
 
 CONFIGS = ["deepseek_v32_tp8_dcp1_i1_fp8_ds_mla", "glm5.2_tp4_dcp1_i1_fp8_ds_mla"]
 MARKS = 256
@@ -54,11 +55,7 @@ def run(name, N, L, chunk, score):
     H, D, BS, page = info.idx_heads, info.idx_head_dim, info.block_size, info.idx_page_bytes
     nb = L // BS
     torch.manual_seed(20261201)  # the same keys, queries and weights for every score kernel compared
-    vals = (torch.randn(nb, BS * D, device="cuda") * 16).to(torch.float8_e4m3fn).view(torch.uint8)
-    scales = torch.full((nb, BS), 2.0 ** -6, device="cuda").view(torch.uint8).view(nb, 4 * BS)
-    cache = torch.cat([vals, scales], 1).contiguous()
-    assert cache.shape[1] == page
-    del vals, scales
+    cache = random_pages(nb, BS, D, page)
     table = torch.randperm(nb, device="cuda", dtype=torch.int64).to(torch.int32).view(1, nb)
     q = torch.randn(N, H, D, device="cuda").bfloat16()
     w = torch.randn(N, H, device="cuda")
@@ -66,13 +63,7 @@ def run(name, N, L, chunk, score):
     req = torch.zeros(N, device="cuda", dtype=torch.int32)
     lens = torch.full((1,), L, device="cuda", dtype=torch.int32)
     topk = torch.empty(N, info.idx_topk, device="cuda", dtype=torch.int32)
-    a = IndexArgs()
-    a.size = ctypes.sizeof(IndexArgs)
-    a.num_tokens = N
-    for f, t in (("q", q), ("weights", w), ("positions", pos), ("req_of_token", req), ("seq_lens", lens),
-                 ("block_table", table), ("idx_cache", cache), ("topk", topk)):
-        setattr(a, f, t.data_ptr())
-    a.num_requests, a.max_blocks, a.num_cache_blocks = 1, nb, nb
+    a = index_args(q, w, pos, req, lens, table, cache, topk)
     opts = Options(ctypes.sizeof(Options), None, 16384, 0, 1, None, None, None, None, 0, 256, chunk)
     ctx = ctypes.c_void_p()
     if lib.dsa_ctx_create(name.encode(), ctypes.byref(opts), ctypes.byref(ctx)) != 0:

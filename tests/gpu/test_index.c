@@ -420,6 +420,45 @@ static float score_of_key(uint32_t k)
     return s;
 }
 
+/* The last key position row t of w sees: its own, or its request's last. */
+static int64_t row_last_key(const iworld_t *w, int t)
+{
+    const int64_t len = w->seq_lens[w->req_of[t]];
+    return w->positions[t] < len - 1 ? w->positions[t] : len - 1;
+}
+
+/* The keys of w's longest row, at least 1: the row stride of score_keys' out. */
+static int64_t longest_row(const iworld_t *w)
+{
+    int64_t most = 1;
+    for (int t = 0; t < w->T; t++)
+        most = row_last_key(w, t) + 1 > most ? row_last_key(w, t) + 1 : most;
+    return most;
+}
+
+/* dsa_index of w's rows in one chunk at DCP = 1 with score kernel `kernel` (forced), then every
+ * row's score keys into out [T][most] (dsa_testing_index_keys). 1 on success; else a FAIL line. */
+static int score_keys(const char *config, const iworld_t *w, int kernel, int64_t most, uint32_t *out)
+{
+    dsa_options_t o = harness_options();
+    o.index_tokens = 64;
+    dsa_ctx_t ctx;
+    if (dsa_ctx_create(config, &o, &ctx) != DSA_SUCCESS) {
+        printf("FAIL %s: dsa_ctx_create: %s\n", config, dsa_last_error(NULL));
+        return 0;
+    }
+    dev_world_t d;
+    upload(w, w->W, &d);
+    dsa_index_args_t a = args_of(w, &d);
+    const int ok = dsa_testing_force_index_score(ctx, kernel) == DSA_SUCCESS &&
+                   dsa_index(ctx, &a, NULL) == DSA_SUCCESS && dsa_testing_index_keys(ctx, w->T, most, out) == DSA_SUCCESS;
+    if (!ok)
+        printf("FAIL %s: %s\n", config, dsa_last_error(ctx));
+    release(&d);
+    dsa_ctx_destroy(ctx);
+    return ok;
+}
+
 /* Each key's score on the GPU (score kernel `kernel`: 1 mma.sync, 2 index_score, 3
  * index_score_group) against the reference's: equal NaN-ness, and for numbers |gpu - ref| <= 2^-16 m
  * with m = |k_scale| sum_h |w'_h| sum_i |q_hi k_i| (in double): the products are exact and each of
@@ -440,29 +479,9 @@ static void test_scores(const char *config, int kernel, int prefill)
     }
     const ref_index_cfg *c = &w.cfg;
     const int H = c->H, D = c->D, bs = c->bs;
-    int64_t most = 0; /* keys of the longest row */
-    for (int t = 0; t < w.T; t++) {
-        const int64_t len = w.seq_lens[w.req_of[t]], last = w.positions[t] < len - 1 ? w.positions[t] : len - 1;
-        most = last + 1 > most ? last + 1 : most;
-    }
-    uint32_t *keys = calloc((size_t)w.T * (size_t)(most > 0 ? most : 1), 4);
-    dsa_options_t o = harness_options();
-    o.index_tokens = 64;
-    dsa_ctx_t ctx;
-    int ok = dsa_ctx_create(config, &o, &ctx) == DSA_SUCCESS;
-    if (!ok)
-        printf("FAIL %s: dsa_ctx_create: %s\n", config, dsa_last_error(NULL));
-    if (ok) {
-        dev_world_t d;
-        upload(&w, w.W, &d);
-        dsa_index_args_t a = args_of(&w, &d);
-        ok = dsa_testing_force_index_score(ctx, kernel) == DSA_SUCCESS && dsa_index(ctx, &a, NULL) == DSA_SUCCESS &&
-             dsa_testing_index_keys(ctx, w.T, most, keys) == DSA_SUCCESS;
-        if (!ok)
-            printf("FAIL %s: %s\n", config, dsa_last_error(ctx));
-        release(&d);
-        dsa_ctx_destroy(ctx);
-    }
+    const int64_t most = longest_row(&w);
+    uint32_t *keys = calloc((size_t)w.T * (size_t)most, 4);
+    int ok = score_keys(config, &w, kernel, most, keys);
     int64_t checked = 0, bad = 0;
     double worst = 0.0; /* |gpu - ref| / (2^-24 m) */
     uint8_t *q8 = malloc((size_t)H * (size_t)D);
@@ -470,7 +489,7 @@ static void test_scores(const char *config, int kernel, int prefill)
     const iworld_cache_t *cache = &w.cache[w.W];
     for (int t = 0; ok && t < w.T; t++) {
         const int r = w.req_of[t];
-        const int64_t len = w.seq_lens[r], last = w.positions[t] < len - 1 ? w.positions[t] : len - 1;
+        const int64_t last = row_last_key(&w, t);
         ref_index_query_prep(c, w.q + (size_t)t * (size_t)(H * D), w.w + (size_t)t * (size_t)H, (int)w.positions[t], q8,
                              NULL, w_eff);
         for (int i = 0; i < H * D; i++)
@@ -536,37 +555,14 @@ static void test_group_exact(const char *config)
         CHECK(0);
         return;
     }
-    int64_t most = 1, total = 0; /* keys of the longest row; of all rows */
-    for (int t = 0; t < w.T; t++) {
-        const int64_t len = w.seq_lens[w.req_of[t]], last = w.positions[t] < len - 1 ? w.positions[t] : len - 1;
-        most = last + 1 > most ? last + 1 : most;
-    }
+    const int64_t most = longest_row(&w);
+    int64_t total = 0; /* keys of all rows */
     const size_t n = (size_t)w.T * (size_t)most;
-    uint32_t *single = malloc(n * 4), *group = malloc(n * 4);
-    dsa_options_t o = harness_options();
-    o.index_tokens = 64;
-    dsa_ctx_t ctx;
-    int ok = dsa_ctx_create(config, &o, &ctx) == DSA_SUCCESS;
-    if (!ok)
-        printf("FAIL %s: dsa_ctx_create: %s\n", config, dsa_last_error(NULL));
-    if (ok) {
-        dev_world_t d;
-        upload(&w, w.W, &d);
-        dsa_index_args_t a = args_of(&w, &d);
-        for (int k = 2; k <= 3 && ok; k++) {
-            uint32_t *out = k == 2 ? single : group;
-            memset(out, 0, n * 4);
-            ok = dsa_testing_force_index_score(ctx, k) == DSA_SUCCESS && dsa_index(ctx, &a, NULL) == DSA_SUCCESS &&
-                 dsa_testing_index_keys(ctx, w.T, most, out) == DSA_SUCCESS;
-        }
-        if (!ok)
-            printf("FAIL %s: %s\n", config, dsa_last_error(ctx));
-        release(&d);
-        dsa_ctx_destroy(ctx);
-    }
+    uint32_t *single = calloc(n, 4), *group = calloc(n, 4);
+    const int ok = score_keys(config, &w, 2, most, single) && score_keys(config, &w, 3, most, group);
     int64_t differ = 0;
     for (int t = 0; ok && t < w.T; t++) {
-        const int64_t len = w.seq_lens[w.req_of[t]], last = w.positions[t] < len - 1 ? w.positions[t] : len - 1;
+        const int64_t last = row_last_key(&w, t);
         for (int64_t l = 0; l <= last; l++) {
             const size_t i = (size_t)t * (size_t)most + (size_t)l;
             if (single[i] != group[i] && differ++ < 3)

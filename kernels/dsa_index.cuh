@@ -349,22 +349,21 @@ template <class C> __device__ __forceinline__ void index_merge(const dsa_index_t
     __shared__ int count[W];
     extern __shared__ __align__(16) uint32_t merge_s[]; // Staged: [W K] positions, [W K] merged keys, [W K] their positions
     const int t = blockIdx.x;
-    const uint32_t *list[W];
-#pragma unroll
-    for (int r = 0; r < W; r++)
-        list[r] = p.cand_in + ((int64_t)r * p.num_tokens + t) * K * 2;
+    // list(r): rank r's list of this row (computed, not an array: a dynamic index would put it in
+    // local memory)
+    const auto list = [&](int r) { return p.cand_in + ((int64_t)r * p.num_tokens + t) * K * 2; };
     uint32_t *const pos_s = merge_s, *const mkey_s = merge_s + W * K, *const mpos_s = merge_s + 2 * W * K;
     if constexpr (Staged) {
         // two (key, position) pairs a 16-byte load (K is a multiple of 4, the spec's rule: every list
         // is 16-byte aligned)
         for (int e = threadIdx.x; e < W * K / 2; e += Threads) {
             const int r = e / (K / 2), i = e % (K / 2);
-            const uint4 v = *reinterpret_cast<const uint4 *>(list[r] + 4 * i);
+            const uint4 v = *reinterpret_cast<const uint4 *>(list(r) + 4 * i);
             *reinterpret_cast<uint2 *>(pos_s + r * K + 2 * i) = make_uint2(v.y, v.w);
         }
         __syncthreads();
     }
-    const auto pos_of = [&](int r, int i) -> uint32_t { return Staged ? pos_s[r * K + i] : list[r][2 * i + 1]; };
+    const auto pos_of = [&](int r, int i) -> uint32_t { return Staged ? pos_s[r * K + i] : list(r)[2 * i + 1]; };
     if (threadIdx.x < W) { // candidates first, then padding (position 0xffffffff): count them
         const int r = threadIdx.x;
         int lo = 0, hi = K;
@@ -387,7 +386,7 @@ template <class C> __device__ __forceinline__ void index_merge(const dsa_index_t
         const int r = e / K, i = e % K;
         if (i >= count[r])
             continue;
-        const uint32_t key = list[r][2 * i], pos = pos_of(r, i);
+        const uint32_t key = list(r)[2 * i], pos = pos_of(r, i);
         int at = i;
 #pragma unroll
         for (int o = 0; o < W; o++) {

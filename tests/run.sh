@@ -343,15 +343,24 @@ if [ -f .cuda/include/cuda.h ] && [ -f .cuda/include/nvrtc.h ]; then
     fi
     if out=$(build/dsa-jit --entries 2>&1); then
       ok
-      echo "NVRTC: every generated kernel compiles without local memory ($(($(printf '%s\n' "$out" | grep -vc '^ ') - 1)) kernels)"
+      echo "NVRTC: every generated module compiles, its first kernel without local memory ($(($(printf '%s\n' "$out" | grep -vc '^ ') - 1)) modules)"
     else
       bad "dsa-jit: $(printf '%s\n' "$out" | grep -v '^ ')"
     fi
-    # every score kernel entry (index_score, _few, _group) of every configuration without spills
-    # (--entries: name, regs N, stack N, spills N, shared N)
-    spills=$(printf '%s\n' "$out" | awk '$1 ~ /^dsa_index_score/ && ($7 != 0 || $6 != "spills")')
-    if [ -n "$(printf '%s\n' "$out" | grep '^  dsa_index_score_group_')" ] && [ -z "$spills" ]; then ok
-    else bad "score kernels that spill, or no grouped score kernel listed: $spills"; fi
+    # every entry of every module (--entries: name, regs N, stack N, spills N, shared N) without
+    # stack or spills, but for these, known: rope_table (sin/cos's argument reduction keeps its
+    # table on the stack; once at context creation), split_merge at DCP > 1 (112 bytes: xdest indexed
+    # by a run-time rank; the constant-index select cost the attend kernel 17% of its code) and the
+    # split top-k at DCP 8 (8 bytes spilled under its 64-register cap). Any other entry fails.
+    locals=$(printf '%s\n' "$out" | awk '$2 == "regs" && ($5 != 0 || $7 != 0) &&
+      $1 !~ /^dsa_rope_table_/ && !($1 ~ /^dsa_split_merge_/ && $1 !~ /_dcp1_/) &&
+      !($1 ~ /^dsa_index_topk_split_/ && $1 ~ /_dcp8_/)')
+    if [ -n "$(printf '%s\n' "$out" | grep '^  dsa_index_score_group_')" ] && [ -z "$locals" ]; then
+      ok
+      echo "NVRTC: every entry of every module without stack or spills, but the known ones ($(printf '%s\n' "$out" | grep -c '^  dsa_') entries)"
+    else
+      bad "entries with stack or spills, or no grouped score kernel listed: $locals"
+    fi
     # a configuration no shipped spec has (GLM-5.2 at TP 8 x DCP 2, tests/gen/outside/), rendered by
     # build/dsagen outside specs/ and not linked into libdsa: its committed folder tests/gpu/outside/
     # (which the GPU suite loads at run time) is fresh, and it compiles from its folder against the

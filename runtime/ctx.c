@@ -242,6 +242,22 @@ fail:
     return rc;
 }
 
+/* *out = the unsigned global `name` of module m: a number its kernels' build fixed (a shared memory
+ * size, a thread count), which the runtime takes from the module rather than the plan. */
+static dsa_result_t module_unsigned(dsa_ctx_t ctx, CUmodule m, const char *name, unsigned *out)
+{
+    dsa_result_t rc = DSA_SUCCESS;
+    CUdeviceptr d;
+    size_t bytes;
+    CU_CHECK(ctx, dsa_cu.cuModuleGetGlobal(&d, &bytes, m, name));
+    if (bytes != sizeof *out)
+        return dsa_fail(ctx, DSA_ERROR_INTERNAL, "dsa_ctx_create: %s is %zu bytes, expected %zu", name, bytes,
+                        sizeof *out);
+    CU_CHECK(ctx, dsa_cu.cuMemcpyDtoH(out, d, sizeof *out));
+fail:
+    return rc;
+}
+
 /* Lets kernel fn (what, for the message) use `bytes` of dynamic shared memory per block, or says
  * that this device cannot give them. */
 static dsa_result_t allow_smem(dsa_ctx_t ctx, CUfunction fn, unsigned bytes, const char *what)
@@ -275,17 +291,9 @@ static dsa_result_t prepare_calls(dsa_ctx_t ctx)
     if (cfg->entry_barrier[0])
         CU_CHECK(ctx, dsa_cu.cuModuleGetFunction(&ctx->barrier_fn, att, cfg->entry_barrier));
     /* the sparse MLA kernel's shared memory and threads, as its module was compiled */
-    const char *names[2] = {cfg->entry_attend_smem, cfg->entry_attend_threads};
-    unsigned *values[2] = {&ctx->attend_smem, &ctx->attend_threads};
-    for (int i = 0; i < 2; i++) {
-        CUdeviceptr d;
-        size_t bytes;
-        CU_CHECK(ctx, dsa_cu.cuModuleGetGlobal(&d, &bytes, att, names[i]));
-        if (bytes != sizeof(unsigned))
-            return dsa_fail(ctx, DSA_ERROR_INTERNAL, "dsa_ctx_create: %s is %zu bytes, expected %zu", names[i], bytes,
-                            sizeof(unsigned));
-        CU_CHECK(ctx, dsa_cu.cuMemcpyDtoH(values[i], d, sizeof(unsigned)));
-    }
+    if ((rc = module_unsigned(ctx, att, cfg->entry_attend_smem, &ctx->attend_smem)) != DSA_SUCCESS ||
+        (rc = module_unsigned(ctx, att, cfg->entry_attend_threads, &ctx->attend_threads)) != DSA_SUCCESS)
+        return rc;
     if (ctx->attend_threads < 32 || ctx->attend_threads > 1024 || ctx->attend_threads % 32)
         return dsa_fail(ctx, DSA_ERROR_INTERNAL, "dsa_ctx_create: %s is %u, not a whole number of warps up to 1024",
                         cfg->entry_attend_threads, ctx->attend_threads);
@@ -343,22 +351,14 @@ static dsa_result_t prepare_index(dsa_ctx_t ctx)
     CU_CHECK(ctx, dsa_cu.cuModuleGetFunction(&ctx->index_score_fn, m, cfg->entry_index_score));
     CU_CHECK(ctx, dsa_cu.cuModuleGetFunction(&ctx->index_score_few_fn, m, cfg->entry_index_score_few));
     CU_CHECK(ctx, dsa_cu.cuModuleGetFunction(&ctx->index_score_group_fn, m, cfg->entry_index_score_group));
-    {
-        /* the grouped score kernel's shared memory, as its module was compiled: 0 where the target
-         * has no warpgroup MMA (the entry is then index_score's kernel, and groups no rows) */
-        CUdeviceptr d;
-        size_t bytes;
-        CU_CHECK(ctx, dsa_cu.cuModuleGetGlobal(&d, &bytes, m, cfg->entry_index_score_group_smem));
-        if (bytes != sizeof(unsigned))
-            return dsa_fail(ctx, DSA_ERROR_INTERNAL, "dsa_ctx_create: %s is %zu bytes, expected %zu",
-                            cfg->entry_index_score_group_smem, bytes, sizeof(unsigned));
-        CU_CHECK(ctx, dsa_cu.cuMemcpyDtoH(&ctx->score_group_smem, d, sizeof(unsigned)));
-        if (ctx->score_group_smem > 0 && (rc = allow_smem(ctx, ctx->index_score_group_fn, ctx->score_group_smem,
-                                                         "grouped index score")) != DSA_SUCCESS)
-            return rc;
-        ctx->score_group_rows =
-            ctx->score_group_smem > 0 && cfg->index_score_group_rows >= 2 ? (int)cfg->index_score_group_rows : 0;
-    }
+    /* the grouped score kernel's shared memory, as its module was compiled: 0 where the target has
+     * no warpgroup MMA (the entry is then index_score's kernel, and groups no rows) */
+    if ((rc = module_unsigned(ctx, m, cfg->entry_index_score_group_smem, &ctx->score_group_smem)) != DSA_SUCCESS ||
+        (ctx->score_group_smem > 0 &&
+         (rc = allow_smem(ctx, ctx->index_score_group_fn, ctx->score_group_smem, "grouped index score")) != DSA_SUCCESS))
+        return rc;
+    ctx->score_group_rows =
+        ctx->score_group_smem > 0 && cfg->index_score_group_rows >= 2 ? (int)cfg->index_score_group_rows : 0;
     CU_CHECK(ctx, dsa_cu.cuModuleGetFunction(&ctx->index_topk_fn, m, cfg->entry_index_topk));
     if (cfg->entry_index_merge[0]) {
         CU_CHECK(ctx, dsa_cu.cuModuleGetFunction(&ctx->index_merge_fn, m, cfg->entry_index_merge));

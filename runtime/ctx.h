@@ -66,8 +66,8 @@ struct dsa_ctx {
 
 /* Every rank's ws_x_recv, ws_qg and ws_icand_recv as this GPU addresses them (the transport's
  * peers(), a call of the whole group), and so whether the gathers and the exchange are fused
- * (x_fused 1) or collectives (0); where fused, which barrier replaces each collective (bar_device). The context's log says
- * which. */
+ * (x_fused 1) or collectives (0); where fused, which barrier replaces each collective
+ * (bar_device). The context's log says which. */
 DSA_HIDDEN dsa_result_t dsa_resolve_peers(dsa_ctx_t ctx);
 
 #endif

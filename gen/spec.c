@@ -820,11 +820,12 @@ void dsg_derive(const dsg_geometry *g, const dsg_config *c, dsg_derived *o)
     o->pack_ctas_per_token = (o->heads_local * (o->kv_dim / 8) + o->pack_threads - 1) / o->pack_threads;
     o->attend_ctas_per_token = (o->heads_gathered + o->attend_heads_per_cta - 1) / o->attend_heads_per_cta;
     /* A row's top-k entries may be split over CTAs (the runtime picks how many per call, when rows
-     * alone do not fill the device), each split keeping at least 256 of them on this rank: below
-     * that the split merge costs more than the CTAs it adds. A power of two: a split takes the
-     * entries k with k % splits == split. At most 16 (the merge keeps the LSEs in registers). */
+     * alone do not fill the device), each split keeping at least one key tile (64) of them on this
+     * rank: a CTA's cost is mostly per tile, so at few rows more splits shorten the call. A power of
+     * two: a split takes the entries k with k % splits == split. At most 32 (the merge keeps the
+     * LSEs in registers). */
     o->attend_max_splits = 1;
-    while (o->attend_max_splits < 16 && g->idx_topk / (w * 2 * o->attend_max_splits) >= 256)
+    while (o->attend_max_splits < 32 && g->idx_topk / (w * 2 * o->attend_max_splits) >= 64)
         o->attend_max_splits *= 2;
     o->rope_entries = (long long)g->max_positions * (R / 2);
 

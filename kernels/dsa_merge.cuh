@@ -39,37 +39,46 @@ template <class C> struct ExchangeTarget {
     __device__ __forceinline__ float *lse(int t, int hl) const { return x.lse(b, t, hl); }
 };
 
-// The merge of the n <= MaxN partials of one (token, head), IN THE ORDER r = 0 .. n - 1 and in fp32,
-// so the result is bit-for-bit repeatable: lse_at(r) is partial r's LSE, part_at(r, d) its output at
-// latent dim d; put(d, v) takes the merged output for the dims of this thread (d = threadIdx.x, then
-// by blockDim.x, below L); returns the merged LSE. NaN or +inf LSEs count as -inf, -inf partials
-// weigh 0, and an all-empty (token, head) is output 0 and LSE -inf (docs/design.md, "DCP").
-template <int MaxN, int L, class LseAt, class PartAt, class Put>
+constexpr int kMergeMax = 32; // the most partials one merge takes (attend_max_splits, DCP ranks)
+
+// The merge of the n <= kMergeMax partials of one (token, head) by the whole CTA, IN THE ORDER r = 0
+// .. n - 1 and in fp32, so the result is bit-for-bit repeatable: lse_at(r) is partial r's LSE,
+// part_at(r, d) its output at latent dim d; put(d, v) takes the merged output for the dims of this
+// thread (d = threadIdx.x, then by blockDim.x, below L); returns the merged LSE. NaN or +inf LSEs
+// count as -inf, -inf partials weigh 0, and an all-empty (token, head) is output 0 and LSE -inf
+// (docs/design.md, "DCP"). The LSEs are read once, by n threads, and their weights computed once,
+// in shared memory: the loops run to n, not to the most there can be (unrolled to 32, the merge
+// held 128 registers a thread), and no thread waits on n global loads one after another.
+template <int L, class LseAt, class PartAt, class Put>
 __device__ __forceinline__ float lse_merge(int n, LseAt lse_at, PartAt part_at, Put put)
 {
-    float lse[MaxN];
-    float m = neg_inf();
-#pragma unroll
-    for (int r = 0; r < MaxN; r++) {
-        const float x = r < n ? lse_at(r) : neg_inf();
-        lse[r] = (x != x || x == -neg_inf()) ? neg_inf() : x;
-        m = fmaxf(m, lse[r]);
+    __shared__ float lse_s[kMergeMax], w_s[kMergeMax];
+    const int tid = threadIdx.x;
+    if (tid < n) {
+        const float x = lse_at(tid);
+        lse_s[tid] = (x != x || x == -neg_inf()) ? neg_inf() : x;
     }
+    __syncthreads();
+    float m = neg_inf();
+    for (int r = 0; r < n; r++)
+        m = fmaxf(m, lse_s[r]);
     float total = neg_inf();
     if (m != neg_inf()) {
         float sum = 0.0f;
-#pragma unroll
-        for (int r = 0; r < MaxN; r++)
-            if (lse[r] != neg_inf())
-                sum += expf(lse[r] - m);
+        for (int r = 0; r < n; r++)
+            if (lse_s[r] != neg_inf())
+                sum += expf(lse_s[r] - m);
         total = m + logf(sum);
     }
-    for (int d = threadIdx.x; d < L; d += blockDim.x) {
+    if (tid < n) // a -inf partial weighs 0 and is never read (its output may be anything)
+        w_s[tid] = lse_s[tid] != neg_inf() ? expf(lse_s[tid] - total) : 0.0f;
+    __syncthreads();
+    for (int d = tid; d < L; d += blockDim.x) {
         float v = 0.0f;
-#pragma unroll
-        for (int r = 0; r < MaxN; r++)
-            if (lse[r] != neg_inf())
-                v += expf(lse[r] - total) * part_at(r, d);
+#pragma unroll 8
+        for (int r = 0; r < n; r++)
+            if (lse_s[r] != neg_inf())
+                v += w_s[r] * part_at(r, d);
         put(d, v);
     }
     return total;
@@ -80,10 +89,11 @@ __device__ __forceinline__ float lse_merge(int n, LseAt lse_at, PartAt part_at, 
 template <class C> __device__ __forceinline__ void merge(const dsa_merge_params &p)
 {
     constexpr int W = C::dcp, H = C::heads_local, L = C::kv_lora_rank;
+    static_assert(W <= kMergeMax, "the ranks' partials in one merge");
     const int t = blockIdx.x, hl = blockIdx.y;
     const ExchangeBlocks<C> x{const_cast<uint8_t *>(p.xrecv), p.num_tokens};
     uint16_t *o = p.out + ((int64_t)t * H + hl) * L;
-    const float total = lse_merge<W, L>(
+    const float total = lse_merge<L>(
         W, [&](int r) { return *x.lse(r, t, hl); }, [&](int r, int d) { return bf16_to_float(x.out(r, t, hl)[d]); },
         [&](int d, float v) { o[d] = float_to_bf16(v); });
     if (threadIdx.x == 0 && p.lse)
@@ -96,6 +106,7 @@ template <class C> __device__ __forceinline__ void merge(const dsa_merge_params 
 template <class C> __device__ __forceinline__ void split_merge(const dsa_split_merge_params &p)
 {
     constexpr int HG = C::heads_gathered, H = C::heads_local, L = C::kv_lora_rank;
+    static_assert(C::attend_max_splits <= kMergeMax, "a row's splits in one merge");
     const int t = blockIdx.x, hg = blockIdx.y;
     const auto row = [&](int s) { return ((int64_t)s * p.num_tokens + t) * HG + hg; };
     const auto lse_at = [&](int s) { return p.split_lse[row(s)]; };
@@ -103,14 +114,14 @@ template <class C> __device__ __forceinline__ void split_merge(const dsa_split_m
     if constexpr (C::dcp == 1) {
         uint16_t *o = p.out + ((int64_t)t * H + hg) * L;
         const float total =
-            lse_merge<C::attend_max_splits, L>(p.splits, lse_at, part_at, [&](int d, float v) { o[d] = float_to_bf16(v); });
+            lse_merge<L>(p.splits, lse_at, part_at, [&](int d, float v) { o[d] = float_to_bf16(v); });
         if (threadIdx.x == 0 && p.lse)
             p.lse[(int64_t)t * H + hg] = total;
     } else {
         const ExchangeTarget<C> x(p.xdest, p.xfused, p.rank, p.num_tokens, hg / H);
         uint16_t *o = x.out(t, hg % H);
         const float total =
-            lse_merge<C::attend_max_splits, L>(p.splits, lse_at, part_at, [&](int d, float v) { o[d] = float_to_bf16(v); });
+            lse_merge<L>(p.splits, lse_at, part_at, [&](int d, float v) { o[d] = float_to_bf16(v); });
         if (threadIdx.x == 0)
             *x.lse(t, hg % H) = total;
     }

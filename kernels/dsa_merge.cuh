@@ -46,9 +46,10 @@ constexpr int kMergeMax = 32; // the most partials one merge takes (attend_max_s
 // part_at(r, d) its output at latent dim d; put(d, v) takes the merged output for the dims of this
 // thread (d = threadIdx.x, then by blockDim.x, below L); returns the merged LSE. NaN or +inf LSEs
 // count as -inf, -inf partials weigh 0, and an all-empty (token, head) is output 0 and LSE -inf
-// (docs/design.md, "DCP"). The LSEs are read once, by n threads, and their weights computed once,
-// in shared memory: the loops run to n, not to the most there can be (unrolled to 32, the merge
-// held 128 registers a thread), and no thread waits on n global loads one after another.
+// (docs/design.md, "DCP"; every partial's output is read, the attend kernel writes each, 0 where
+// empty). The LSEs are read once, by n threads, and their weights computed once, in shared memory:
+// the loops run to n, not to the most there can be (unrolled to 32, the merge held 128 registers a
+// thread), and the partials' loads go out 8 at a time, not one after another.
 template <int L, class LseAt, class PartAt, class Put>
 __device__ __forceinline__ float lse_merge(int n, LseAt lse_at, PartAt part_at, Put put)
 {
@@ -75,10 +76,16 @@ __device__ __forceinline__ float lse_merge(int n, LseAt lse_at, PartAt part_at, 
     __syncthreads();
     for (int d = tid; d < L; d += blockDim.x) {
         float v = 0.0f;
-#pragma unroll 8
-        for (int r = 0; r < n; r++)
-            if (lse_s[r] != neg_inf())
-                v += w_s[r] * part_at(r, d);
+        for (int r0 = 0; r0 < n; r0 += 8) { // 8 partials' loads in flight at once, then their sum in order
+            float x[8];
+#pragma unroll
+            for (int i = 0; i < 8; i++)
+                x[i] = r0 + i < n ? part_at(r0 + i, d) : 0.0f;
+#pragma unroll
+            for (int i = 0; i < 8; i++)
+                if (r0 + i < n && lse_s[r0 + i] != neg_inf())
+                    v += w_s[r0 + i] * x[i];
+        }
         put(d, v);
     }
     return total;

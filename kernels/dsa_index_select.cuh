@@ -255,19 +255,27 @@ __device__ __forceinline__ uint32_t load_acquire(const uint32_t *p)
     return v;
 }
 
+// *p += v with release semantics (what the CTA's threads wrote before a __syncthreads that came
+// first is visible to whoever acquires the sum), returning the sum before, acquiring it as well.
+__device__ __forceinline__ uint32_t add_acq_rel(uint32_t *p, uint32_t v)
+{
+    uint32_t old;
+    asm volatile("atom.acq_rel.gpu.add.u32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
+    return old;
+}
+
 // Waits until all S CTAs of a row have arrived at this barrier (*counter counts them from 0); what
 // any of them wrote to global memory before arriving is visible to all after. The S CTAs must be
-// resident at once: the runtime launches the kernel cooperatively, which guarantees it.
+// resident at once: the runtime launches the kernel cooperatively, which guarantees it. The CTA's
+// writes are ordered before thread 0's arrival by the __syncthreads, and published by the arrival's
+// release; thread 0's acquire of the full count and the second __syncthreads order everything
+// after it (the release-acquire pair needs no full fence on either side).
 __device__ __forceinline__ void group_sync(uint32_t *counter, uint32_t S)
 {
     __syncthreads();
-    if (threadIdx.x == 0) {
-        __threadfence();
-        atomicAdd(counter, 1u);
+    if (threadIdx.x == 0 && add_acq_rel(counter, 1u) + 1u < S)
         while (load_acquire(counter) < S)
             __nanosleep(32);
-        __threadfence();
-    }
     __syncthreads();
 }
 
@@ -540,18 +548,15 @@ __device__ void select_topk_split(const uint32_t *keys, int64_t n, int K, Emit e
     for (int64_t j = written + (int64_t)part * Threads + threadIdx.x; j < K; j += (int64_t)S * Threads)
         pad((int)j);
     // the last CTA to leave zeroes the counters and histograms for the next call: by then every CTA
-    // has passed every barrier and read every count
+    // has passed every barrier and read every count (each CTA's reads come before its release of
+    // LEFT, the last one's acquire of it before its stores)
     __syncthreads();
-    if (threadIdx.x == 0) {
-        __threadfence();
-        red[0] = atomicAdd(state + St::LEFT, 1u) == S - 1;
-    }
+    if (threadIdx.x == 0)
+        red[0] = add_acq_rel(state + St::LEFT, 1u) == S - 1;
     __syncthreads();
-    if (red[0]) {
-        __threadfence();
+    if (red[0])
         for (int i = threadIdx.x; i < St::COUNTS; i += Threads)
             state[i] = 0u;
-    }
 }
 
 } // namespace dsa

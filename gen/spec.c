@@ -840,8 +840,7 @@ void dsg_derive(const dsg_geometry *g, const dsg_config *c, dsg_derived *o)
     /* The top-k of few rows spreads each row over several CTAs (kernels/dsa_index_select.cuh,
      * select_topk_split): radix passes of 11 bits (3 passes, 2048 bins: a pass's histogram is 8 KiB
      * of shared memory), at least 2048 keys per CTA (one 16-byte load per thread and pass; fewer
-     * would spend more on the barriers and the row-wide histogram than on the keys). The row's
-     * state: 8 counters, a histogram per pass, 2 counts per CTA (SplitState in the kernel). */
+     * would spend more on the barriers and the row-wide histogram than on the keys). */
     o->index_topk_split_threads = 512;
     o->index_topk_radix_bits = 11;
     o->index_topk_split_keys = 2048;
@@ -851,9 +850,18 @@ void dsg_derive(const dsg_geometry *g, const dsg_config *c, dsg_derived *o)
      * the row-wide histogram cost about what they save), while 80-99 CTAs a row of 32K-128K keys
      * gained 1.2-2.9x. The runtime also caps the CTAs at the row's keys / split_keys. */
     o->index_topk_split_min = 8;
+    /* The first pass's bin that holds the k-th key (a band of scores 1/4 of an octave wide, by the
+     * key's sign, exponent and 2 mantissa bits) holds about 0.8-4.2K of a 128K-key row of scores
+     * spread like the benchmark's (top 2048): up to 8192 of them every CTA reads and finishes in
+     * shared memory after one barrier (their keys and a bit each, 33 KiB; 41 KiB in all, which
+     * keeps 4 CTAs of 512 threads an SM and stays static); beyond that the passes go on over the
+     * chunks, a barrier each. The row's state: 8 counters, a histogram per pass, 2 counts per CTA,
+     * the candidates' (key, position) pairs (SplitState in the kernel). */
+    o->index_topk_split_cands = 8192;
     {
         const int passes = (32 + o->index_topk_radix_bits - 1) / o->index_topk_radix_bits;
-        o->ws_idx_topk_state = 4 * (8 + passes * (1 << o->index_topk_radix_bits) + 2 * o->index_topk_split_max);
+        o->ws_idx_topk_state = 4 * (8 + passes * (1 << o->index_topk_radix_bits) + 2 * o->index_topk_split_max +
+                                    2 * o->index_topk_split_cands);
     }
     o->ws_index_row = o->ws_idx_q8 + o->ws_idx_wq + o->ws_idx_keys + o->ws_idx_topk_state +
                       (w > 1 ? o->ws_idx_cand * (1 + w) + o->ws_idx_merged : 0);

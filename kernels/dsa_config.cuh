@@ -39,6 +39,7 @@ struct Config {
         idx_topk_radix_bits = DSA_IDX_TOPK_RADIX_BITS,
         idx_topk_split_keys = DSA_IDX_TOPK_SPLIT_KEYS,
         idx_topk_split_max = DSA_IDX_TOPK_SPLIT_MAX,
+        idx_topk_split_cands = DSA_IDX_TOPK_SPLIT_CANDS,
         idx_topk_state_bytes = DSA_IDX_TOPK_STATE_BYTES,
         // topology: DCP ranks, their interleave, this rank's heads and the heads it attends for
         dcp = DSA_DCP,

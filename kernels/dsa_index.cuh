@@ -309,10 +309,11 @@ template <class C> __device__ __forceinline__ void index_topk(const dsa_index_to
 template <class C> __device__ __forceinline__ void index_topk_split(const dsa_index_topk_params &p)
 {
     constexpr int W = C::dcp, I = C::interleave, K = C::idx_topk, Threads = C::idx_topk_split_threads;
-    constexpr int RB = C::idx_topk_radix_bits, SplitKeys = C::idx_topk_split_keys;
-    static_assert(SplitState<RB>::bytes(C::idx_topk_split_max) == C::idx_topk_state_bytes,
-                  "the plan's row state is the kernel's layout");
+    constexpr int RB = C::idx_topk_radix_bits, SplitKeys = C::idx_topk_split_keys, Cands = C::idx_topk_split_cands;
+    using St = SplitState<RB, Cands>;
+    static_assert(St::bytes(C::idx_topk_split_max) == C::idx_topk_state_bytes, "the plan's row state is the kernel's layout");
     __shared__ uint32_t hist[1 << RB], red[3 + 2 * (Threads / 32)];
+    __shared__ __align__(16) uint32_t cand_s[Cands + Cands / 32]; // the row's candidates' keys, a bit each
     const int t = blockIdx.x;
     const int64_t last = row_last(p.positions, p.req_of_token, p.seq_lens, p.num_requests, t);
     const int64_t n = last < 0 ? 0 : owned_count<W, I>(last, p.rank);
@@ -321,13 +322,18 @@ template <class C> __device__ __forceinline__ void index_topk_split(const dsa_in
     const int rank = p.rank;
     if constexpr (W == 1) {
         int32_t *out = p.topk + (int64_t)t * p.topk_stride;
-        select_topk_split<Threads, RB, SplitKeys>(
-            keys, n, K, [&](int j, int64_t i) { out[j] = (int32_t)i; }, [&](int j) { out[j] = -1; }, state, hist, red);
+        select_topk_split<Threads, RB, SplitKeys, Cands, C::idx_topk_split_max>(
+            keys, n, K, [&](int j, int64_t i) { out[j] = (int32_t)i; }, [&](int j) { out[j] = -1; }, state, hist, red,
+            cand_s);
     } else {
-        const CandidateSink<W, K> out(p, t);
-        select_topk_split<Threads, RB, SplitKeys>(
-            keys, n, K, [&](int j, int64_t i) { out.put(j, keys[i], (uint32_t)global_position<W, I>(i, rank)); },
-            [&](int j) { out.put(j, 0u, 0xffffffffu); }, state, hist, red);
+        // the sink formed at each store from the parameters (constant memory): its W pointers held
+        // through the selection made the kernel spill under its 64 registers
+        select_topk_split<Threads, RB, SplitKeys, Cands, C::idx_topk_split_max>(
+            keys, n, K,
+            [&](int j, int64_t i) {
+                CandidateSink<W, K>(p, t).put(j, keys[i], (uint32_t)global_position<W, I>(i, rank));
+            },
+            [&](int j) { CandidateSink<W, K>(p, t).put(j, 0u, 0xffffffffu); }, state, hist, red, cand_s);
     }
 }
 

@@ -51,12 +51,12 @@ __device__ __forceinline__ uint32_t warp_exclusive(uint32_t v, uint32_t *total)
 // Counts keys[lo * Stride], .., keys[(hi - 1) * Stride] that are > 0 and match prefix under mask
 // into hist by their digit (key >> shift) & digits; lo a multiple of 4 (16-byte loads where Stride
 // is 1). Keys close in value share their high bits, so most keys of a pass can fall in one bin: a
-// thread counts a run of keys of the same bin in a register and adds the run once.
-template <int Threads, int Stride>
+// thread counts a run of keys of the same bin in a register and adds the run once. U: 16-byte loads
+// in flight per thread (4 for keys in global memory; 1 does for shared memory).
+template <int Threads, int Stride, int U = 4>
 __device__ __forceinline__ void count_chunk(const uint32_t *keys, int64_t lo, int64_t hi, uint32_t prefix,
                                             uint32_t mask, int shift, uint32_t digits, uint32_t *hist)
 {
-    constexpr int U = 4; // 16-byte loads in flight per thread
     uint32_t run_bin = 0u, run_n = 0u;
     for (int64_t base = lo; base < hi; base += (int64_t)Threads * 4 * U) {
         uint32_t u[U][4];
@@ -233,14 +233,19 @@ __device__ int select_topk(const uint32_t *keys, int64_t n, int K, Emit emit, ui
 
 // ---- the same selection spread over several CTAs of a row (few rows, long rows) ----
 
-// A row's state in global memory, shared by its CTAs and all zero between calls (the last CTA to
-// leave zeroes it): words 0 .. PASSES count the CTAs arrived at each barrier, word PASSES + 1 those
-// that left; from word HIST the row-wide histogram of each radix pass (BINS counts each), then from
-// word COUNTS each CTA's count of its chunk's keys above the K-th and equal to it (2 words a CTA).
-template <int RB> struct SplitState {
+// A row's state in global memory, shared by its CTAs and all zero between calls up to word COUNTS
+// (the last CTA to leave zeroes it): words 0 .. PASSES - 1 count the CTAs arrived at each radix
+// pass's barrier, word LAST those arrived at the barrier before the emit, LEFT those that left,
+// STORED the candidates stored so far; from word HIST the row-wide histogram of each radix pass
+// (BINS counts each), then from word COUNTS each CTA's counts of its chunk's keys above the K-th
+// and equal to it (2 words a CTA), then from word cands(max_splits) the row's candidates, Cands
+// (key, position) pairs (each call writes the ones it reads: never zeroed).
+template <int RB, int Cands> struct SplitState {
     static constexpr int BINS = 1 << RB, PASSES = (32 + RB - 1) / RB, HIST = 8, COUNTS = HIST + PASSES * BINS;
-    static_assert(PASSES + 2 <= HIST, "the counters fit before the histograms");
-    __host__ __device__ static constexpr long long bytes(int max_splits) { return 4ll * (COUNTS + 2ll * max_splits); }
+    static constexpr int LAST = PASSES, LEFT = PASSES + 1, STORED = PASSES + 2;
+    static_assert(STORED < HIST, "the counters fit before the histograms");
+    __host__ __device__ static constexpr long long cands(int max_splits) { return COUNTS + 2ll * max_splits; }
+    __host__ __device__ static constexpr long long bytes(int max_splits) { return 4ll * (cands(max_splits) + 2ll * Cands); }
 };
 
 __device__ __forceinline__ uint32_t load_acquire(const uint32_t *p)
@@ -250,19 +255,27 @@ __device__ __forceinline__ uint32_t load_acquire(const uint32_t *p)
     return v;
 }
 
+// *p += v with release semantics (what the CTA's threads wrote before a __syncthreads that came
+// first is visible to whoever acquires the sum), returning the sum before, acquiring it as well.
+__device__ __forceinline__ uint32_t add_acq_rel(uint32_t *p, uint32_t v)
+{
+    uint32_t old;
+    asm volatile("atom.acq_rel.gpu.add.u32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
+    return old;
+}
+
 // Waits until all S CTAs of a row have arrived at this barrier (*counter counts them from 0); what
 // any of them wrote to global memory before arriving is visible to all after. The S CTAs must be
-// resident at once: the runtime launches the kernel cooperatively, which guarantees it.
+// resident at once: the runtime launches the kernel cooperatively, which guarantees it. The CTA's
+// writes are ordered before thread 0's arrival by the __syncthreads, and published by the arrival's
+// release; thread 0's acquire of the full count and the second __syncthreads order everything
+// after it (the release-acquire pair needs no full fence on either side).
 __device__ __forceinline__ void group_sync(uint32_t *counter, uint32_t S)
 {
     __syncthreads();
-    if (threadIdx.x == 0) {
-        __threadfence();
-        atomicAdd(counter, 1u);
+    if (threadIdx.x == 0 && add_acq_rel(counter, 1u) + 1u < S)
         while (load_acquire(counter) < S)
             __nanosleep(32);
-        __threadfence();
-    }
     __syncthreads();
 }
 
@@ -284,23 +297,25 @@ template <int Threads> __device__ __forceinline__ uint32_t block_sum(uint32_t v,
     return s;
 }
 
-// The row-wide counts g[0 .. BINS) (read through L2: other CTAs wrote them) walked from the top bin
-// down: *bin gets the bin where the running count first reaches `remaining`, *before the count of
-// the bins above it; returns the count of all bins (when it is below `remaining`, *bin and *before
-// mean nothing). Every CTA reading the same counts gets the same answer. red: Threads / 32 + 2 words.
-template <int Threads, int BINS>
-__device__ uint32_t find_bin(const uint32_t *g, uint32_t remaining, uint32_t *red, uint32_t *bin, uint32_t *before)
+// The counts g[0 .. BINS) walked from the top bin down (Global: row-wide counts that other CTAs
+// wrote, read through L2; otherwise the CTA's own in shared memory): *bin gets the bin where the
+// running count first reaches `remaining`, *before the count of the bins above it, *in_bin its own
+// count; returns the count of all bins (when it is below `remaining`, *bin, *before and *in_bin mean
+// nothing). Every CTA reading the same counts gets the same answer. red: Threads / 32 + 3 words.
+template <int Threads, int BINS, bool Global>
+__device__ uint32_t find_bin(const uint32_t *g, uint32_t remaining, uint32_t *red, uint32_t *bin, uint32_t *before,
+                             uint32_t *in_bin)
 {
     static_assert(BINS % Threads == 0, "each thread takes the same number of bins");
     constexpr int PER = BINS / Threads, WARPS = Threads / 32;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int top = BINS - 1 - PER * (int)threadIdx.x; // this thread's bins: top, top - 1, ..
     if (threadIdx.x == 0)
-        red[WARPS] = red[WARPS + 1] = 0u; // defined even when no bin reaches `remaining`
+        red[WARPS] = red[WARPS + 1] = red[WARPS + 2] = 0u; // defined even when no bin reaches `remaining`
     uint32_t c[PER], s = 0;
 #pragma unroll
     for (int j = 0; j < PER; j++) {
-        c[j] = __ldcg(g + top - j);
+        c[j] = Global ? __ldcg(g + top - j) : g[top - j];
         s += c[j];
     }
     uint32_t wtotal;
@@ -321,6 +336,7 @@ __device__ uint32_t find_bin(const uint32_t *g, uint32_t remaining, uint32_t *re
             if (run + c[j] >= remaining) {
                 red[WARPS] = (uint32_t)(top - j);
                 red[WARPS + 1] = run;
+                red[WARPS + 2] = c[j];
                 break;
             }
             run += c[j];
@@ -329,8 +345,30 @@ __device__ uint32_t find_bin(const uint32_t *g, uint32_t remaining, uint32_t *re
     __syncthreads();
     *bin = red[WARPS];
     *before = red[WARPS + 1];
+    *in_bin = red[WARPS + 2];
     __syncthreads();
     return all;
+}
+
+// f(i, keys[i]) for every i in lo .. hi - 1 (lo a multiple of 4), each thread with two 16-byte
+// loads in flight (four, as count_chunk has, made the split kernel spill at 64 registers).
+template <int Threads, class F> __device__ __forceinline__ void each_key(const uint32_t *keys, int64_t lo, int64_t hi, F f)
+{
+    constexpr int U = 2;
+    for (int64_t base = lo; base < hi; base += (int64_t)Threads * 4 * U) {
+        uint32_t u[U][4];
+#pragma unroll
+        for (int j = 0; j < U; j++)
+            keys4<1>(keys, base + ((int64_t)j * Threads + threadIdx.x) * 4, hi, u[j]);
+#pragma unroll
+        for (int j = 0; j < U; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int64_t i = base + ((int64_t)j * Threads + threadIdx.x) * 4 + e;
+                if (i < hi)
+                    f(i, u[j][e]);
+            }
+    }
 }
 
 // select_topk's selection (the same set, emitted at the same places) by the S = gridDim.y CTAs of
@@ -338,21 +376,32 @@ __device__ uint32_t find_bin(const uint32_t *g, uint32_t remaining, uint32_t *re
 // takes a contiguous chunk of the row, at least SplitKeys keys (CTAs past the row's end take none,
 // but still meet at every barrier). The K-th largest key is found by radix passes of RB bits: each
 // CTA counts its chunk in shared memory and adds its counts to the row's histogram of the pass
-// (state), a barrier, and every CTA reads the same row-wide counts and picks the same bin. Each
-// CTA keeps its own chunk's count of keys above the K-th (from the bins above the chosen one in
-// every pass) and equal to it (the chosen bin of the last pass); the CTAs publish those, a last
-// barrier, and each emits its chunk with the counts of the chunks before it: the ties are taken in
-// position order across the chunks, as in one CTA. A row of at most SplitKeys keys is CTA 0's
-// alone (select_topk); the other CTAs return at once and the state is not touched.
-// hist: 1 << RB words; red: 3 + 2 * Threads / 32 words.
-template <int Threads, int RB, int SplitKeys, class Emit, class Pad>
+// (state), a barrier, and every CTA reads the same row-wide counts and picks the same bin.
+// Usually the first pass leaves few keys in the chosen bin (the candidates: the first RB bits of a
+// key are the score's sign, exponent and top mantissa bits, so a bin is a narrow band of scores):
+// when at most Cands, each CTA stores its chunk's candidates (key, position) row-wide, a barrier,
+// and every CTA reads all of their keys into shared memory and finishes the radix passes there
+// alone; the same keys give every CTA the same K-th (their order, which the stores' atomics decide,
+// does not matter), and the candidates before the chunk with the chunk counts published before the
+// barrier give each CTA its chunk's place. So two barriers instead of one a pass and one for the
+// counts, and the passes after the first read shared memory instead of the row.
+// With more candidates the passes go on over the chunks, a barrier each; each CTA keeps its own
+// chunk's count of keys above the K-th (from the bins above the chosen one in every pass) and equal
+// to it (the chosen bin of the last pass), the CTAs publish those, a last barrier. Either way each
+// CTA then emits its chunk with the counts of the chunks before it: the ties are taken in position
+// order across the chunks, as in one CTA. A row of at most SplitKeys keys is CTA 0's alone
+// (select_topk); the other CTAs return at once and the state is not touched.
+// state: St::bytes(MaxSplits) bytes, 8-byte aligned; hist: 1 << RB words; red: 3 + 2 * Threads / 32
+// words; cand_s: Cands + Cands / 32 words of shared memory, 16-byte aligned.
+template <int Threads, int RB, int SplitKeys, int Cands, int MaxSplits, class Emit, class Pad>
 __device__ void select_topk_split(const uint32_t *keys, int64_t n, int K, Emit emit, Pad pad, uint32_t *state,
-                                  uint32_t *hist, uint32_t *red)
+                                  uint32_t *hist, uint32_t *red, uint32_t *cand_s)
 {
-    using St = SplitState<RB>;
+    using St = SplitState<RB, Cands>;
     constexpr int BINS = St::BINS, PASSES = St::PASSES;
     static_assert(RB >= 8 && RB <= 12, "a pass's histogram fits in shared memory; select_topk's hist needs 256");
-    static_assert(SplitKeys % 4 == 0, "chunks start on 16-byte boundaries");
+    static_assert(SplitKeys % 4 == 0 && Cands % 4 == 0, "chunks and the candidates' keys on 16-byte boundaries");
+    __shared__ uint32_t mine_n, mine_at; // the chunk's candidates, and their place in cands
     const uint32_t S = gridDim.y, part = blockIdx.y;
     if (n <= SplitKeys) {
         if (part != 0)
@@ -366,7 +415,9 @@ __device__ void select_topk_split(const uint32_t *keys, int64_t n, int K, Emit e
     chunk = chunk < SplitKeys ? SplitKeys : chunk;
     const int64_t lo = (int64_t)part * chunk < n ? (int64_t)part * chunk : n, hi = lo + chunk < n ? lo + chunk : n;
     uint32_t prefix = 0u, mask = 0u, remaining = (uint32_t)K, larger = 0u, total = 0u, mine_above = 0u, mine_tie = 0u;
-    bool all = false; // at most K keys > 0: every one is in
+    uint32_t in_bin = 0u;
+    bool all = false;      // at most K keys > 0: every one is in
+    bool gathered = false; // the first pass's bin holds at most Cands keys: the rest in shared memory
     for (int pass = 0; pass < PASSES; pass++) {
         const int shift = 32 - RB * (pass + 1) > 0 ? 32 - RB * (pass + 1) : 0;
         const uint32_t digits = (1u << (32 - RB * pass - shift)) - 1u;
@@ -381,7 +432,7 @@ __device__ void select_topk_split(const uint32_t *keys, int64_t n, int K, Emit e
                 atomicAdd(g + i, hist[i]);
         group_sync(state + pass, S);
         uint32_t bin, before;
-        const uint32_t counted = find_bin<Threads, BINS>(g, remaining, red, &bin, &before);
+        const uint32_t counted = find_bin<Threads, BINS, true>(g, remaining, red, &bin, &before, &in_bin);
         uint32_t s = 0u;
         if (pass == 0) {
             total = counted;
@@ -402,37 +453,110 @@ __device__ void select_topk_split(const uint32_t *keys, int64_t n, int K, Emit e
         larger += before;
         prefix |= bin << shift;
         mask |= digits << shift;
+        if (pass == 0 && in_bin <= (uint32_t)Cands) { // the same in every CTA, as above
+            gathered = true;
+            break;
+        }
     }
-    const uint32_t kth = all ? 0u : prefix, ties = all ? 0u : (uint32_t)K - larger;
     uint32_t *counts = state + St::COUNTS;
-    if (threadIdx.x == 0) {
-        counts[2 * part] = mine_above;
-        counts[2 * part + 1] = mine_tie;
+    uint32_t kth, ties, above0, tie0;
+    if (gathered) {
+        // this chunk's candidates (its own count of the bin: the pass's last histogram), stored
+        // row-wide from the place a counter gives them
+        uint32_t *const key_s = cand_s, *const before_s = cand_s + Cands;
+        uint2 *const cands = reinterpret_cast<uint2 *>(state + St::cands(MaxSplits)); // even words: 8-byte aligned
+        if (threadIdx.x == 0) {
+            mine_at = atomicAdd(state + St::STORED, hist[prefix >> (32 - RB)]);
+            mine_n = 0u;
+            counts[2 * part] = mine_above;
+        }
+        __syncthreads();
+        each_key<Threads>(keys, lo, hi, [&](int64_t i, uint32_t u) {
+            if (u != 0u && (u & mask) == prefix)
+                cands[mine_at + atomicAdd(&mine_n, 1u)] = make_uint2(u, (uint32_t)i);
+        });
+        group_sync(state + St::LAST, S);
+        // every candidate's key of the row, and a bit for each: before this chunk (a warp's 32
+        // consecutive candidates make one word); two loads in flight a thread
+        for (uint32_t b = 0; b < in_bin; b += 2 * Threads) {
+            uint2 v[2];
+#pragma unroll
+            for (int j = 0; j < 2; j++) {
+                const uint32_t i = b + j * Threads + threadIdx.x;
+                v[j] = i < in_bin ? __ldcg(cands + i) : make_uint2(0u, 0xffffffffu);
+            }
+#pragma unroll
+            for (int j = 0; j < 2; j++) {
+                const uint32_t i = b + j * Threads + threadIdx.x;
+                const uint32_t bits = __ballot_sync(0xffffffffu, (int64_t)v[j].y < lo);
+                if (i < in_bin) {
+                    key_s[i] = v[j].x;
+                    if (i % 32 == 0)
+                        before_s[i / 32] = bits;
+                }
+            }
+        }
+        __syncthreads();
+        // the passes left, over the candidates
+        for (int pass = 1; pass < PASSES; pass++) {
+            const int shift = 32 - RB * (pass + 1) > 0 ? 32 - RB * (pass + 1) : 0;
+            const uint32_t digits = (1u << (32 - RB * pass - shift)) - 1u;
+            for (int i = threadIdx.x; i < BINS; i += Threads)
+                hist[i] = 0u;
+            __syncthreads();
+            count_chunk<Threads, 1, 1>(key_s, 0, in_bin, prefix, mask, shift, digits, hist);
+            __syncthreads();
+            uint32_t bin, before, unused;
+            find_bin<Threads, BINS, false>(hist, remaining, red, &bin, &before, &unused);
+            remaining -= before;
+            larger += before;
+            prefix |= bin << shift;
+            mask |= digits << shift;
+        }
+        kth = prefix;
+        ties = (uint32_t)K - larger;
+        // the keys above the K-th before this chunk: above the first pass's bin (the chunks' counts)
+        // or candidates above it; the ties before it: candidates
+        uint32_t a = 0u, t = 0u;
+        for (uint32_t c = threadIdx.x; c < part; c += Threads)
+            a += __ldcg(counts + 2 * c);
+        for (uint32_t i = threadIdx.x; i < in_bin; i += Threads)
+            if ((before_s[i / 32] >> (i % 32)) & 1u) {
+                a += key_s[i] > kth;
+                t += key_s[i] == kth;
+            }
+        above0 = block_sum<Threads>(a, red);
+        tie0 = block_sum<Threads>(t, red);
+    } else {
+        kth = all ? 0u : prefix;
+        ties = all ? 0u : (uint32_t)K - larger;
+        if (threadIdx.x == 0) {
+            counts[2 * part] = mine_above;
+            counts[2 * part + 1] = mine_tie;
+        }
+        group_sync(state + St::LAST, S);
+        uint32_t a = 0u, t = 0u;
+        for (uint32_t c = threadIdx.x; c < part; c += Threads) {
+            a += __ldcg(counts + 2 * c);
+            t += __ldcg(counts + 2 * c + 1);
+        }
+        above0 = block_sum<Threads>(a, red);
+        tie0 = block_sum<Threads>(t, red);
     }
-    group_sync(state + PASSES, S);
-    uint32_t a = 0u, t = 0u;
-    for (uint32_t c = threadIdx.x; c < part; c += Threads) {
-        a += __ldcg(counts + 2 * c);
-        t += __ldcg(counts + 2 * c + 1);
-    }
-    const uint32_t above0 = block_sum<Threads>(a, red), tie0 = block_sum<Threads>(t, red);
     emit_range<Threads, 1>(keys, lo, hi, kth, ties, above0, tie0, emit, red);
     const int written = (int)(total < (uint32_t)K ? total : (uint32_t)K);
     for (int64_t j = written + (int64_t)part * Threads + threadIdx.x; j < K; j += (int64_t)S * Threads)
         pad((int)j);
     // the last CTA to leave zeroes the counters and histograms for the next call: by then every CTA
-    // has passed every barrier and read every count
+    // has passed every barrier and read every count (each CTA's reads come before its release of
+    // LEFT, the last one's acquire of it before its stores)
     __syncthreads();
-    if (threadIdx.x == 0) {
-        __threadfence();
-        red[0] = atomicAdd(state + PASSES + 1, 1u) == S - 1;
-    }
+    if (threadIdx.x == 0)
+        red[0] = add_acq_rel(state + St::LEFT, 1u) == S - 1;
     __syncthreads();
-    if (red[0]) {
-        __threadfence();
+    if (red[0])
         for (int i = threadIdx.x; i < St::COUNTS; i += Threads)
             state[i] = 0u;
-    }
 }
 
 } // namespace dsa

@@ -243,6 +243,9 @@ __device__ int select_topk(const uint32_t *keys, int64_t n, int K, Emit emit, ui
 template <int RB, int Cands> struct SplitState {
     static constexpr int BINS = 1 << RB, PASSES = (32 + RB - 1) / RB, HIST = 8, COUNTS = HIST + PASSES * BINS;
     static constexpr int LAST = PASSES, LEFT = PASSES + 1, STORED = PASSES + 2;
+    // radix pass `pass` reads the key's digits [shift, shift + RB) (the last pass may read fewer)
+    static __device__ __forceinline__ int shift(int pass) { return 32 - RB * (pass + 1) > 0 ? 32 - RB * (pass + 1) : 0; }
+    static __device__ __forceinline__ uint32_t digits(int pass) { return (1u << (32 - RB * pass - shift(pass))) - 1u; }
     static_assert(STORED < HIST, "the counters fit before the histograms");
     __host__ __device__ static constexpr long long cands(int max_splits) { return COUNTS + 2ll * max_splits; }
     __host__ __device__ static constexpr long long bytes(int max_splits) { return 4ll * (cands(max_splits) + 2ll * Cands); }
@@ -419,8 +422,8 @@ __device__ void select_topk_split(const uint32_t *keys, int64_t n, int K, Emit e
     bool all = false;      // at most K keys > 0: every one is in
     bool gathered = false; // the first pass's bin holds at most Cands keys: the rest in shared memory
     for (int pass = 0; pass < PASSES; pass++) {
-        const int shift = 32 - RB * (pass + 1) > 0 ? 32 - RB * (pass + 1) : 0;
-        const uint32_t digits = (1u << (32 - RB * pass - shift)) - 1u;
+        const int shift = St::shift(pass);
+        const uint32_t digits = St::digits(pass);
         for (int i = threadIdx.x; i < BINS; i += Threads)
             hist[i] = 0u;
         __syncthreads();
@@ -499,8 +502,8 @@ __device__ void select_topk_split(const uint32_t *keys, int64_t n, int K, Emit e
         __syncthreads();
         // the passes left, over the candidates
         for (int pass = 1; pass < PASSES; pass++) {
-            const int shift = 32 - RB * (pass + 1) > 0 ? 32 - RB * (pass + 1) : 0;
-            const uint32_t digits = (1u << (32 - RB * pass - shift)) - 1u;
+            const int shift = St::shift(pass);
+            const uint32_t digits = St::digits(pass);
             for (int i = threadIdx.x; i < BINS; i += Threads)
                 hist[i] = 0u;
             __syncthreads();

@@ -822,8 +822,8 @@ void dsg_derive(const dsg_geometry *g, const dsg_config *c, dsg_derived *o)
     /* A row's top-k entries may be split over CTAs (the runtime picks how many per call, when rows
      * alone do not fill the device), each split keeping at least one key tile (64) of them on this
      * rank: a CTA's cost is mostly per tile, so at few rows more splits shorten the call. A power of
-     * two: a split takes the entries k with k % splits == split. At most 32 (the merge keeps the
-     * LSEs in registers). */
+     * two: a split takes the entries k with k % splits == split. At most 32 (kMergeMax: the split
+     * merge stages a row's LSEs in shared memory, one per thread of its 128). */
     o->attend_max_splits = 1;
     while (o->attend_max_splits < 32 && g->idx_topk / (w * 2 * o->attend_max_splits) >= 64)
         o->attend_max_splits *= 2;

@@ -46,8 +46,9 @@ constexpr int kMergeMax = 32; // the most partials one merge takes (attend_max_s
 // part_at(r, d) its output at latent dim d; put(d, v) takes the merged output for the dims of this
 // thread (d = threadIdx.x, then by blockDim.x, below L); returns the merged LSE. NaN or +inf LSEs
 // count as -inf, -inf partials weigh 0, and an all-empty (token, head) is output 0 and LSE -inf
-// (docs/design.md, "DCP"; every partial's output is read, the attend kernel writes each, 0 where
-// empty). The LSEs are read once, by n threads, and their weights computed once, in shared memory:
+// (docs/design.md, "DCP"; every partial's output is loaded, the attend kernel writes each, 0 where
+// empty, but a -inf partial's is never added). The LSEs are read once, by n threads (a merge CTA has
+// at least 32, the plan's merge_threads), and their weights computed once, in shared memory:
 // the loops run to n, not to the most there can be (unrolled to 32, the merge held 128 registers a
 // thread), and the partials' loads go out 8 at a time, not one after another.
 template <int L, class LseAt, class PartAt, class Put>
@@ -71,7 +72,7 @@ __device__ __forceinline__ float lse_merge(int n, LseAt lse_at, PartAt part_at, 
                 sum += expf(lse_s[r] - m);
         total = m + logf(sum);
     }
-    if (tid < n) // a -inf partial weighs 0 and is never read (its output may be anything)
+    if (tid < n) // a -inf partial weighs 0 (and is skipped below)
         w_s[tid] = lse_s[tid] != neg_inf() ? expf(lse_s[tid] - total) : 0.0f;
     __syncthreads();
     for (int d = tid; d < L; d += blockDim.x) {

@@ -82,6 +82,19 @@ __device__ __forceinline__ void count_chunk(const uint32_t *keys, int64_t lo, in
         atomicAdd(&hist[run_bin], run_n);
 }
 
+// One radix pass's histogram: hist[0 .. BINS) zeroed, then count_chunk's counts of keys lo .. hi
+// - 1 into it, by the CTA's Threads threads; every thread may read hist after.
+template <int Threads, int BINS, int Stride, int U = 4>
+__device__ __forceinline__ void count_pass(const uint32_t *keys, int64_t lo, int64_t hi, uint32_t prefix, uint32_t mask,
+                                           int shift, uint32_t digits, uint32_t *hist)
+{
+    for (int i = threadIdx.x; i < BINS; i += Threads)
+        hist[i] = 0u;
+    __syncthreads();
+    count_chunk<Threads, Stride, U>(keys, lo, hi, prefix, mask, shift, digits, hist);
+    __syncthreads();
+}
+
 // The K-th largest key among keys[0], keys[Stride], ... (n of them) by four 8-bit radix passes, and
 // *above: how many keys are larger than it; *total: how many keys are not 0 (keys of 0 never
 // count). When *total <= K there is no K-th: returns 0 after the first pass.
@@ -424,11 +437,7 @@ __device__ void select_topk_split(const uint32_t *keys, int64_t n, int K, Emit e
     for (int pass = 0; pass < PASSES; pass++) {
         const int shift = St::shift(pass);
         const uint32_t digits = St::digits(pass);
-        for (int i = threadIdx.x; i < BINS; i += Threads)
-            hist[i] = 0u;
-        __syncthreads();
-        count_chunk<Threads, 1>(keys, lo, hi, prefix, mask, shift, digits, hist);
-        __syncthreads();
+        count_pass<Threads, BINS, 1>(keys, lo, hi, prefix, mask, shift, digits, hist);
         uint32_t *g = state + St::HIST + pass * BINS;
         for (int i = threadIdx.x; i < BINS; i += Threads)
             if (hist[i])
@@ -504,11 +513,7 @@ __device__ void select_topk_split(const uint32_t *keys, int64_t n, int K, Emit e
         for (int pass = 1; pass < PASSES; pass++) {
             const int shift = St::shift(pass);
             const uint32_t digits = St::digits(pass);
-            for (int i = threadIdx.x; i < BINS; i += Threads)
-                hist[i] = 0u;
-            __syncthreads();
-            count_chunk<Threads, 1, 1>(key_s, 0, in_bin, prefix, mask, shift, digits, hist);
-            __syncthreads();
+            count_pass<Threads, BINS, 1, 1>(key_s, 0, in_bin, prefix, mask, shift, digits, hist);
             uint32_t bin, before, unused;
             find_bin<Threads, BINS, false>(hist, remaining, red, &bin, &before, &unused);
             remaining -= before;

@@ -166,27 +166,6 @@ static int number_before(const char *log, const char *p)
     return atoi(p);
 }
 
-/* Reads the "ptxas info" lines of an NVRTC log (--ptxas-options=-v) for one entry function:
- * registers and shared memory after "Compiling entry function '<entry>'", stack frame plus spill
- * stores (local memory) after "Function properties for <entry>". Used where no GPU loads it. */
-static void parse_ptxas(const char *log, const char *entry, dsa_kernel_info_t *info)
-{
-    char key[320];
-    snprintf(key, sizeof key, "Compiling entry function '%s'", entry);
-    const char *sec = strstr(log, key), *p;
-    if (sec && (p = strstr(sec, "Used ")))
-        info->registers = atoi(p + 5);
-    if (sec && (p = strstr(sec, "bytes smem")))
-        info->shared_bytes = number_before(log, p);
-    snprintf(key, sizeof key, "Function properties for %s\n", entry);
-    if ((sec = strstr(log, key))) {
-        const char *eol = strchr(sec + strlen(key), '\n');
-        const char *stack = strstr(sec, "bytes stack frame"), *spill = strstr(sec, "bytes spill stores");
-        if (stack && (!eol || stack < eol) && spill && (!eol || spill < eol))
-            info->local_bytes = number_before(log, stack) + number_before(log, spill);
-    }
-}
-
 /* Every entry function of the log ("Compiling entry function '<name>'"), with its registers,
  * shared memory, stack frame and spill stores, into e (at most DSA_JIT_MAX_ENTRIES); their count. */
 static int parse_entries(const char *log, dsa_jit_entry_t *e)
@@ -215,6 +194,21 @@ static int parse_entries(const char *log, dsa_jit_entry_t *e)
         s = q;
     }
     return n;
+}
+
+/* The module's own entry function among those ptxas reported (parse_entries): its registers,
+ * static shared memory and local memory (stack frame and spill stores) into info; 0 when it is
+ * not among them. Used where no GPU loads it. */
+static int entry_info(const dsa_jit_entry_t *e, int n, const char *entry, dsa_kernel_info_t *info)
+{
+    for (int i = 0; i < n; i++)
+        if (!strcmp(e[i].name, entry)) {
+            info->registers = e[i].registers;
+            info->shared_bytes = e[i].shared_bytes;
+            info->local_bytes = e[i].stack_bytes + e[i].spill_bytes;
+            return 1;
+        }
+    return 0;
 }
 
 /* The NVRTC log with numbered source lines around each error location "file(line): error". */
@@ -281,12 +275,13 @@ static void *compile_job(void *arg)
     if (cr != NVRTC_SUCCESS) {
         j->rc = DSA_ERROR_NVRTC;
         explain_failure(j, log ? log : "(no log)");
+    } else if (log && (j->nentries = parse_entries(log, j->entries),
+                       !entry_info(j->entries, j->nentries, j->k->entry, &j->info))) {
+        /* the module's own entry is what the local-memory check reads: never pass it unread */
+        j->rc = DSA_ERROR_NVRTC;
+        job_fail(j, "kernel %s: ptxas reported no entry function %s among its first %d", j->k->name, j->k->entry,
+                 DSA_JIT_MAX_ENTRIES);
     } else {
-        if (log)
-        {
-            parse_ptxas(log, j->k->entry, &j->info);
-            j->nentries = parse_entries(log, j->entries);
-        }
         size_t n = 0;
         dsa_nvrtc.nvrtcGetCUBINSize(prog, &n);
         j->cubin = dsa_malloc(n ? n : 1);

@@ -104,11 +104,7 @@ __device__ uint32_t radix_kth(const uint32_t *keys, int64_t n, int K, uint32_t *
 {
     uint32_t prefix = 0, mask = 0, remaining = (uint32_t)K, larger = 0;
     for (int shift = 24; shift >= 0; shift -= 8) {
-        for (int i = threadIdx.x; i < 256; i += Threads)
-            hist[i] = 0;
-        __syncthreads();
-        count_chunk<Threads, Stride>(keys, 0, n, prefix, mask, shift, 255u, hist);
-        __syncthreads();
+        count_pass<Threads, 256, Stride>(keys, 0, n, prefix, mask, shift, 255u, hist);
         if (threadIdx.x < 32) {
             // bins from the top: lane owns bins 255-8*lane .. 248-8*lane
             uint32_t c[8], sum = 0;

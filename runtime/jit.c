@@ -73,6 +73,14 @@ static __attribute__((format(printf, 2, 3))) void job_fail(job_t *j, const char 
     j->err = m;
 }
 
+/* Whether this NVRTC keeps a cache of its own (12.9 on), which --no-cache turns off. */
+static int nvrtc_caches(void)
+{
+    int major = 0, minor = 0;
+    dsa_nvrtc.nvrtcVersion(&major, &minor);
+    return major > 12 || (major == 12 && minor >= 9);
+}
+
 /* The key: source, every header with its name, options, target and NVRTC version. */
 static void make_key(job_t *j, int nheaders)
 {
@@ -279,8 +287,8 @@ static void *compile_job(void *arg)
                        !entry_info(j->entries, j->nentries, j->k->entry, &j->info))) {
         /* the module's own entry is what the local-memory check reads: never pass it unread */
         j->rc = DSA_ERROR_NVRTC;
-        job_fail(j, "kernel %s: ptxas reported no entry function %s among its first %d", j->k->name, j->k->entry,
-                 DSA_JIT_MAX_ENTRIES);
+        job_fail(j, "kernel %s: ptxas reported no entry function %s (%d entries read, at most %d)", j->k->name,
+                 j->k->entry, j->nentries, DSA_JIT_MAX_ENTRIES);
     } else {
         size_t n = 0;
         dsa_nvrtc.nvrtcGetCUBINSize(prog, &n);
@@ -388,6 +396,11 @@ dsa_result_t dsa_jit_compile(const dsa_cfg_t *cfg, const char *target, const cha
         j->opts[1] = "-std=c++17";
         j->opts[2] = "--ptxas-options=-v";
         j->nopts = 3;
+        /* NVRTC 12.9 on keeps its own cache of compiled programs, across processes: a hit skips
+         * ptxas, whose report (registers, shared and local memory of each entry) the module's
+         * checks read, so the module would fail to compile. Ours (above) is what caches here. */
+        if (nvrtc_caches())
+            j->opts[j->nopts++] = "--no-cache";
         make_key(j, j->nheaders);
         char key[65];
         hex(j->key, 32, key);

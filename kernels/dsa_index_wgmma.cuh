@@ -57,12 +57,14 @@ template <int N> __device__ __forceinline__ void wgmma_e4m3(float (&d)[N / 2], c
         DSA_SCORE_WGMMA("m64n256k32", "e4m3.e4m3", "", 128);
 }
 
-// Two e4m3 bytes (bits 0-7: the first) to an f16x2, exactly
-__device__ __forceinline__ uint32_t e4m3x2_to_f16x2(uint32_t pair)
+// Four e4m3 bytes to two f16x2, exactly: bytes 0, 1 (bits 0-7: the first) into lo, bytes 2, 3 into
+// hi (the halves of the word go to the conversions as they are, with no masking or shifting first)
+__device__ __forceinline__ void e4m3x4_to_f16x2x2(uint32_t word, uint32_t &lo, uint32_t &hi)
 {
-    uint32_t r;
-    asm("{\n\t.reg .b16 t;\n\tcvt.u16.u32 t, %1;\n\tcvt.rn.f16x2.e4m3x2 %0, t;\n\t}" : "=r"(r) : "r"(pair));
-    return r;
+    asm("{\n\t.reg .b16 l, h;\n\tmov.b32 {l, h}, %2;\n\tcvt.rn.f16x2.e4m3x2 %0, l;\n\t"
+        "cvt.rn.f16x2.e4m3x2 %1, h;\n\t}"
+        : "=r"(lo), "=r"(hi)
+        : "r"(word));
 }
 
 // D (+)= A B, m64 x N x k16 f16 -> fp32: A (64 keys x 16 dims) in registers (the m16n8k16 A
@@ -120,6 +122,7 @@ template <int H, int D, bool F16> struct ScoreWgmmaSmem {
     alignas(128) uint8_t q[S::q_bytes];
     alignas(128) uint8_t ring[S::stages][S::slot_bytes];
     uint64_t full[S::stages], empty[S::stages];
+    uint32_t present[S::stages]; // bit c: part c of the slot's tile has a page (its keys landed)
 };
 
 // The grouped score CTA's shared memory (index_score_group, dynamic): the R rows' queries side by
@@ -135,6 +138,7 @@ template <int H, int D, int R, bool F16> struct ScoreGroupSmem {
     alignas(128) uint8_t q[R * S::q_bytes];
     alignas(128) uint8_t ring[stages][S::slot_bytes];
     uint64_t full[stages], empty[stages];
+    uint32_t present[stages]; // as ScoreWgmmaSmem's
     alignas(16) float wq[R * S::heads];
 };
 
@@ -204,9 +208,22 @@ __device__ __forceinline__ void score_rows_wgmma(const dsa_index_score_params &p
     for (int j = 0; j < R; j++)
         most = n[j] > most ? n[j] : most;
     const int64_t tiles = (most + TK - 1) / TK, step = (int64_t)gridDim.y;
-    // this CTA's i-th tile (increasing in i: the CTA's tiles are those below `tiles`)
-    auto tile_of = [&](int64_t i) { return ((int64_t)blockIdx.y + (i / RUN) * step) * RUN + i % RUN; };
-    if (tile_of(0) >= tiles)
+    // this CTA's tiles in increasing order, RUN consecutive ones every gridDim.y-th run: a cursor
+    // (the tile, its place in its run) steps through them without a division (the CTA's tiles are
+    // those below `tiles`)
+    struct Cursor {
+        int64_t tile;
+        int k;
+    };
+    auto advance = [&](Cursor &c) {
+        if (++c.k == RUN) {
+            c.k = 0;
+            c.tile += (step - 1) * RUN + 1;
+        } else {
+            c.tile++;
+        }
+    };
+    if ((int64_t)blockIdx.y * RUN >= tiles)
         return;
     const int32_t req = p.req_of_token[t0];
     const int32_t *blocks = p.block_table + (int64_t)req * p.max_blocks;
@@ -214,29 +231,36 @@ __device__ __forceinline__ void score_rows_wgmma(const dsa_index_score_params &p
     // cache (the mma.sync kernel's test, key by key; a page part is copied when its first key has a
     // page, so every key that has one lies in a copied part). Below row j's n[j] it is what row j
     // alone would find.
-    auto page_of = [&](int64_t l) -> const uint8_t * {
-        if (l >= most || l / BS >= p.max_blocks)
-            return nullptr;
-        const int32_t blk = blocks[l / BS];
+    // (in two steps: the block-table entry, -1 where there is none; then the page it names, so that
+    // a look-up made ahead is not waited for until its page is wanted)
+    auto block_of = [&](int64_t l) -> int32_t {
+        return l >= most || l / BS >= p.max_blocks ? -1 : blocks[l / BS];
+    };
+    auto page_at = [&](int32_t blk, int64_t l) -> const uint8_t * {
         return blk >= 0 && (int64_t)blk * BS + l % BS < p.num_slots ? p.idx_cache + blk * PAGE : nullptr;
     };
 
     const uint32_t q_s = smem_addr(sm.q), ring_s = smem_addr(sm.ring[0]);
     const uint32_t full_s = smem_addr(&sm.full[0]), empty_s = smem_addr(&sm.empty[0]);
-    // the pages of the i-th tile's parts (look-ups in the block table)
-    auto pages = [&](int64_t i, const uint8_t *(&src)[PARTS]) {
+    // the block-table entries of a tile's parts
+    auto blocks_of = [&](int64_t tile, int32_t(&blk)[PARTS]) {
 #pragma unroll
         for (int c = 0; c < PARTS; c++)
-            src[c] = page_of(tile_of(i) * TK + c * CK);
+            blk[c] = block_of(tile * TK + c * CK);
     };
-    // the i-th tile's page parts into slot i % S, completing on its full barrier (thread 0 only)
-    auto issue = [&](int64_t i, const uint8_t *const (&src)[PARTS]) {
-        const int64_t l0 = tile_of(i) * TK;
-        const int s = (int)(i % S);
-        uint32_t bytes = 0;
+    // a tile's page parts into slot s, completing on its full barrier, and which parts have a page
+    // (thread 0 only; the barrier's arrival publishes the mask with the slot)
+    auto issue = [&](int s, int64_t tile, const int32_t (&blk)[PARTS]) {
+        const int64_t l0 = tile * TK;
+        const uint8_t *src[PARTS];
+        uint32_t bytes = 0, mask = 0;
 #pragma unroll
-        for (int c = 0; c < PARTS; c++)
+        for (int c = 0; c < PARTS; c++) {
+            src[c] = page_at(blk[c], l0 + c * CK);
             bytes += src[c] ? CK * (D + 4) : 0;
+            mask |= src[c] ? 1u << c : 0u;
+        }
+        sm.present[s] = mask;
         mbar_arrive_expect(full_s + 8 * s, bytes);
 #pragma unroll
         for (int c = 0; c < PARTS; c++)
@@ -247,6 +271,13 @@ __device__ __forceinline__ void score_rows_wgmma(const dsa_index_score_params &p
                 bulk_copy(slot + TK * D + 4 * c * CK, src[c] + BS * D + 4 * off, 4 * CK, full_s + 8 * s);
             }
     };
+    // thread 0's next tile to load (S ahead of the one being scored) and its pages, looked up a
+    // step before they are needed so that the block table's latency is off the tiles' path
+    Cursor fill = {(int64_t)blockIdx.y * RUN, 0};
+    int32_t next[PARTS];
+#pragma unroll
+    for (int c = 0; c < PARTS; c++)
+        next[c] = -1;
     if (tid == 0) {
 #pragma unroll
         for (int s = 0; s < S; s++) {
@@ -255,12 +286,15 @@ __device__ __forceinline__ void score_rows_wgmma(const dsa_index_score_params &p
         }
         mbar_init_fence();
 #pragma unroll
-        for (int s = 0; s < S; s++)
-            if (tile_of(s) < tiles) {
-                const uint8_t *src[PARTS];
-                pages(s, src);
-                issue(s, src);
+        for (int s = 0; s < S; s++) {
+            if (fill.tile < tiles) {
+                blocks_of(fill.tile, next);
+                issue(s, fill.tile, next);
             }
+            advance(fill);
+        }
+        if (fill.tile < tiles)
+            blocks_of(fill.tile, next);
     }
     // B: head h of row j's query, its dims in the keys' permutation, at row j's columns. Byte b of a
     // query row is byte b % 4 of word r / 4 (r = b % (D/4)) of thread tq = b / (D/4)'s piece; the A
@@ -279,8 +313,7 @@ __device__ __forceinline__ void score_rows_wgmma(const dsa_index_score_params &p
             for (int c = 0; c < 4; c++) {
                 const int tq = (b + 4 * c) / (D / 4), r = (b + 4 * c) % (D / 4), k0 = 16 * (r / 4) + 2 * tq;
                 uint8_t *at = qb + j * Shape::q_bytes + (h / 8) * SBO + (k0 / 8) * 128 + (h % 8) * 16 + (k0 % 8) * 2;
-                *reinterpret_cast<uint32_t *>(at) = e4m3x2_to_f16x2(word[c] & 0xffffu);
-                *reinterpret_cast<uint32_t *>(at + 128) = e4m3x2_to_f16x2(word[c] >> 16);
+                e4m3x4_to_f16x2x2(word[c], *reinterpret_cast<uint32_t *>(at), *reinterpret_cast<uint32_t *>(at + 128));
             }
         }
     } else {
@@ -320,24 +353,15 @@ __device__ __forceinline__ void score_rows_wgmma(const dsa_index_score_params &p
 #pragma unroll
     for (int i = 0; i < N / 2; i++)
         acc[i] = 0.0f;
-    for (int64_t i = 0;; i++) {
-        const int64_t tile = tile_of(i);
-        if (tile >= tiles)
-            break;
-        const int s = (int)(i % S);
-        const uint32_t parity = (uint32_t)(i / S) & 1u;
-        // the block-table look-ups of this step first, so that their latency hides behind the waits:
-        // the key this lane writes (tig 0: row r0, tig 1: r0 + 8) and the pages of tile i + S
-        const int64_t l = tile * TK + r0 + 8 * (tig & 1);
-        const bool have = tig < 2 && page_of(l) != nullptr;
-        const bool refill = tid == 0 && tile_of(i + S) < tiles;
-        const uint8_t *next[PARTS];
-#pragma unroll
-        for (int c = 0; c < PARTS; c++)
-            next[c] = nullptr;
-        if (refill)
-            pages(i + S, next);
+    Cursor cur = {(int64_t)blockIdx.y * RUN, 0};
+    int s = 0;
+    uint32_t parity = 0;
+    for (; cur.tile < tiles; advance(cur), s = s + 1 == S ? 0 : s + 1, parity ^= s == 0 ? 1u : 0u) {
+        const int64_t l = cur.tile * TK + r0 + 8 * (tig & 1); // the key this lane writes (tig 0: row r0, 1: r0 + 8)
+        const bool refill = tid == 0 && fill.tile < tiles;
         mbar_wait(full_s + 8 * s, parity);
+        // the key has a page where its part does (a page's keys all lie in the cache or none do)
+        const bool have = tig < 2 && (sm.present[s] >> ((r0 + 8 * (tig & 1)) / CK) & 1u);
         const uint8_t *slot = sm.ring[s];
         uint32_t u[2][WORDS]; // this thread's piece of rows r0, r0 + 8
 #pragma unroll
@@ -361,8 +385,7 @@ __device__ __forceinline__ void score_rows_wgmma(const dsa_index_score_params &p
 #pragma unroll
             for (int half = 0; half < 2; half++) {
                 if constexpr (F16) {
-                    a[ks][half] = e4m3x2_to_f16x2(u[half][ks] & 0xffffu);
-                    a[ks][2 + half] = e4m3x2_to_f16x2(u[half][ks] >> 16);
+                    e4m3x4_to_f16x2x2(u[half][ks], a[ks][half], a[ks][2 + half]);
                 } else {
                     a[ks][half] = u[half][2 * ks];
                     a[ks][2 + half] = u[half][2 * ks + 1];
@@ -380,11 +403,14 @@ __device__ __forceinline__ void score_rows_wgmma(const dsa_index_score_params &p
             else
                 wgmma_e4m3<N>(acc, a[ks], wg_desc(q_s + 256u * ks, 128u, SBO), ks > 0);
         wgmma_commit();
-        // refill the slot with tile i + S once the whole warpgroup has read it, while the tensor
-        // cores work
+        // refill the slot with the tile S ahead once the whole warpgroup has read it, while the
+        // tensor cores work; then look up the pages of the one after it
         if (refill) {
             mbar_wait(empty_s + 8 * s, parity);
-            issue(i + S, next);
+            issue(s, fill.tile, next);
+            advance(fill);
+            if (fill.tile < tiles)
+                blocks_of(fill.tile, next);
         }
         __syncwarp();
         wgmma_wait();

@@ -98,8 +98,10 @@ void dsa_log(int threshold, int level, const char *fmt, ...)
         return;
     va_list ap;
     va_start(ap, fmt);
+    flockfile(stderr); /* one line whole: the JIT's threads and a group's ranks log at once */
     fputs(level == DSA_LOG_WARN ? "dsa: warning: " : "dsa: ", stderr);
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
+    funlockfile(stderr);
     va_end(ap);
 }

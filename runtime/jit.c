@@ -1,13 +1,17 @@
 /* JIT: NVRTC compiles each kernel of a configuration for the device (in parallel threads), with a
  * disk cache of cubins keyed by the SHA-256 of everything that changes the code. Cache entries are
  * written to a temporary file and renamed; each carries the SHA-256 of its payload, so a truncated
- * or corrupt entry is detected on load, reported, and rebuilt. */
+ * or corrupt entry is detected on load, reported, and rebuilt. A missed entry is compiled under an
+ * exclusive lock on "<entry>.lock", so that creators of the same configuration at once (DCP ranks
+ * in threads of one process, or rank processes of one node) compile each module once. */
 #include <errno.h>
+#include <fcntl.h>
 #include <openssl/evp.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -19,6 +23,11 @@
  * that was copied or renamed into place; the payload hash catches truncation and bit flips. */
 #define CACHE_MAGIC "DSACUBIN2\n"
 #define MAGIC_LEN 10
+
+/* How long a job waits for another creator's compile of the same entry before compiling it too:
+ * longer than any one module takes to compile on a loaded machine, short enough that a holder
+ * that hangs (stopped, not dead: the kernel releases a dead one's lock) only delays us. */
+double dsa_jit_lock_wait_ms = 5 * 60 * 1000;
 
 typedef struct job {
     const dsa_cfg_t *cfg;
@@ -103,8 +112,11 @@ static void make_key(job_t *j, int nheaders)
     EVP_MD_CTX_free(h);
 }
 
-/* A verified cache entry, or NULL (missing: silently; damaged: reported, then rebuilt). */
-static char *cache_load(job_t *j, size_t *len)
+/* A verified cache entry, or NULL (missing: silently; damaged: with report, reported and removed,
+ * then rebuilt; without, silently, left for the look under the entry's lock to report and remove:
+ * there no other creator is storing it, so the entry removed is the damaged one, not one another
+ * creator has just renamed into place). */
+static char *cache_load(job_t *j, size_t *len, int report)
 {
     FILE *f = fopen(j->path, "rb");
     if (!f)
@@ -136,6 +148,8 @@ static char *cache_load(job_t *j, size_t *len)
     fclose(f);
     if (why) {
         free(payload);
+        if (!report)
+            return NULL;
         dsa_log(j->log_level, DSA_LOG_WARN, "JIT cache entry %s is unusable (%s): removed, recompiling", j->path,
                 why);
         unlink(j->path);
@@ -163,6 +177,74 @@ static void cache_store(job_t *j)
                 strerror(errno));
         unlink(tmp);
     }
+}
+
+/* An exclusive lock on "<entry>.lock" for the compile and store of a missed entry, as a file
+ * descriptor, or -1 to go on without one (the file cannot be opened or locked, or another creator
+ * held it past dsa_jit_lock_wait_ms: then we compile as if there were no lock, and the atomic
+ * rename of cache_store keeps the entry whole whoever stores last).
+ * flock, not fcntl: its lock belongs to the open file description, so two jobs of one process
+ * (in-process DCP ranks), each with its own open(), exclude each other, where fcntl's per-process
+ * locks would let both through; and the kernel releases it when its holder dies, so a crashed
+ * creator leaves no stale lock, only the empty file. The file stays: removing it races (a waiter
+ * holding the removed inode and a newcomer locking a new file would both compile), and an empty
+ * file beside each entry costs nothing. Opened for writing where it can be: Linux emulates flock
+ * over NFS with byte-range locks, and an exclusive one needs a writable descriptor there.
+ * O_NONBLOCK: a FIFO in its place must not block the open; anything but a regular file is not
+ * used. Polled, not waited on, so that the wait is bounded. */
+static int cache_lock(job_t *j)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s.lock", j->path);
+    int fd = open(path, O_RDWR | O_CREAT | O_NONBLOCK | O_CLOEXEC, 0666);
+    if (fd < 0 && errno == EACCES) /* another user's lock file: flock needs no write access, but NFS does */
+        fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    const char *why = NULL;
+    if (fd < 0 || fstat(fd, &st) != 0)
+        why = strerror(errno);
+    else if (!S_ISREG(st.st_mode))
+        why = "not a regular file";
+    if (why) {
+        dsa_log(j->log_level, DSA_LOG_INFO, "cannot use JIT cache lock %s: %s (compiling without it)", path, why);
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    double deadline = now_ms() + dsa_jit_lock_wait_ms;
+    long pause_us = 1000;
+    while (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        if (errno == EINTR)
+            continue;
+        if (errno != EWOULDBLOCK) {
+            dsa_log(j->log_level, DSA_LOG_INFO, "cannot lock JIT cache lock %s: %s (compiling without it)", path,
+                    strerror(errno));
+            close(fd);
+            return -1;
+        }
+        if (now_ms() >= deadline) {
+            dsa_log(j->log_level, DSA_LOG_WARN,
+                    "JIT cache entry %s: another process or context has held its lock for %.3g s; compiling "
+                    "kernel %s here as well",
+                    j->path, dsa_jit_lock_wait_ms / 1e3, j->k->name);
+            close(fd);
+            return -1;
+        }
+        /* the other creator's compile takes seconds: a millisecond to start, up to 50 between looks */
+        nanosleep(&(struct timespec){0, pause_us * 1000}, NULL);
+        pause_us = pause_us < 25000 ? pause_us * 2 : 50000;
+    }
+    return fd;
+}
+
+/* Explicitly unlocked before the close: a child forked meanwhile shares the open file
+ * description, and its copy of the descriptor would otherwise keep the lock held. */
+static void cache_unlock(int fd)
+{
+    if (fd < 0)
+        return;
+    flock(fd, LOCK_UN);
+    close(fd);
 }
 
 static int number_before(const char *log, const char *p)
@@ -306,6 +388,29 @@ static void *compile_job(void *arg)
     return NULL;
 }
 
+/* A module the cache did not have (or no cache): with a cache, under the entry's lock, looked up
+ * again (another creator may have stored it while we waited), else compiled and stored before the
+ * lock is released, so that the creators waiting on it find it. */
+static void *build_job(void *arg)
+{
+    job_t *j = arg;
+    if (!j->path[0])
+        return compile_job(j);
+    double t0 = now_ms();
+    int fd = cache_lock(j);
+    j->cubin = cache_load(j, &j->cubin_len, 1);
+    if (j->cubin) {
+        j->info.from_cache = 1;
+        j->info.compile_ms = now_ms() - t0; /* the wait included: what the creator spent on it */
+    } else {
+        compile_job(j);
+        if (j->rc == DSA_SUCCESS)
+            cache_store(j);
+    }
+    cache_unlock(fd);
+    return NULL;
+}
+
 static int make_dirs(const char *dir)
 {
     char buf[4096];
@@ -404,19 +509,21 @@ dsa_result_t dsa_jit_compile(const dsa_cfg_t *cfg, const char *target, const cha
         make_key(j, j->nheaders);
         char key[65];
         hex(j->key, 32, key);
+        /* a warm cache is read without the lock (entries are only ever renamed into place): no
+         * lock file is made unless a module must be built */
         if (dir[0]) {
             snprintf(j->path, sizeof j->path, "%s/%s.%s.%s.%.16s.cubin", dir, cfg->info.name, j->k->name, target, key);
             double t0 = now_ms();
-            j->cubin = cache_load(j, &j->cubin_len);
+            j->cubin = cache_load(j, &j->cubin_len, 0);
             if (j->cubin) {
                 j->info.from_cache = 1;
                 j->info.compile_ms = now_ms() - t0;
                 continue;
             }
         }
-        started[i] = pthread_create(&th[i], NULL, compile_job, j) == 0;
+        started[i] = pthread_create(&th[i], NULL, build_job, j) == 0;
         if (!started[i])
-            compile_job(j);
+            build_job(j);
     }
     for (int i = 0; i < DSA_NMODULES; i++)
         if (started[i])
@@ -428,8 +535,6 @@ dsa_result_t dsa_jit_compile(const dsa_cfg_t *cfg, const char *target, const cha
             rc = j->rc;
             goto done;
         }
-        if (!j->info.from_cache && dir[0])
-            cache_store(j);
         j->info.cubin_bytes = j->cubin_len;
         dsa_log(log_level, DSA_LOG_INFO, "%s: kernel %s %s in %.1f ms, %zu-byte cubin", cfg->info.name, j->k->name,
                 j->info.from_cache ? "loaded from cache" : "compiled", j->info.compile_ms, j->cubin_len);

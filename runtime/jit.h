@@ -39,4 +39,8 @@ DSA_HIDDEN int dsa_target_ok(const char *target);
 DSA_HIDDEN dsa_result_t dsa_jit_compile(const dsa_cfg_t *cfg, const char *target, const char *cache_dir,
                                         int log_level, dsa_jit_out_t *out, char *err, size_t errlen);
 
+/* How long (ms) a compile waits for another creator's lock on the same cache entry before it
+ * compiles anyway, with a warning (jit.c: cache_lock). Tests shorten it. */
+DSA_HIDDEN extern double dsa_jit_lock_wait_ms;
+
 #endif

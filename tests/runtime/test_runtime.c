@@ -3,14 +3,20 @@
  * int32, at the bound and one past it; the JIT's target), a clear result on a machine without a
  * CUDA device, the rope table against the reference, the JIT disk cache
  * (hit, truncated, bit-flipped, another key, unwritable folder), NVRTC failures through a fake
- * NVRTC (run as a second process: `test_runtime --fake-nvrtc` with DSA_NVRTC_LIBRARY set), and
- * out-of-memory at every host allocation of the JIT through the fault injector. */
+ * NVRTC (run as a second process: `test_runtime --fake-nvrtc` with DSA_NVRTC_LIBRARY set),
+ * out-of-memory at every host allocation of the JIT through the fault injector, and concurrent
+ * compiles of one configuration into one cache (each module compiled once; a held lock waited on
+ * for a bounded time; a lock file that cannot be used). */
+#include <fcntl.h>
+#include <glob.h>
 #include <limits.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -826,6 +832,186 @@ static void test_jit_cache(void)
     CHECK(system(cmd) == 0);
 }
 
+/* Creators of one configuration at once (DCP ranks in threads or processes, one cache folder):
+ * JIT_THREADS threads compile it into an empty folder, released together by a barrier. */
+#define JIT_THREADS 4
+
+typedef struct jit_thread {
+    const dsa_cfg_t *cfg;
+    const char *dir;
+    pthread_barrier_t *go;
+    dsa_result_t r;
+    dsa_jit_out_t out[DSA_NMODULES];
+    char err[DSA_ERRLEN];
+} jit_thread_t;
+
+static void *jit_thread(void *arg)
+{
+    jit_thread_t *t = arg;
+    pthread_barrier_wait(t->go);
+    t->r = dsa_jit_compile(t->cfg, "sm_90a", t->dir, DSA_LOG_QUIET, t->out, t->err, sizeof t->err);
+    return NULL;
+}
+
+/* The one file of dir matching pattern (a glob), or "" (none, or several). */
+static void one_file(const char *dir, const char *pattern, char *buf, size_t n)
+{
+    char pat[512];
+    snprintf(pat, sizeof pat, "%s/%s", dir, pattern);
+    glob_t g;
+    buf[0] = '\0';
+    if (glob(pat, 0, NULL, &g) == 0 && g.gl_pathc == 1)
+        snprintf(buf, n, "%s", g.gl_pathv[0]);
+    globfree(&g);
+}
+
+static size_t count_files(const char *dir, const char *pattern)
+{
+    char pat[512];
+    snprintf(pat, sizeof pat, "%s/%s", dir, pattern);
+    glob_t g;
+    size_t n = glob(pat, 0, NULL, &g) == 0 ? g.gl_pathc : 0;
+    globfree(&g);
+    return n;
+}
+
+static double ms_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static void test_jit_concurrent(void)
+{
+    char err[DSA_ERRLEN];
+    if (dsa_load_nvrtc(err, sizeof err) != 0) {
+        printf("SKIPPED: concurrent JIT tests: no NVRTC on this machine (%s)\n", err);
+        return;
+    }
+    const char *name = "tiny_tp4_dcp1_i1_bf16";
+    const dsa_cfg_t *cfg = plan_named(name);
+    char dir[256], cmd[300];
+    snprintf(dir, sizeof dir, "/tmp/dsa-test-concurrent-%ld", (long)getpid());
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK(system(cmd) == 0);
+
+    /* each module compiled by exactly one thread (whichever took its entry's lock first: not
+     * always the same thread for every module), loaded from the cache by the others after its
+     * lock was released; every thread gets the same bytes */
+    static jit_thread_t t[JIT_THREADS];
+    pthread_t th[JIT_THREADS];
+    pthread_barrier_t go;
+    pthread_barrier_init(&go, NULL, JIT_THREADS);
+    for (int i = 0; i < JIT_THREADS; i++) {
+        memset(&t[i], 0, sizeof t[i]);
+        t[i].cfg = cfg;
+        t[i].dir = dir;
+        t[i].go = &go;
+        CHECK(pthread_create(&th[i], NULL, jit_thread, &t[i]) == 0);
+    }
+    for (int i = 0; i < JIT_THREADS; i++)
+        pthread_join(th[i], NULL);
+    pthread_barrier_destroy(&go);
+    for (int i = 0; i < JIT_THREADS; i++) {
+        CHECK(t[i].r == DSA_SUCCESS);
+        if (t[i].r != DSA_SUCCESS)
+            printf("thread %d: %s\n", i, t[i].err);
+    }
+    for (int m = 0; m < DSA_NMODULES; m++) {
+        int compiled_by = 0;
+        for (int i = 0; i < JIT_THREADS; i++) {
+            compiled_by += t[i].r == DSA_SUCCESS && !t[i].out[m].info.from_cache;
+            CHECK(t[i].out[m].cubin && t[i].out[m].len == t[0].out[m].len && t[0].out[m].len > 0 &&
+                  !memcmp(t[i].out[m].cubin, t[0].out[m].cubin, t[0].out[m].len));
+        }
+        CHECK_EQ_INT(compiled_by, 1);
+    }
+    for (int i = 0; i < JIT_THREADS; i++)
+        for (int m = 0; m < DSA_NMODULES; m++)
+            free(t[i].out[m].cubin);
+    /* left in the folder: each entry and its (empty) lock file, nothing else (no temporary file) */
+    CHECK_EQ_INT(count_files(dir, "*.cubin"), DSA_NMODULES);
+    CHECK_EQ_INT(count_files(dir, "*.cubin.lock"), DSA_NMODULES);
+    CHECK_EQ_INT(count_files(dir, "*"), 2 * DSA_NMODULES);
+
+    /* the entries gone, their lock files left: the prologue's lock held by another open file
+     * description (another creator), the attend's a FIFO, the index's a folder. The held one is
+     * waited on for dsa_jit_lock_wait_ms, then compiled anyway with a warning; the other two are
+     * compiled without a lock (and the FIFO's open does not block); all three are stored */
+    char lock[3][512];
+    const char *kernel[3] = {"prologue", "attend", "index"};
+    for (int k = 0; k < 3; k++) {
+        char pat[256];
+        snprintf(pat, sizeof pat, "%s.%s.sm_90a.*.cubin.lock", name, kernel[k]);
+        one_file(dir, pat, lock[k], sizeof lock[k]);
+        CHECK(lock[k][0] != '\0');
+        snprintf(pat, sizeof pat, "%s.%s.sm_90a.*.cubin", name, kernel[k]);
+        char entry[512];
+        one_file(dir, pat, entry, sizeof entry);
+        CHECK(entry[0] != '\0' && unlink(entry) == 0);
+    }
+    int held = open(lock[0], O_RDONLY);
+    CHECK(held >= 0 && flock(held, LOCK_EX | LOCK_NB) == 0);
+    CHECK(unlink(lock[1]) == 0 && mkfifo(lock[1], 0600) == 0);
+    CHECK(unlink(lock[2]) == 0 && mkdir(lock[2], 0700) == 0);
+    char log[300];
+    snprintf(log, sizeof log, "%s.log", dir);
+    fflush(stderr);
+    int saved = dup(2), logfd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    CHECK(saved >= 0 && logfd >= 0 && dup2(logfd, 2) == 2);
+    double wait = dsa_jit_lock_wait_ms;
+    dsa_jit_lock_wait_ms = 300;
+    double t0 = ms_now();
+    dsa_jit_out_t out[DSA_NMODULES];
+    memset(out, 0, sizeof out);
+    dsa_result_t r = dsa_jit_compile(cfg, "sm_90a", dir, DSA_LOG_INFO, out, err, sizeof err);
+    double took = ms_now() - t0;
+    dsa_jit_lock_wait_ms = wait;
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    close(logfd);
+    flock(held, LOCK_UN);
+    close(held);
+    CHECK(r == DSA_SUCCESS);
+    CHECK(took >= 300);
+    for (int m = 0; m < DSA_NMODULES; m++) {
+        CHECK(out[m].cubin && !out[m].info.from_cache);
+        free(out[m].cubin);
+    }
+    char text[8192] = "";
+    FILE *f = fopen(log, "r");
+    if (f) {
+        text[fread(text, 1, sizeof text - 1, f)] = '\0';
+        fclose(f);
+    }
+    unlink(log);
+    char want[1024];
+    char entry0[512];
+    snprintf(entry0, sizeof entry0, "%.*s", (int)(strlen(lock[0]) - 5), lock[0]);
+    snprintf(want, sizeof want,
+             "dsa: warning: JIT cache entry %s: another process or context has held its lock for 0.3 s; "
+             "compiling kernel prologue here as well\n",
+             entry0);
+    CHECK(strstr(text, want) != NULL);
+    snprintf(want, sizeof want, "dsa: cannot use JIT cache lock %s: not a regular file (compiling without it)\n",
+             lock[1]);
+    CHECK(strstr(text, want) != NULL);
+    snprintf(want, sizeof want, "dsa: cannot use JIT cache lock %s: ", lock[2]);
+    CHECK(strstr(text, want) != NULL);
+    if (check_failed)
+        printf("log was:\n%s", text);
+    /* stored as ever: the next creator loads all three */
+    memset(out, 0, sizeof out);
+    CHECK(dsa_jit_compile(cfg, "sm_90a", dir, DSA_LOG_QUIET, out, err, sizeof err) == DSA_SUCCESS);
+    for (int m = 0; m < DSA_NMODULES; m++) {
+        CHECK(out[m].info.from_cache);
+        free(out[m].cubin);
+    }
+    CHECK(system(cmd) == 0);
+}
+
 /* Second process: DSA_NVRTC_LIBRARY points at the fake, whose compile fails at line 12. */
 static int fake_nvrtc_main(void)
 {
@@ -835,7 +1021,8 @@ static int fake_nvrtc_main(void)
     dsa_result_t r = dsa_jit_compile(p, "sm_90a", "", DSA_LOG_QUIET, out, err, sizeof err);
     CHECK(r == DSA_ERROR_NVRTC);
     CHECK(strstr(err, "kernel prologue (prologue.cu) of tiny_tp4_dcp1_i1_bf16 did not compile\n") == err);
-    CHECK(strstr(err, "\noptions: --gpu-architecture=sm_90a -std=c++17 --ptxas-options=-v\n") != NULL);
+    /* the fake says it is NVRTC 99.0, which has a cache of its own: turned off */
+    CHECK(strstr(err, "\noptions: --gpu-architecture=sm_90a -std=c++17 --ptxas-options=-v --no-cache\n") != NULL);
     CHECK(strstr(err, "NVRTC log:\nprologue.cu(12): error: identifier \"oops\" is undefined") != NULL);
     /* numbered source lines 9..15 around line 12, the offending one marked */
     char line12[256];
@@ -868,5 +1055,6 @@ int main(int argc, char **argv)
     test_loaders();
     test_rope_freqs();
     test_jit_cache();
+    test_jit_concurrent();
     CHECK_DONE();
 }

@@ -1,0 +1,280 @@
+// Sparse MLA main loop on warpgroup MMA for 16 and 32 heads per CTA (sm_90a), the products
+// transposed so that no head is padded to the 64 rows a warpgroup MMA has: S^T = K Q^T (the tile's
+// 64 keys along M, the heads along N) and O^T += V^T P^T (latent dims along M). The producer
+// warpgroup of the 64-head loop (wgmma_producer, dsa_wgmma.cuh) fills the two key tiles; the two
+// consumer warpgroups take alternate tiles (tile u to group u % 2, which always finds it in key tile
+// u % 2), each with its own O^T, m and l, so one group's softmax runs while the other's MMAs do;
+// at the end the two are merged in a fixed order.
+#pragma once
+#include "dsa_wgmma.cuh"
+
+namespace dsa {
+
+// D += A B, m64 x N x k16, A and B by descriptor; TransA = 1: A M-major (V^T read from the rows of a
+// key tile), TransB = 1: B N-major. NACC = N / 2 accumulators.
+#define DSA_ATTEND_WGMMA_T(N, NACC, PRED, OPS)                                                               \
+    asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, " PRED ", 0;\n\t"                                       \
+                 "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32.bf16.bf16 " DSA_WG_REGS##NACC ", " OPS ";\n\t}" \
+                 : DSA_WG_D##NACC(0)                                                                          \
+                 : "l"(a), "l"(b), "r"(1), "n"(TransA), "n"(TransB))
+
+__device__ __forceinline__ void st_shared_u16(uint32_t addr, uint16_t v)
+{
+    asm volatile("st.shared.u16 [%0], %1;" ::"r"(addr), "h"(v) : "memory");
+}
+
+template <int HB, int TransA, int TransB>
+__device__ __forceinline__ void wgmma_t(float (&d)[HB / 2], uint64_t a, uint64_t b)
+{
+    static_assert(HB == 16 || HB == 32, "N of the transposed products: the heads per CTA");
+    if constexpr (HB == 16)
+        DSA_ATTEND_WGMMA_T(16, 8, "%10", "%8, %9, p, 1, 1, %11, %12");
+    else
+        DSA_ATTEND_WGMMA_T(32, 16, "%18", "%16, %17, p, 1, 1, %19, %20");
+}
+
+// The whole key loop of one CTA of 16 or 32 heads, warp-specialised; also stores O / l and the LSE
+// (store, d = -1). A consumer thread (warpgroup wg, warp wl of it, lane g * 4 + t4) holds the m64 x
+// HB accumulator fragment: rows 16 wl + g and + 8, columns (heads) 8 j + 2 t4 + e at 4 j + e (first
+// row) and 4 j + 2 + e (second row), j < HB / 8, e < 2; so its heads are the HB / 4 ones
+// h(2 j + e) = 8 j + 2 t4 + e, and per head it keeps m (the group's, the same in all its threads)
+// and its own share of l (over its rows), summed over the group's threads at the end.
+// Barriers: all roles meet on named barrier 3 (384 threads) in each segment's compaction; group wg
+// meets on named barrier 1 + wg (128 threads) twice a tile (the column maxima, then P^T); both
+// groups on named barrier 4 (256 threads) once at the end (the merge). empty[b] counts the 128
+// arrivals of group b, each after its last wgmma on the tile completed.
+template <class Lay, int TOPK, int ScaleOffset, int RopeOffset, class SlotOf, class Store>
+__device__ __forceinline__ void wgmma_t_main_loop(const CtaThread &th, const AttendSmem<Lay> &sm, const uint8_t *cache,
+                                                  float softmax_scale, const SlotOf &slot_of, const Store &store)
+{
+    constexpr int HB = Lay::heads, KT = Lay::KT, KSTEPS = Lay::KSTEPS, KV = Lay::kv, LAT = Lay::lat, OB = Lay::OB;
+    constexpr int NA = HB / 2, NH = HB / 4; // accumulators per m64 x HB block, heads per thread
+    constexpr int NG = 128;                 // threads per consumer group
+    static_assert(Lay::TR && Lay::threads == 3 * NG, "two consumer warpgroups and a producer warpgroup");
+    const int warp = th.warp, g = th.g, t4 = th.t4;
+    const int wg = warp / 4, wl = warp % 4, gt = th.tid % NG;
+    const uint32_t full0 = sm.bars, empty0 = sm.bars + 16;
+
+    if (wg == 2) {
+        wgmma_producer<Lay, TOPK, ScaleOffset, RopeOffset>(th, sm, cache, slot_of);
+        return;
+    }
+
+    // ---- the consumers: group wg, key rows r0 = 16 wl + g and r0 + 8 of each of its tiles ----
+    regs_inc<kConsumerRegs>();
+    const int r0 = 16 * wl + g;
+    float *xch = sm.m_s; // [2][4][HB]: each warp's column maxima of a tile; at the end its l
+    // [2][2][HB]: each group's m, in shared memory (at 32 heads the registers hold O^T and S^T with
+    // little to spare): the group's v-th tile reads m at parity v % 2 and its warp 0 writes the
+    // new m at the other parity (the tile's readers of that parity, two tiles back, passed a barrier)
+    float *msh = sm.m_s + 2 * 4 * HB + wg * 2 * HB;
+    float oacc[OB][NA]; // O^T block b: (dim 64 b + r0 (+ 8), head h(2 j + e)) at 4 j + e (+ 2)
+#pragma unroll
+    for (int b = 0; b < OB; b++)
+#pragma unroll
+        for (int i = 0; i < NA; i++)
+            oacc[b][i] = 0.0f;
+    // [2][NH][128]: this thread's share of l per head (its rows), in shared memory too, each thread
+    // its own column (no bank conflict)
+    float *lsh = sm.m_s + 12 * HB + wg * NH * NG + gt;
+#pragma unroll
+    for (int h = 0; h < NH; h++)
+        lsh[h * NG] = 0.0f;
+    for (int h = gt; h < HB; h += NG)
+        msh[h] = neg_inf(); // parity 0, read after the first compaction's barriers
+    constexpr uint32_t SBO = Lay::QK_SBO;
+    const uint32_t kt0 = smem_addr(sm.k_s + Lay::key_tile_off(wg)), qb0 = smem_addr(sm.q_s);
+    int u = 0;
+    for (int seg0 = 0; seg0 < TOPK; seg0 += kAttendSegment) {
+        const int n = compact_segment<Lay, TOPK, Lay::threads, true>(th, sm, seg0, slot_of);
+        for (int t0 = 0; t0 < n; t0 += KT, u++) {
+            if (u % 2 != wg)
+                continue; // the other group's tile
+            const int par = (u / 2) % 2; // this group's tile u / 2: m at parity par, the new m at 1 - par
+            const int nk = n - t0 < KT ? n - t0 : KT; // keys in this tile; the rest are zero rows
+            mbar_wait(full0 + 8 * wg, (u / 2) % 2);
+            // the tile's and Q's addresses, opaque to the compiler here: derived from them once for
+            // all tiles, the 100-odd descriptors and the P^T addresses would not fit the registers
+            uint32_t kt = kt0, qb = qb0;
+            asm volatile("" : "+r"(kt), "+r"(qb));
+            // P^T (head 8 j + 2 t4 + e, key r0 + 8 r) at pt + 2 (64 j + 8 e + (KV / 8) 64 r): one base
+            // register, the rest immediate offsets
+            const uint32_t pt = kt + 2u * Lay::pt_at(2 * t4, r0);
+
+            // 2. S^T = K Q^T over all dims: A = the key tile (keys along M, K-major: 8-key groups SBO
+            // apart, 8-dim groups 128 bytes), B = Q (heads along N, K-major, the same layout)
+            float sacc[NA];
+#pragma unroll
+            for (int i = 0; i < NA; i++)
+                sacc[i] = 0.0f;
+            wg_pin(sacc);
+            wgmma_fence();
+#pragma unroll
+            for (int ks = 0; ks < KSTEPS; ks++)
+                wgmma_t<HB, 0, 0>(sacc, wg_desc(kt + 256u * ks, 128u, SBO), wg_desc(qb + 256u * ks, 128u, SBO));
+            wgmma_commit();
+            wgmma_wait();
+            wg_pin(sacc);
+
+            // 3. online softmax per head (column): scale, mask the keys past nk, the column max over
+            // this thread's two rows, the lanes of the column (g), then the group's 4 warps. One head
+            // at a time, so that at 32 heads little more than O^T, S^T, m and l is live at once
+            const bool in0 = r0 < nk, in1 = r0 + 8 < nk;
+#pragma unroll
+            for (int j = 0; j < HB / 8; j++)
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    sacc[4 * j + e] = in0 ? sacc[4 * j + e] * softmax_scale : neg_inf();
+                    sacc[4 * j + 2 + e] = in1 ? sacc[4 * j + 2 + e] * softmax_scale : neg_inf();
+                    float mx = fmaxf(sacc[4 * j + e], sacc[4 * j + 2 + e]);
+#pragma unroll
+                    for (int o = 4; o < 32; o *= 2)
+                        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+                    if (g == 0)
+                        xch[(4 * wg + wl) * HB + 8 * j + 2 * t4 + e] = mx;
+                }
+            // barrier 1 + wg: the group's column maxima; every warp's S^T reads of the tile's rope
+            // columns are done (P^T overwrites them). xch's readers of the previous tile passed
+            // its second barrier.
+            named_barrier(1 + wg, NG);
+            // per head: the new m, the factor c of the old O^T and l (O^T rescaled here: the tensor
+            // cores are done with it), P^T in bf16. Always rescaled: registers the tensor cores
+            // accumulate into must not change on a path the compiler cannot prove uniform (it would
+            // serialize every wgmma)
+#pragma unroll
+            for (int j = 0; j < HB / 8; j++)
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    const int h = 2 * j + e, head = 8 * j + 2 * t4 + e;
+                    const float mo = msh[par * HB + head];
+                    float mn = mo;
+#pragma unroll
+                    for (int w = 0; w < 4; w++)
+                        mn = fmaxf(mn, xch[(4 * wg + w) * HB + head]);
+                    const float c = mn == neg_inf() ? 1.0f : __expf(mo - mn); // m_old = -inf: 0
+                    if (wl == 0 && g == 0)
+                        msh[(1 - par) * HB + head] = mn;
+                    const float p0 = mn == neg_inf() ? 0.0f : __expf(sacc[4 * j + e] - mn);
+                    const float p1 = mn == neg_inf() ? 0.0f : __expf(sacc[4 * j + 2 + e] - mn);
+                    lsh[h * NG] = lsh[h * NG] * c + (p0 + p1);
+                    const uint32_t p01 = bf16x2(p0, p1); // keys r0 and r0 + 8: two core matrices
+                    st_shared_u16(pt + 2u * (64 * j + 8 * e), (uint16_t)p01);
+                    st_shared_u16(pt + 2u * (64 * j + 8 * e + KV / 8 * 64), (uint16_t)(p01 >> 16));
+#pragma unroll
+                    for (int b = 0; b < OB; b++)
+                        oacc[b][4 * j + e] *= c, oacc[b][4 * j + 2 + e] *= c;
+                }
+            fence_proxy_async(); // P^T is read by the tensor cores
+            named_barrier(1 + wg, NG); // barrier 1 + wg, again: P^T of the whole tile
+
+            // 4. O^T += V^T P^T
+#pragma unroll
+            for (int b = 0; b < OB; b++)
+                wg_pin(oacc[b]);
+            wgmma_fence();
+            // A = V^T, dims 64 b.. of the tile's latent columns read M-major (8-dim groups 128 bytes
+            // apart, 8-key groups SBO); B = P^T in the rope columns (K-major: 8-key groups SBO apart,
+            // 8-head groups 128 bytes)
+#pragma unroll
+            for (int kk = 0; kk < KT / 16; kk++)
+#pragma unroll
+                for (int b = 0; b < OB; b++)
+                    wgmma_t<HB, 1, 0>(oacc[b], wg_desc(kt + 1024u * b + 2u * SBO * kk, SBO, 128u),
+                                      wg_desc(kt + (uint32_t)(LAT / 8 * 128) + 2u * SBO * kk, SBO, 128u));
+            wgmma_commit();
+            wgmma_wait();
+#pragma unroll
+            for (int b = 0; b < OB; b++)
+                wg_pin(oacc[b]);
+            mbar_arrive(empty0 + 8 * wg); // this thread's reads of the tile are done: the producer may refill it
+        }
+    }
+
+    // The merge of the two groups, each head's m = max(m_0, m_1), l = l_0 c_0 + l_1 c_1 (c_i =
+    // exp(m_i - m)), O = (O_0 c_0 + O_1 c_1) / l, always in this order. Group wg merges dims
+    // [wg LAT / 2, ...): it passes the other half of its O^T through its own key tile (no longer read
+    // by the tensor cores, nor written by the producer: the group has consumed every tile in it), its
+    // l through xch (summed over its lanes and warps in a fixed order); its m is in msh, at the
+    // parity after its last tile (group g took (u + 1 - g) / 2 tiles).
+    constexpr int HALF = OB / 2;
+    float l[NH];
+#pragma unroll
+    for (int h = 0; h < NH; h++) {
+        l[h] = lsh[h * NG];
+#pragma unroll
+        for (int o = 4; o < 32; o *= 2)
+            l[h] += __shfl_xor_sync(0xffffffffu, l[h], o);
+    }
+    if (g == 0)
+#pragma unroll
+        for (int j = 0; j < HB / 8; j++)
+            *reinterpret_cast<float2 *>(xch + (4 * wg + wl) * HB + 8 * j + 2 * t4) = make_float2(l[2 * j], l[2 * j + 1]);
+    float *pass = reinterpret_cast<float *>(sm.k_s + Lay::key_tile_off(wg)); // [HALF][NA][128]
+#pragma unroll
+    for (int b = 0; b < HALF; b++)
+#pragma unroll
+        for (int i = 0; i < NA; i++)
+            pass[(b * NA + i) * NG + gt] = wg == 0 ? oacc[HALF + b][i] : oacc[b][i]; // constant indices: registers
+    // barrier 4: both groups' halves, l and m (the last reads of xch in the loop precede each
+    // group's last barrier 1 + wg)
+    named_barrier(4, 2 * NG);
+    const float *other = reinterpret_cast<const float *>(sm.k_s + Lay::key_tile_off(1 - wg));
+    const float *m0s = sm.m_s + 2 * 4 * HB + (u + 1) / 2 % 2 * HB, *m1s = sm.m_s + 2 * 4 * HB + 2 * HB + u / 2 % 2 * HB;
+    // head's merged m and l, and the factors c_0, c_1 of the groups' O^T (a head at a time: at 32
+    // heads the registers have no room for all of a thread's heads at once)
+    const auto merged = [&](int head, float &mm, float &lt, float &c0, float &c1) {
+        const float m0 = m0s[head], m1 = m1s[head];
+        mm = fmaxf(m0, m1);
+        float l0 = 0.0f, l1 = 0.0f;
+#pragma unroll
+        for (int w = 0; w < 4; w++)
+            l0 += xch[w * HB + head], l1 += xch[(4 + w) * HB + head];
+        c0 = m0 == neg_inf() ? 0.0f : __expf(m0 - mm);
+        c1 = m1 == neg_inf() ? 0.0f : __expf(m1 - mm);
+        lt = l0 * c0 + l1 * c1;
+    };
+    // O / l of this group's dims: (dim, head) pairs of neighbouring dims to store, the lanes g and
+    // g ^ 1 (rows r and r + 1) trading one value: an even g stores head h(2 j) at dims r, r + 1, an
+    // odd g head h(2 j + 1) at dims r - 1, r
+    const bool odd = g & 1;
+#pragma unroll
+    for (int j = 0; j < HB / 8; j++) {
+        float c0[2], c1[2], inv[2];
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            float mm, lt;
+            merged(8 * j + 2 * t4 + e, mm, lt, c0[e], c1[e]);
+            inv[e] = lt > 0.0f ? 1.0f / lt : 0.0f;
+        }
+#pragma unroll
+        for (int b = 0; b < HALF; b++)
+#pragma unroll
+            for (int r = 0; r < 2; r++) {
+                float v[2];
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    const int i = 4 * j + 2 * r + e;
+                    const float mine = wg == 0 ? oacc[b][i] : oacc[HALF + b][i], theirs = other[(b * NA + i) * NG + gt];
+                    const float o0 = wg == 0 ? mine : theirs, o1 = wg == 0 ? theirs : mine;
+                    v[e] = (o0 * c0[e] + o1 * c1[e]) * inv[e];
+                }
+                const float x = __shfl_xor_sync(0xffffffffu, odd ? v[0] : v[1], 4);
+                const int d = 64 * (wg * HALF + b) + r0 + 8 * r, head = 8 * j + 2 * t4;
+                if (odd)
+                    store(head + 1, d - 1, x, v[1]);
+                else
+                    store(head, d, v[0], x);
+            }
+    }
+    if (wg == 0 && wl == 0 && g == 0) // d = -1: the LSE (natural log; -inf for a head with no kept key)
+#pragma unroll
+        for (int j = 0; j < HB / 8; j++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                float mm, lt, c0, c1;
+                merged(8 * j + 2 * t4 + e, mm, lt, c0, c1);
+                store(8 * j + 2 * t4 + e, -1, lt > 0.0f ? mm + logf(lt) : neg_inf(), 0.0f);
+            }
+}
+
+} // namespace dsa

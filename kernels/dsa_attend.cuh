@@ -82,6 +82,8 @@ __device__ __forceinline__ void sparse_mla(uint8_t *smem, const uint8_t *cache, 
                 // empty[b]: the consumer warpgroups' threads (transposed loop: group b's alone)
                 mbar_init(sm.bars + 16 + 8 * b, Lay::TR ? 128 : 256);
             }
+            if constexpr (Lay::TR)
+                mbar_init(sm.bars + 32, 256); // the consumer groups' end of loop: their threads
             mbar_init_fence();
         }
         // the barriers and q_s are published by the first segment's CTA barrier (compact_segment),

@@ -84,15 +84,17 @@ template <int HB, int KV, int LAT, int Format, int EntryBytes, int Threads> stru
     static __device__ __forceinline__ int key_tile_off(int it) { return KBUF == 2 ? (it % 2) * KT * RS : 0; }
     static constexpr int list_off = stat_off + STATS * HB * 4;
     static constexpr int scan_off = list_off + kAttendSegment * 4;
-    // wgmma: the key tiles' mbarriers, full[2] then empty[2] (8 bytes each, 8-byte aligned)
+    // wgmma: the key tiles' mbarriers, full[2] then empty[2] (8 bytes each, 8-byte aligned); TR: then
+    // the consumer groups' end-of-loop barrier (dsa_wgmma_t.cuh)
     static constexpr int bar_off = scan_off + 16 * 4;
-    static constexpr int bytes = bar_off + (WG ? 4 * 8 : 0);
+    static constexpr int bytes = bar_off + (TR ? 5 * 8 : WG ? 4 * 8 : 0);
     static_assert((WG || SPLITS >= 2) && DW % 16 == 0 && bytes <= 232448, "fits an sm_90 CTA (227 KiB)");
     static_assert(!WG || TR || (DW == 256 && KT == HB && KV - LAT >= KT && KV % 32 == 0 && bar_off % 8 == 0), "wgmma shapes");
-    // TR: P^T fits the rope columns; the groups' halves of O^T (OB / 2 blocks of HB / 2 floats for
-    // 128 threads) fit a key tile, where the final merge passes them
-    static_assert(!TR || (KT == 64 && KV - LAT >= HB && OB % 2 == 0 && KV % 32 == 0 && bar_off % 8 == 0 &&
-                          OB / 2 * (HB / 2) * 128 * 4 <= KT * KV * 2), "wgmma shapes, transposed");
+    // TR: P^T fits the rope columns; a group's scaled O (HB rows of LAT + 4 floats) fits its key
+    // tile, where the final merge passes it
+    enum : int { OP = LAT + 4 }; // TR: floats per head row of a group's O at the end (+ 4: no bank conflict)
+    static_assert(!TR || (KT == 64 && KV - LAT >= HB && KV % 32 == 0 && bar_off % 8 == 0 && HB * OP * 4 <= KT * KV * 2),
+                  "wgmma shapes, transposed");
 };
 
 // This thread's place in the CTA: thread, warp, lane, and the lane's row (lane / 4) and column pair

@@ -41,7 +41,7 @@ __device__ __forceinline__ void wgmma_t(float (&d)[HB / 2], uint64_t a, uint64_t
 // and its own share of l (over its rows), summed over the group's threads at the end.
 // Barriers: all roles meet on named barrier 3 (384 threads) in each segment's compaction; group wg
 // meets on named barrier 1 + wg (128 threads) twice a tile (the column maxima, then P^T); both
-// groups on named barrier 4 (256 threads) once at the end (the merge). empty[b] counts the 128
+// groups on the mbarrier done (256 arrivals) twice at the end (the merge). empty[b] counts the 128
 // arrivals of group b, each after its last wgmma on the tile completed.
 template <class Lay, int TOPK, int ScaleOffset, int RopeOffset, class SlotOf, class Store>
 __device__ __forceinline__ void wgmma_t_main_loop(const CtaThread &th, const AttendSmem<Lay> &sm, const uint8_t *cache,
@@ -53,7 +53,7 @@ __device__ __forceinline__ void wgmma_t_main_loop(const CtaThread &th, const Att
     static_assert(Lay::TR && Lay::threads == 3 * NG, "two consumer warpgroups and a producer warpgroup");
     const int warp = th.warp, g = th.g, t4 = th.t4;
     const int wg = warp / 4, wl = warp % 4, gt = th.tid % NG;
-    const uint32_t full0 = sm.bars, empty0 = sm.bars + 16;
+    const uint32_t full0 = sm.bars, empty0 = sm.bars + 16, done = sm.bars + 32;
 
     if (wg == 2) {
         wgmma_producer<Lay, TOPK, ScaleOffset, RopeOffset>(th, sm, cache, slot_of);
@@ -62,6 +62,13 @@ __device__ __forceinline__ void wgmma_t_main_loop(const CtaThread &th, const Att
 
     // ---- the consumers: group wg, key rows r0 = 16 wl + g and r0 + 8 of each of its tiles ----
     regs_inc<kConsumerRegs>();
+    // barrier 1 + wg, its id in the instruction
+    const auto group_sync = [wg] {
+        if (wg == 0)
+            named_barrier_n<1, NG>();
+        else
+            named_barrier_n<2, NG>();
+    };
     const int r0 = 16 * wl + g;
     float *xch = sm.m_s; // [2][4][HB]: each warp's column maxima of a tile; at the end its l
     // [2][2][HB]: each group's m, in shared memory (at 32 heads the registers hold O^T and S^T with
@@ -136,7 +143,7 @@ __device__ __forceinline__ void wgmma_t_main_loop(const CtaThread &th, const Att
             // barrier 1 + wg: the group's column maxima; every warp's S^T reads of the tile's rope
             // columns are done (P^T overwrites them). xch's readers of the previous tile passed
             // its second barrier.
-            named_barrier(1 + wg, NG);
+            group_sync();
             // per head: the new m, the factor c of the old O^T and l (O^T rescaled here: the tensor
             // cores are done with it), P^T in bf16. Always rescaled: registers the tensor cores
             // accumulate into must not change on a path the compiler cannot prove uniform (it would
@@ -165,7 +172,7 @@ __device__ __forceinline__ void wgmma_t_main_loop(const CtaThread &th, const Att
                         oacc[b][4 * j + e] *= c, oacc[b][4 * j + 2 + e] *= c;
                 }
             fence_proxy_async(); // P^T is read by the tensor cores
-            named_barrier(1 + wg, NG); // barrier 1 + wg, again: P^T of the whole tile
+            group_sync(); // barrier 1 + wg, again: P^T of the whole tile
 
             // 4. O^T += V^T P^T
 #pragma unroll
@@ -191,12 +198,17 @@ __device__ __forceinline__ void wgmma_t_main_loop(const CtaThread &th, const Att
     }
 
     // The merge of the two groups, each head's m = max(m_0, m_1), l = l_0 c_0 + l_1 c_1 (c_i =
-    // exp(m_i - m)), O = (O_0 c_0 + O_1 c_1) / l, always in this order. Group wg merges dims
-    // [wg LAT / 2, ...): it passes the other half of its O^T through its own key tile (no longer read
-    // by the tensor cores, nor written by the producer: the group has consumed every tile in it), its
-    // l through xch (summed over its lanes and warps in a fixed order); its m is in msh, at the
-    // parity after its last tile (group g took (u + 1 - g) / 2 tiles).
-    constexpr int HALF = OB / 2;
+    // exp(m_i - m)), O = O_0 c_0 / l + O_1 c_1 / l, always in this order. The groups meet on the
+    // mbarrier done (256 arrivals a phase, each a release; the waits acquire), not on a named barrier:
+    // they arrive here having passed different numbers of barriers 1 and 2 (at one tile a CTA, group 1
+    // none), and racecheck did not take a 256-thread bar.sync as ordering group 0's writes before
+    // group 1's reads. Phase 0: each group's l (summed over its lanes, written per warp into xch) and
+    // m (in msh, at the parity after its last tile; group g took (u + 1 - g) / 2 tiles). Phase 1: each
+    // group's O^T, scaled by c_g / l, in its own key tile as rows of heads (obuf_g: no longer read by
+    // the tensor cores, nor written by the producer, once the group has consumed every tile in it);
+    // group 1 writes nothing when it took no tile (u < 2: a CTA of one tile, its m is -inf, c_1 = 0).
+    // Then the 256 consumer threads store O = obuf_0 (+ obuf_1) a row of 4 dims at a time, in a loop:
+    // at 1-2 tiles a CTA the end runs once per CTA, and the code it fetches is its cost.
     float l[NH];
 #pragma unroll
     for (int h = 0; h < NH; h++) {
@@ -209,72 +221,57 @@ __device__ __forceinline__ void wgmma_t_main_loop(const CtaThread &th, const Att
 #pragma unroll
         for (int j = 0; j < HB / 8; j++)
             *reinterpret_cast<float2 *>(xch + (4 * wg + wl) * HB + 8 * j + 2 * t4) = make_float2(l[2 * j], l[2 * j + 1]);
-    float *pass = reinterpret_cast<float *>(sm.k_s + Lay::key_tile_off(wg)); // [HALF][NA][128]
-#pragma unroll
-    for (int b = 0; b < HALF; b++)
-#pragma unroll
-        for (int i = 0; i < NA; i++)
-            pass[(b * NA + i) * NG + gt] = wg == 0 ? oacc[HALF + b][i] : oacc[b][i]; // constant indices: registers
-    // barrier 4: both groups' halves, l and m (the last reads of xch in the loop precede each
-    // group's last barrier 1 + wg)
-    named_barrier(4, 2 * NG);
-    const float *other = reinterpret_cast<const float *>(sm.k_s + Lay::key_tile_off(1 - wg));
+    mbar_arrive(done);
+    mbar_wait(done, 0);
+    const bool both = u >= 2; // group 1 took a tile
     const float *m0s = sm.m_s + 2 * 4 * HB + (u + 1) / 2 % 2 * HB, *m1s = sm.m_s + 2 * 4 * HB + 2 * HB + u / 2 % 2 * HB;
-    // head's merged m and l, and the factors c_0, c_1 of the groups' O^T (a head at a time: at 32
-    // heads the registers have no room for all of a thread's heads at once)
-    const auto merged = [&](int head, float &mm, float &lt, float &c0, float &c1) {
+    // head's merged m and l, and the factor c_wg / l of this group's O^T
+    const auto merged = [&](int head, float &mm, float &lt, float &f) {
         const float m0 = m0s[head], m1 = m1s[head];
         mm = fmaxf(m0, m1);
         float l0 = 0.0f, l1 = 0.0f;
 #pragma unroll
         for (int w = 0; w < 4; w++)
             l0 += xch[w * HB + head], l1 += xch[(4 + w) * HB + head];
-        c0 = m0 == neg_inf() ? 0.0f : __expf(m0 - mm);
-        c1 = m1 == neg_inf() ? 0.0f : __expf(m1 - mm);
+        const float c0 = m0 == neg_inf() ? 0.0f : __expf(m0 - mm);
+        const float c1 = m1 == neg_inf() ? 0.0f : __expf(m1 - mm);
         lt = l0 * c0 + l1 * c1;
+        f = lt > 0.0f ? (wg == 0 ? c0 : c1) * (1.0f / lt) : 0.0f;
     };
-    // O / l of this group's dims: (dim, head) pairs of neighbouring dims to store, the lanes g and
-    // g ^ 1 (rows r and r + 1) trading one value: an even g stores head h(2 j) at dims r, r + 1, an
-    // odd g head h(2 j + 1) at dims r - 1, r
-    const bool odd = g & 1;
-#pragma unroll
-    for (int j = 0; j < HB / 8; j++) {
-        float c0[2], c1[2], inv[2];
-#pragma unroll
-        for (int e = 0; e < 2; e++) {
-            float mm, lt;
-            merged(8 * j + 2 * t4 + e, mm, lt, c0[e], c1[e]);
-            inv[e] = lt > 0.0f ? 1.0f / lt : 0.0f;
-        }
-#pragma unroll
-        for (int b = 0; b < HALF; b++)
-#pragma unroll
-            for (int r = 0; r < 2; r++) {
-                float v[2];
-#pragma unroll
-                for (int e = 0; e < 2; e++) {
-                    const int i = 4 * j + 2 * r + e;
-                    const float mine = wg == 0 ? oacc[b][i] : oacc[HALF + b][i], theirs = other[(b * NA + i) * NG + gt];
-                    const float o0 = wg == 0 ? mine : theirs, o1 = wg == 0 ? theirs : mine;
-                    v[e] = (o0 * c0[e] + o1 * c1[e]) * inv[e];
-                }
-                const float x = __shfl_xor_sync(0xffffffffu, odd ? v[0] : v[1], 4);
-                const int d = 64 * (wg * HALF + b) + r0 + 8 * r, head = 8 * j + 2 * t4;
-                if (odd)
-                    store(head + 1, d - 1, x, v[1]);
-                else
-                    store(head, d, v[0], x);
-            }
-    }
-    if (wg == 0 && wl == 0 && g == 0) // d = -1: the LSE (natural log; -inf for a head with no kept key)
+    constexpr int OP = Lay::OP;
+    float *const obuf0 = reinterpret_cast<float *>(sm.k_s + Lay::key_tile_off(0));
+    float *const obuf1 = reinterpret_cast<float *>(sm.k_s + Lay::key_tile_off(1));
+    if (wg == 0 || both) {
+        // (head 8 j + 2 t4 + e, dim 64 b + r0 + 8 r) at mine + (8 j + e) OP + 64 b + 8 r
+        float *const mine = (wg == 0 ? obuf0 : obuf1) + 2 * t4 * OP + r0;
 #pragma unroll
         for (int j = 0; j < HB / 8; j++)
 #pragma unroll
             for (int e = 0; e < 2; e++) {
-                float mm, lt, c0, c1;
-                merged(8 * j + 2 * t4 + e, mm, lt, c0, c1);
-                store(8 * j + 2 * t4 + e, -1, lt > 0.0f ? mm + logf(lt) : neg_inf(), 0.0f);
+                float mm, lt, f;
+                merged(8 * j + 2 * t4 + e, mm, lt, f);
+#pragma unroll
+                for (int b = 0; b < OB; b++)
+#pragma unroll
+                    for (int r = 0; r < 2; r++)
+                        mine[(8 * j + e) * OP + 64 * b + 8 * r] = oacc[b][4 * j + 2 * r + e] * f;
+                if (wg == 0 && wl == 0 && g == 0) // d = -1: the LSE (natural log; -inf for a head with no kept key)
+                    store(8 * j + 2 * t4 + e, -1, lt > 0.0f ? mm + logf(lt) : neg_inf(), 0.0f);
             }
+    }
+    mbar_arrive(done);
+    mbar_wait(done, 1);
+#pragma unroll 1
+    for (int i = wg * NG + gt; i < HB * (LAT / 4); i += 2 * NG) {
+        const int head = i / (LAT / 4), d = 4 * (i % (LAT / 4));
+        float4 o = *reinterpret_cast<const float4 *>(obuf0 + head * OP + d);
+        if (both) {
+            const float4 o1 = *reinterpret_cast<const float4 *>(obuf1 + head * OP + d);
+            o.x += o1.x, o.y += o1.y, o.z += o1.z, o.w += o1.w;
+        }
+        store(head, d, o.x, o.y);
+        store(head, d + 2, o.z, o.w);
+    }
 }
 
 } // namespace dsa

@@ -18,6 +18,13 @@ namespace dsa {
                  : DSA_WG_D##NACC(0)                                                                          \
                  : "l"(a), "l"(b), "r"(1), "n"(TransA), "n"(TransB))
 
+// descriptor d with off (16-byte units) added to its address field, which cannot carry: a shared
+// address stays below 2^18, so the field (address / 16, 14 bits) never passes 2^14
+__device__ __forceinline__ uint64_t wg_desc_at(uint64_t d, uint32_t off)
+{
+    return (d & 0xffffffff00000000ull) | (uint32_t)((uint32_t)d + off);
+}
+
 __device__ __forceinline__ void st_shared_u16(uint32_t addr, uint16_t v)
 {
     asm volatile("st.shared.u16 [%0], %1;" ::"r"(addr), "h"(v) : "memory");
@@ -116,9 +123,11 @@ __device__ __forceinline__ void wgmma_t_main_loop(const CtaThread &th, const Att
                 sacc[i] = 0.0f;
             wg_pin(sacc);
             wgmma_fence();
+            // the descriptors of step ks: + 256 ks bytes (wg_desc_at, 16-byte units)
+            const uint64_t ka = wg_desc(kt, 128u, SBO), qd = wg_desc(qb, 128u, SBO);
 #pragma unroll
             for (int ks = 0; ks < KSTEPS; ks++)
-                wgmma_t<HB, 0, 0>(sacc, wg_desc(kt + 256u * ks, 128u, SBO), wg_desc(qb + 256u * ks, 128u, SBO));
+                wgmma_t<HB, 0, 0>(sacc, wg_desc_at(ka, 16u * ks), wg_desc_at(qd, 16u * ks));
             wgmma_commit();
             wgmma_wait();
             wg_pin(sacc);
@@ -182,12 +191,13 @@ __device__ __forceinline__ void wgmma_t_main_loop(const CtaThread &th, const Att
             // A = V^T, dims 64 b.. of the tile's latent columns read M-major (8-dim groups 128 bytes
             // apart, 8-key groups SBO); B = P^T in the rope columns (K-major: 8-key groups SBO apart,
             // 8-head groups 128 bytes)
+            const uint64_t va = wg_desc(kt, SBO, 128u), pb = wg_desc(kt + (uint32_t)(LAT / 8 * 128), SBO, 128u);
 #pragma unroll
             for (int kk = 0; kk < KT / 16; kk++)
 #pragma unroll
                 for (int b = 0; b < OB; b++)
-                    wgmma_t<HB, 1, 0>(oacc[b], wg_desc(kt + 1024u * b + 2u * SBO * kk, SBO, 128u),
-                                      wg_desc(kt + (uint32_t)(LAT / 8 * 128) + 2u * SBO * kk, SBO, 128u));
+                    wgmma_t<HB, 1, 0>(oacc[b], wg_desc_at(va, (1024u * b + 2u * SBO * kk) / 16),
+                                      wg_desc_at(pb, 2u * SBO * kk / 16));
             wgmma_commit();
             wgmma_wait();
 #pragma unroll

@@ -59,20 +59,25 @@ __device__ __forceinline__ void wgmma_producer(const CtaThread &th, const Attend
     int u = 0;
     for (int seg0 = 0; seg0 < TOPK; seg0 += kAttendSegment) {
         const int n = compact_segment<Lay, TOPK, Lay::threads, true>(th, sm, seg0, slot_of);
-        if (n > 0)
+        if (n > 0) {
             a.load(cache, sm.list, 0, 0, n);
-        // half 0 of this tile is in a (loaded during the previous tile); each half's loads are
-        // in flight while the other half is converted and stored
+            b.load(cache, sm.list, 0, 1, n);
+        }
+        // both halves of this tile are in a and b, loaded during the previous tile (its wait for
+        // a free key tile included); each half's loads of the next tile are issued as soon as the
+        // half is stored, so a tile's loads have a whole tile's time to land
         for (int t0 = 0; t0 < n; t0 += Lay::KT, u++) {
             const int buf = u % 2;
+            const bool more = t0 + Lay::KT < n;
             uint16_t *k = sm.k_s + Lay::key_tile_off(buf);
-            b.load(cache, sm.list, t0, 1, n);
             if (u >= 2)
                 mbar_wait(empty0 + 8 * buf, (u / 2 - 1) % 2); // the consumers are done with use u / 2 - 1
             a.put(cache, sm.list, t0, 0, n, k);
-            if (t0 + Lay::KT < n)
+            if (more)
                 a.load(cache, sm.list, t0 + Lay::KT, 0, n);
             b.put(cache, sm.list, t0, 1, n, k);
+            if (more)
+                b.load(cache, sm.list, t0 + Lay::KT, 1, n);
             a.landed(); // bf16: both halves' cp.async
             fence_proxy_async(); // this thread's writes of the tile are read by the tensor cores
             mbar_arrive(full0 + 8 * buf);

@@ -63,7 +63,7 @@ __device__ __forceinline__ void wgmma_t_main_loop(const CtaThread &th, const Att
     const uint32_t full0 = sm.bars, empty0 = sm.bars + 16, done = sm.bars + 32;
 
     if (wg == 2) {
-        wgmma_producer<Lay, TOPK, ScaleOffset, RopeOffset>(th, sm, cache, slot_of);
+        wgmma_producer<Lay, TOPK, ScaleOffset, RopeOffset, true>(th, sm, cache, slot_of);
         return;
     }
 

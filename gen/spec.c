@@ -820,12 +820,15 @@ void dsg_derive(const dsg_geometry *g, const dsg_config *c, dsg_derived *o)
     o->pack_ctas_per_token = (o->heads_local * (o->kv_dim / 8) + o->pack_threads - 1) / o->pack_threads;
     o->attend_ctas_per_token = (o->heads_gathered + o->attend_heads_per_cta - 1) / o->attend_heads_per_cta;
     /* A row's top-k entries may be split over CTAs (the runtime picks how many per call, when rows
-     * alone do not fill the device), each split keeping at least one key tile (64) of them on this
-     * rank: a CTA's cost is mostly per tile, so at few rows more splits shorten the call. A power of
-     * two: a split takes the entries k with k % splits == split. At most 32 (kMergeMax: the split
-     * merge stages a row's LSEs in shared memory, one per thread of its 128). */
+     * alone do not fill the device), each split keeping at least two key tiles (128) of them on this
+     * rank: a CTA's cost is mostly per tile, so at few rows more splits shorten the call, down to
+     * two tiles a split: on an H200 (tests/bench/RESULTS.md) one row at 16, 32 and 64 heads took
+     * 1-2 us less over 16 splits of 2048 entries than over 32 (a CTA's fixed cost, its query and
+     * the warp-specialised loop's setup, against one tile). A power of two: a split takes the
+     * entries k with k % splits == split. At most 32 (kMergeMax: the split merge stages a row's
+     * LSEs in shared memory, one per thread of its 128). */
     o->attend_max_splits = 1;
-    while (o->attend_max_splits < 32 && g->idx_topk / (w * 2 * o->attend_max_splits) >= 64)
+    while (o->attend_max_splits < 32 && g->idx_topk / (w * 2 * o->attend_max_splits) >= 128)
         o->attend_max_splits *= 2;
     o->rope_entries = (long long)g->max_positions * (R / 2);
 

@@ -72,6 +72,12 @@ __device__ __forceinline__ void named_barrier(int id, int count)
 {
     asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(count) : "memory");
 }
+// The same with the id and count as immediates: a warp-specialised loop whose groups each sync on
+// their own barrier names it in the instruction (a uniform branch per group), never in a register
+template <int Id, int Count> __device__ __forceinline__ void named_barrier_n()
+{
+    asm volatile("bar.sync %0, %1;" ::"n"(Id), "n"(Count) : "memory");
+}
 // The same where the participating warps reach the barrier from different instructions (the
 // roles of a warp-specialised CTA, each in its own code): barrier.sync without .aligned, since
 // bar.sync promises that every warp of a generation executes the same barrier instruction

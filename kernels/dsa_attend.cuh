@@ -1,10 +1,11 @@
 // Stage C, the sparse MLA kernel of one CTA: top-k to local slots, then attention on tensor cores.
 // bf16 operands, fp32 accumulators: S = Q K^T over the 576 query/key dims, online softmax in fp32,
-// O += P V over the 512 latent dims. 64 heads per CTA run on warpgroup MMA (wgmma, sm_90a: 384
+// O += P V over the 512 latent dims. On sm_90a every head count runs on warpgroup MMA (wgmma: 384
 // threads, a producer warpgroup that loads and dequantises the key tiles and two consumer
-// warpgroups whose operands the tensor cores read from shared memory; dsa_wgmma.cuh); 16 or 32
-// heads (and 64 on other targets) on mma.sync m16n8k16 with ldmatrix operands (8 warps;
-// dsa_mma_sync.cuh), since a warpgroup MMA takes 64 rows.
+// warpgroups whose operands the tensor cores read from shared memory): 64 heads per CTA with the
+// heads along the MMA's 64 rows (dsa_wgmma.cuh), 16 or 32 with the products transposed, keys and
+// latent dims along the rows (dsa_wgmma_t.cuh). Other targets (sm_90, sm_100a) run mma.sync
+// m16n8k16 with ldmatrix operands (8 warps; dsa_mma_sync.cuh).
 //
 // One CTA = HB heads of one token, 8 warps (mma.sync). Per segment of up to 2048 top-k entries, the CTA first
 // compacts the entries this rank owns into a list of local slots (order kept), so a DCP rank only
@@ -21,6 +22,7 @@
 #include "dsa_merge.cuh"
 #include "dsa_mma_sync.cuh"
 #include "dsa_wgmma.cuh"
+#include "dsa_wgmma_t.cuh"
 
 namespace dsa {
 
@@ -77,13 +79,19 @@ __device__ __forceinline__ void sparse_mla(uint8_t *smem, const uint8_t *cache, 
         if (tid == 0) {
             for (int b = 0; b < 2; b++) {
                 mbar_init(sm.bars + 8 * b, 128);      // full[b]: the producer warpgroup's threads
-                mbar_init(sm.bars + 16 + 8 * b, 256); // empty[b]: the consumer warpgroups' threads
+                // empty[b]: the consumer warpgroups' threads (transposed loop: group b's alone)
+                mbar_init(sm.bars + 16 + 8 * b, Lay::TR ? 128 : 256);
             }
+            if constexpr (Lay::TR)
+                mbar_init(sm.bars + 32, 256); // the consumer groups' end of loop: their threads
             mbar_init_fence();
         }
         // the barriers and q_s are published by the first segment's CTA barrier (compact_segment),
         // before any thread uses either; the main loop stores O and the LSE
-        wgmma_main_loop<Lay, TOPK, ScaleOffset, RopeOffset>(th, sm, cache, softmax_scale, slot_of, store);
+        if constexpr (Lay::TR)
+            wgmma_t_main_loop<Lay, TOPK, ScaleOffset, RopeOffset>(th, sm, cache, softmax_scale, slot_of, store);
+        else
+            wgmma_main_loop<Lay, TOPK, ScaleOffset, RopeOffset>(th, sm, cache, softmax_scale, slot_of, store);
         return;
     }
     if (tid < HB) {
@@ -100,11 +108,10 @@ __device__ __forceinline__ void sparse_mla(uint8_t *smem, const uint8_t *cache, 
 // The CTA's dynamic shared memory for configuration C; the runtime reads it from the module
 // (dsa_attend_smem_<config>, cuModuleGetGlobal).
 // The CTA's threads depend on the target the module is compiled for: 384 for the warp-specialised
-// wgmma loop (64 heads per CTA on sm_90a), else 256 (mma.sync); the runtime reads them from the
+// wgmma loops (every head count on sm_90a), else 256 (mma.sync); the runtime reads them from the
 // module too (dsa_attend_threads_<config>), since a context may compile for another target than
 // the spec's first.
-template <class C>
-constexpr int attend_threads = C::attend_heads_per_cta == 64 && kAttendWgmma ? kAttendWsThreads : kAttendThreads;
+template <class C> constexpr int attend_threads = kAttendWgmma ? kAttendWsThreads : kAttendThreads;
 template <class C>
 using AttendLayoutOf = AttendLayout<C::attend_heads_per_cta, C::kv_dim, C::kv_lora_rank, C::cache_format,
                                     C::cache_bytes, attend_threads<C>>;

@@ -25,9 +25,13 @@ template <int HB, int KV, int LAT, int Format, int EntryBytes, int Threads> stru
     // every constant data member as a global of the module
     enum : int { heads = HB, kv = KV, lat = LAT, format = Format, entry_bytes = EntryBytes, threads = Threads };
     enum : int { KSTEPS = KV / 16 };                  // 16-dim k-steps of S = Q K^T
-    // 64 heads in 384 threads on sm_90a: warp-specialised wgmma (dsa_wgmma.cuh), tiles of core
-    // matrices; else 8 warps on mma.sync, padded rows (a 384-thread CTA idles its third warpgroup)
-    static constexpr bool WG = HB == 64 && kAttendWgmma && Threads == kAttendWsThreads;
+    // 384 threads on sm_90a: warp-specialised wgmma, tiles of core matrices; else 8 warps on
+    // mma.sync, padded rows (a 384-thread CTA idles its third warpgroup). 64 heads run S = Q K^T
+    // with the heads along M (dsa_wgmma.cuh); 16 and 32 the products transposed (TR: S^T = K Q^T,
+    // O^T = V^T P^T, keys and latent dims along M, the heads along N: no head padded to 64;
+    // dsa_wgmma_t.cuh)
+    static constexpr bool WG = kAttendWgmma && Threads == kAttendWsThreads;
+    static constexpr bool TR = WG && HB < 64;
     // keys per tile; wgmma: 32 per consumer warpgroup, every format
     static constexpr int KT = Format == 0 && !WG ? 32 : 64;
     static constexpr int RS = WG ? KV : KV + 8;       // bf16 per Q/K row: padded, 16-byte chunks odd, so ldmatrix hits distinct banks
@@ -38,9 +42,12 @@ template <int HB, int KV, int LAT, int Format, int EntryBytes, int Threads> stru
     static constexpr int SS = KT + 8;                 // fp32 per S row
     static constexpr int PS = WG ? KT : KT + 8;       // bf16 per P row
     static constexpr int RG = HB / WM;                // mma.sync P V: warp rows
-    static constexpr int DW = WG ? LAT / 2 : LAT / (kAttendThreads / 32 / RG); // P V: latent dims per warp (group)
+    // P V: latent dims per warp (mma.sync) or consumer warpgroup (wgmma; TR: every group all of them)
+    static constexpr int DW = TR ? LAT : WG ? LAT / 2 : LAT / (kAttendThreads / 32 / RG);
     enum : int { NB = DW / 8 };                       // mma.sync P V: 8-dim blocks per warp
-    static constexpr int ACC = WG ? DW / 2 : (WM / 16) * (DW / 8) * 4; // O accumulators per thread
+    enum : int { OB = LAT / 64 };                     // TR: 64-dim blocks of O^T (m64 each)
+    // O accumulators per thread (TR: OB blocks of m64 x HB, HB / 2 each)
+    static constexpr int ACC = TR ? OB * (HB / 2) : WG ? DW / 2 : (WM / 16) * (DW / 8) * 4;
     // two key tiles where the next one is written while the tensor cores read this one: bf16 keys
     // (cp.async straight into the tile) and every wgmma tile (the producer warpgroup dequantises
     // through registers, no raw buffer); the mma.sync path dequantises fp8/nvfp4 from a raw buffer
@@ -52,7 +59,11 @@ template <int HB, int KV, int LAT, int Format, int EntryBytes, int Threads> stru
     static constexpr int p_off = s_off + (SPLITS - 1) * HB * SS * 4;
     // wgmma: P (bf16, HB x KT) lives in the rope columns of its key tile, dead once both consumer
     // warpgroups have S (the columns [LAT, KV) of a tile of KT = HB rows hold HB x (KV - LAT) >= HB x KT)
+    // TR: P^T (bf16, HB x KT) likewise, in the rope columns of its group's tile (below, pt_at)
     static constexpr int stat_off = p_off + (WG ? 0 : HB * PS * 2); // m, l, corr per head (wgmma: the groups' row maxima)
+    // TR: per head, each consumer warp's column maxima of a tile [2][4][HB] (at the end its share of
+    // l), each group's m at two parities [2][2][HB], each consumer thread's share of l [2][HB / 4][128]
+    enum : int { STATS = TR ? 12 + 64 : WG ? 4 : 3 };
     // wgmma: bytes between 8-row groups of core matrices in a Q or K tile (KV columns) and in P (KT)
     static constexpr uint32_t QK_SBO = KV / 8 * 128, P_SBO = KT / 8 * 128;
     // bf16 offset of element (r, c) of a tile of C columns: core matrices (wgmma) or rows of Pitch
@@ -62,15 +73,28 @@ template <int HB, int KV, int LAT, int Format, int EntryBytes, int Threads> stru
     }
     static __device__ __forceinline__ int qk_at(int r, int c) { return at<KV, RS>(r, c); }
     static __device__ __forceinline__ int p_at(int r, int c) { return at<KT, PS>(r, c); }
+    // TR: bf16 offset in a key tile of P^T (head h, key k), a K-major B operand (head rows of 8 keys):
+    // the core matrix of heads 8(h/8).. and keys 8(k/8).. is the tile's core matrix of keys 8(k/8)..
+    // and rope columns LAT + 8(h/8).., so the key groups lie QK_SBO apart and the head groups 128 bytes
+    static __device__ __forceinline__ int pt_at(int h, int k)
+    {
+        return (k / 8) * (KV / 8) * 64 + (LAT / 8 + h / 8) * 64 + (h % 8) * 8 + k % 8;
+    }
     // bf16 offset from k_off of the key tile of a segment's tile it (bf16 keys alternate between two)
     static __device__ __forceinline__ int key_tile_off(int it) { return KBUF == 2 ? (it % 2) * KT * RS : 0; }
-    static constexpr int list_off = stat_off + (WG ? 4 : 3) * HB * 4;
+    static constexpr int list_off = stat_off + STATS * HB * 4;
     static constexpr int scan_off = list_off + kAttendSegment * 4;
-    // wgmma: the key tiles' mbarriers, full[2] then empty[2] (8 bytes each, 8-byte aligned)
+    // wgmma: the key tiles' mbarriers, full[2] then empty[2] (8 bytes each, 8-byte aligned); TR: then
+    // the consumer groups' end-of-loop barrier (dsa_wgmma_t.cuh)
     static constexpr int bar_off = scan_off + 16 * 4;
-    static constexpr int bytes = bar_off + (WG ? 4 * 8 : 0);
+    static constexpr int bytes = bar_off + (TR ? 5 * 8 : WG ? 4 * 8 : 0);
     static_assert((WG || SPLITS >= 2) && DW % 16 == 0 && bytes <= 232448, "fits an sm_90 CTA (227 KiB)");
-    static_assert(!WG || (DW == 256 && KT == HB && KV - LAT >= KT && KV % 32 == 0 && bar_off % 8 == 0), "wgmma shapes");
+    static_assert(!WG || TR || (DW == 256 && KT == HB && KV - LAT >= KT && KV % 32 == 0 && bar_off % 8 == 0), "wgmma shapes");
+    // TR: P^T fits the rope columns; a group's scaled O (HB rows of LAT + 4 floats) fits its key
+    // tile, where the final merge passes it
+    enum : int { OP = LAT + 4 }; // TR: floats per head row of a group's O at the end (+ 4: no bank conflict)
+    static_assert(!TR || (KT == 64 && KV - LAT >= HB && KV % 32 == 0 && bar_off % 8 == 0 && HB * OP * 4 <= KT * KV * 2),
+                  "wgmma shapes, transposed");
 };
 
 // This thread's place in the CTA: thread, warp, lane, and the lane's row (lane / 4) and column pair

@@ -162,7 +162,12 @@ template <class Lay, int ScaleOffset, int RopeOffset> struct KeyStage {
 
     __device__ __forceinline__ void put(const uint8_t *cache, const int32_t *list, int t0, int half, int n, uint16_t *k) const
     {
-        const int row = 32 * half + j;
+        int row = 32 * half + j;
+        // the transposed loop (16 and 32 heads): opaque here, so that the compiler derives each
+        // store's offset from one register per call instead of keeping all of them across the
+        // tiles (it spilled them at 32 heads)
+        if constexpr (Lay::TR)
+            asm volatile("" : "+r"(row));
         if constexpr (Format == 0) {
             const int key = t0 + row;
             const bool ok = key < n;

@@ -6,6 +6,8 @@ return {
   configs = {
     -- all 128 heads on one GPU: the sparse MLA benchmark's shape (128 heads, topk 2048)
     { tp = 1, dcp = 1, interleave = 1, cache_dtype = "fp8_ds_mla", targets = { "sm_90a" } },
+    -- 32 heads per CTA (the transposed wgmma loop's N = 32), which no other shipped topology has
+    { tp = 4, dcp = 1, interleave = 1, cache_dtype = "fp8_ds_mla", targets = { "sm_90a" } },
     { tp = 8, dcp = 1, interleave = 1, cache_dtype = "fp8_ds_mla", targets = { "sm_90a" } },
     { tp = 8, dcp = 4, interleave = 1, cache_dtype = "fp8_ds_mla", targets = { "sm_90a" } },
     { tp = 8, dcp = 8, interleave = 1, cache_dtype = "fp8_ds_mla", targets = { "sm_90a" } },

@@ -42,7 +42,7 @@ static void test_configs_and_arguments(void)
     int n = 0;
     for (const char *const *c = dsa_configs(); *c; c++)
         n++;
-    CHECK_EQ_INT(n, 21);
+    CHECK_EQ_INT(n, 22);
     CHECK(plan_named("glm5.2_tp4_dcp4_i1_fp8_ds_mla") != NULL);
 
     dsa_ctx_t ctx = (dsa_ctx_t)0x1;

@@ -1,0 +1,287 @@
+// Sparse MLA main loop on warpgroup MMA for 16 and 32 heads per CTA (sm_90a), the products
+// transposed so that no head is padded to the 64 rows a warpgroup MMA has: S^T = K Q^T (the tile's
+// 64 keys along M, the heads along N) and O^T += V^T P^T (latent dims along M). The producer
+// warpgroup of the 64-head loop (wgmma_producer, dsa_wgmma.cuh) fills the two key tiles; the two
+// consumer warpgroups take alternate tiles (tile u to group u % 2, which always finds it in key tile
+// u % 2), each with its own O^T, m and l, so one group's softmax runs while the other's MMAs do;
+// at the end the two are merged in a fixed order.
+#pragma once
+#include "dsa_wgmma.cuh"
+
+namespace dsa {
+
+// D += A B, m64 x N x k16, A and B by descriptor; TransA = 1: A M-major (V^T read from the rows of a
+// key tile), TransB = 1: B N-major. NACC = N / 2 accumulators.
+#define DSA_ATTEND_WGMMA_T(N, NACC, PRED, OPS)                                                               \
+    asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, " PRED ", 0;\n\t"                                       \
+                 "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32.bf16.bf16 " DSA_WG_REGS##NACC ", " OPS ";\n\t}" \
+                 : DSA_WG_D##NACC(0)                                                                          \
+                 : "l"(a), "l"(b), "r"(1), "n"(TransA), "n"(TransB))
+
+// descriptor d with off (16-byte units) added to its address field, which cannot carry: a shared
+// address stays below 2^18, so the field (address / 16, 14 bits) never passes 2^14
+__device__ __forceinline__ uint64_t wg_desc_at(uint64_t d, uint32_t off)
+{
+    return (d & 0xffffffff00000000ull) | (uint32_t)((uint32_t)d + off);
+}
+
+__device__ __forceinline__ void st_shared_u16(uint32_t addr, uint16_t v)
+{
+    asm volatile("st.shared.u16 [%0], %1;" ::"r"(addr), "h"(v) : "memory");
+}
+
+template <int HB, int TransA, int TransB>
+__device__ __forceinline__ void wgmma_t(float (&d)[HB / 2], uint64_t a, uint64_t b)
+{
+    static_assert(HB == 16 || HB == 32, "N of the transposed products: the heads per CTA");
+    if constexpr (HB == 16)
+        DSA_ATTEND_WGMMA_T(16, 8, "%10", "%8, %9, p, 1, 1, %11, %12");
+    else
+        DSA_ATTEND_WGMMA_T(32, 16, "%18", "%16, %17, p, 1, 1, %19, %20");
+}
+
+// The whole key loop of one CTA of 16 or 32 heads, warp-specialised; also stores O / l and the LSE
+// (store, d = -1). A consumer thread (warpgroup wg, warp wl of it, lane g * 4 + t4) holds the m64 x
+// HB accumulator fragment: rows 16 wl + g and + 8, columns (heads) 8 j + 2 t4 + e at 4 j + e (first
+// row) and 4 j + 2 + e (second row), j < HB / 8, e < 2; so its heads are the HB / 4 ones
+// h(2 j + e) = 8 j + 2 t4 + e, and per head it keeps m (the group's, the same in all its threads)
+// and its own share of l (over its rows), summed over the group's threads at the end.
+// Barriers: all roles meet on named barrier 3 (384 threads) in each segment's compaction; group wg
+// meets on named barrier 1 + wg (128 threads) twice a tile (the column maxima, then P^T); both
+// groups on the mbarrier done (256 arrivals) twice at the end (the merge). empty[b] counts the 128
+// arrivals of group b, each after its last wgmma on the tile completed.
+template <class Lay, int TOPK, int ScaleOffset, int RopeOffset, class SlotOf, class Store>
+__device__ __forceinline__ void wgmma_t_main_loop(const CtaThread &th, const AttendSmem<Lay> &sm, const uint8_t *cache,
+                                                  float softmax_scale, const SlotOf &slot_of, const Store &store)
+{
+    constexpr int HB = Lay::heads, KT = Lay::KT, KSTEPS = Lay::KSTEPS, KV = Lay::kv, LAT = Lay::lat, OB = Lay::OB;
+    constexpr int NA = HB / 2, NH = HB / 4; // accumulators per m64 x HB block, heads per thread
+    constexpr int NG = 128;                 // threads per consumer group
+    static_assert(Lay::TR && Lay::threads == 3 * NG, "two consumer warpgroups and a producer warpgroup");
+    const int warp = th.warp, g = th.g, t4 = th.t4;
+    const int wg = warp / 4, wl = warp % 4, gt = th.tid % NG;
+    const uint32_t full0 = sm.bars, empty0 = sm.bars + 16, done = sm.bars + 32;
+
+    if (wg == 2) {
+        wgmma_producer<Lay, TOPK, ScaleOffset, RopeOffset, true>(th, sm, cache, slot_of);
+        return;
+    }
+
+    // ---- the consumers: group wg, key rows r0 = 16 wl + g and r0 + 8 of each of its tiles ----
+    regs_inc<kConsumerRegs>();
+    // barrier 1 + wg, its id in the instruction
+    const auto group_sync = [wg] {
+        if (wg == 0)
+            named_barrier_n<1, NG>();
+        else
+            named_barrier_n<2, NG>();
+    };
+    const int r0 = 16 * wl + g;
+    float *xch = sm.m_s; // [2][4][HB]: each warp's column maxima of a tile; at the end its l
+    // [2][2][HB]: each group's m, in shared memory (at 32 heads the registers hold O^T and S^T with
+    // little to spare): the group's v-th tile reads m at parity v % 2 and its warp 0 writes the
+    // new m at the other parity (the tile's readers of that parity, two tiles back, passed a barrier)
+    float *msh = sm.m_s + 2 * 4 * HB + wg * 2 * HB;
+    float oacc[OB][NA]; // O^T block b: (dim 64 b + r0 (+ 8), head h(2 j + e)) at 4 j + e (+ 2)
+#pragma unroll
+    for (int b = 0; b < OB; b++)
+#pragma unroll
+        for (int i = 0; i < NA; i++)
+            oacc[b][i] = 0.0f;
+    // [2][NH][128]: this thread's share of l per head (its rows), in shared memory too, each thread
+    // its own column (no bank conflict)
+    float *lsh = sm.m_s + 12 * HB + wg * NH * NG + gt;
+#pragma unroll
+    for (int h = 0; h < NH; h++)
+        lsh[h * NG] = 0.0f;
+    for (int h = gt; h < HB; h += NG)
+        msh[h] = neg_inf(); // parity 0, read after the first compaction's barriers
+    constexpr uint32_t SBO = Lay::QK_SBO;
+    const uint32_t kt0 = smem_addr(sm.k_s + Lay::key_tile_off(wg)), qb0 = smem_addr(sm.q_s);
+    int u = 0;
+    for (int seg0 = 0; seg0 < TOPK; seg0 += kAttendSegment) {
+        const int n = compact_segment<Lay, TOPK, Lay::threads, true>(th, sm, seg0, slot_of);
+        for (int t0 = 0; t0 < n; t0 += KT, u++) {
+            if (u % 2 != wg)
+                continue; // the other group's tile
+            const int par = (u / 2) % 2; // this group's tile u / 2: m at parity par, the new m at 1 - par
+            const int nk = n - t0 < KT ? n - t0 : KT; // keys in this tile; the rest are zero rows
+            mbar_wait(full0 + 8 * wg, (u / 2) % 2);
+            // the tile's and Q's addresses, opaque to the compiler here: derived from them once for
+            // all tiles, the 100-odd descriptors and the P^T addresses would not fit the registers
+            uint32_t kt = kt0, qb = qb0;
+            asm volatile("" : "+r"(kt), "+r"(qb));
+            // P^T (head 8 j + 2 t4 + e, key r0 + 8 r) at pt + 2 (64 j + 8 e + (KV / 8) 64 r): one base
+            // register, the rest immediate offsets
+            const uint32_t pt = kt + 2u * Lay::pt_at(2 * t4, r0);
+
+            // 2. S^T = K Q^T over all dims: A = the key tile (keys along M, K-major: 8-key groups SBO
+            // apart, 8-dim groups 128 bytes), B = Q (heads along N, K-major, the same layout)
+            float sacc[NA];
+#pragma unroll
+            for (int i = 0; i < NA; i++)
+                sacc[i] = 0.0f;
+            wg_pin(sacc);
+            wgmma_fence();
+            // the descriptors of step ks: + 256 ks bytes (wg_desc_at, 16-byte units)
+            const uint64_t ka = wg_desc(kt, 128u, SBO), qd = wg_desc(qb, 128u, SBO);
+#pragma unroll
+            for (int ks = 0; ks < KSTEPS; ks++)
+                wgmma_t<HB, 0, 0>(sacc, wg_desc_at(ka, 16u * ks), wg_desc_at(qd, 16u * ks));
+            wgmma_commit();
+            wgmma_wait();
+            wg_pin(sacc);
+
+            // 3. online softmax per head (column): scale, mask the keys past nk, the column max over
+            // this thread's two rows, the lanes of the column (g), then the group's 4 warps. One head
+            // at a time, so that at 32 heads little more than O^T, S^T, m and l is live at once
+            const bool in0 = r0 < nk, in1 = r0 + 8 < nk;
+#pragma unroll
+            for (int j = 0; j < HB / 8; j++)
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    sacc[4 * j + e] = in0 ? sacc[4 * j + e] * softmax_scale : neg_inf();
+                    sacc[4 * j + 2 + e] = in1 ? sacc[4 * j + 2 + e] * softmax_scale : neg_inf();
+                    float mx = fmaxf(sacc[4 * j + e], sacc[4 * j + 2 + e]);
+#pragma unroll
+                    for (int o = 4; o < 32; o *= 2)
+                        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+                    if (g == 0)
+                        xch[(4 * wg + wl) * HB + 8 * j + 2 * t4 + e] = mx;
+                }
+            // barrier 1 + wg: the group's column maxima; every warp's S^T reads of the tile's rope
+            // columns are done (P^T overwrites them). xch's readers of the previous tile passed
+            // its second barrier.
+            group_sync();
+            // per head: the new m, the factor c of the old O^T and l (O^T rescaled here: the tensor
+            // cores are done with it), P^T in bf16. Always rescaled: registers the tensor cores
+            // accumulate into must not change on a path the compiler cannot prove uniform (it would
+            // serialize every wgmma)
+#pragma unroll
+            for (int j = 0; j < HB / 8; j++)
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    const int h = 2 * j + e, head = 8 * j + 2 * t4 + e;
+                    const float mo = msh[par * HB + head];
+                    float mn = mo;
+#pragma unroll
+                    for (int w = 0; w < 4; w++)
+                        mn = fmaxf(mn, xch[(4 * wg + w) * HB + head]);
+                    const float c = mn == neg_inf() ? 1.0f : __expf(mo - mn); // m_old = -inf: 0
+                    if (wl == 0 && g == 0)
+                        msh[(1 - par) * HB + head] = mn;
+                    const float p0 = mn == neg_inf() ? 0.0f : __expf(sacc[4 * j + e] - mn);
+                    const float p1 = mn == neg_inf() ? 0.0f : __expf(sacc[4 * j + 2 + e] - mn);
+                    lsh[h * NG] = lsh[h * NG] * c + (p0 + p1);
+                    const uint32_t p01 = bf16x2(p0, p1); // keys r0 and r0 + 8: two core matrices
+                    st_shared_u16(pt + 2u * (64 * j + 8 * e), (uint16_t)p01);
+                    st_shared_u16(pt + 2u * (64 * j + 8 * e + KV / 8 * 64), (uint16_t)(p01 >> 16));
+#pragma unroll
+                    for (int b = 0; b < OB; b++)
+                        oacc[b][4 * j + e] *= c, oacc[b][4 * j + 2 + e] *= c;
+                }
+            fence_proxy_async(); // P^T is read by the tensor cores
+            group_sync(); // barrier 1 + wg, again: P^T of the whole tile
+
+            // 4. O^T += V^T P^T
+#pragma unroll
+            for (int b = 0; b < OB; b++)
+                wg_pin(oacc[b]);
+            wgmma_fence();
+            // A = V^T, dims 64 b.. of the tile's latent columns read M-major (8-dim groups 128 bytes
+            // apart, 8-key groups SBO); B = P^T in the rope columns (K-major: 8-key groups SBO apart,
+            // 8-head groups 128 bytes)
+            const uint64_t va = wg_desc(kt, SBO, 128u), pb = wg_desc(kt + (uint32_t)(LAT / 8 * 128), SBO, 128u);
+#pragma unroll
+            for (int kk = 0; kk < KT / 16; kk++)
+#pragma unroll
+                for (int b = 0; b < OB; b++)
+                    wgmma_t<HB, 1, 0>(oacc[b], wg_desc_at(va, (1024u * b + 2u * SBO * kk) / 16),
+                                      wg_desc_at(pb, 2u * SBO * kk / 16));
+            wgmma_commit();
+            wgmma_wait();
+#pragma unroll
+            for (int b = 0; b < OB; b++)
+                wg_pin(oacc[b]);
+            mbar_arrive(empty0 + 8 * wg); // this thread's reads of the tile are done: the producer may refill it
+        }
+    }
+
+    // The merge of the two groups, each head's m = max(m_0, m_1), l = l_0 c_0 + l_1 c_1 (c_i =
+    // exp(m_i - m)), O = O_0 c_0 / l + O_1 c_1 / l, always in this order. The groups meet on the
+    // mbarrier done (256 arrivals a phase, each a release; the waits acquire), not on a named barrier:
+    // they arrive here having passed different numbers of barriers 1 and 2 (at one tile a CTA, group 1
+    // none), and racecheck did not take a 256-thread bar.sync as ordering group 0's writes before
+    // group 1's reads. Phase 0: each group's l (summed over its lanes, written per warp into xch) and
+    // m (in msh, at the parity after its last tile; group g took (u + 1 - g) / 2 tiles). Phase 1: each
+    // group's O^T, scaled by c_g / l, in its own key tile as rows of heads (obuf_g: no longer read by
+    // the tensor cores, nor written by the producer, once the group has consumed every tile in it);
+    // group 1 writes nothing when it took no tile (u < 2: a CTA of one tile, its m is -inf, c_1 = 0).
+    // Then the 256 consumer threads store O = obuf_0 (+ obuf_1) a row of 4 dims at a time, in a loop:
+    // at 1-2 tiles a CTA the end runs once per CTA, and the code it fetches is its cost.
+    float l[NH];
+#pragma unroll
+    for (int h = 0; h < NH; h++) {
+        l[h] = lsh[h * NG];
+#pragma unroll
+        for (int o = 4; o < 32; o *= 2)
+            l[h] += __shfl_xor_sync(0xffffffffu, l[h], o);
+    }
+    if (g == 0)
+#pragma unroll
+        for (int j = 0; j < HB / 8; j++)
+            *reinterpret_cast<float2 *>(xch + (4 * wg + wl) * HB + 8 * j + 2 * t4) = make_float2(l[2 * j], l[2 * j + 1]);
+    mbar_arrive(done);
+    mbar_wait(done, 0);
+    const bool both = u >= 2; // group 1 took a tile
+    const float *m0s = sm.m_s + 2 * 4 * HB + (u + 1) / 2 % 2 * HB, *m1s = sm.m_s + 2 * 4 * HB + 2 * HB + u / 2 % 2 * HB;
+    // head's merged m and l, and the factor c_wg / l of this group's O^T
+    const auto merged = [&](int head, float &mm, float &lt, float &f) {
+        const float m0 = m0s[head], m1 = m1s[head];
+        mm = fmaxf(m0, m1);
+        float l0 = 0.0f, l1 = 0.0f;
+#pragma unroll
+        for (int w = 0; w < 4; w++)
+            l0 += xch[w * HB + head], l1 += xch[(4 + w) * HB + head];
+        const float c0 = m0 == neg_inf() ? 0.0f : __expf(m0 - mm);
+        const float c1 = m1 == neg_inf() ? 0.0f : __expf(m1 - mm);
+        lt = l0 * c0 + l1 * c1;
+        f = lt > 0.0f ? (wg == 0 ? c0 : c1) * (1.0f / lt) : 0.0f;
+    };
+    constexpr int OP = Lay::OP;
+    float *const obuf0 = reinterpret_cast<float *>(sm.k_s + Lay::key_tile_off(0));
+    float *const obuf1 = reinterpret_cast<float *>(sm.k_s + Lay::key_tile_off(1));
+    if (wg == 0 || both) {
+        // (head 8 j + 2 t4 + e, dim 64 b + r0 + 8 r) at mine + (8 j + e) OP + 64 b + 8 r
+        float *const mine = (wg == 0 ? obuf0 : obuf1) + 2 * t4 * OP + r0;
+#pragma unroll
+        for (int j = 0; j < HB / 8; j++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                float mm, lt, f;
+                merged(8 * j + 2 * t4 + e, mm, lt, f);
+#pragma unroll
+                for (int b = 0; b < OB; b++)
+#pragma unroll
+                    for (int r = 0; r < 2; r++)
+                        mine[(8 * j + e) * OP + 64 * b + 8 * r] = oacc[b][4 * j + 2 * r + e] * f;
+                if (wg == 0 && wl == 0 && g == 0) // d = -1: the LSE (natural log; -inf for a head with no kept key)
+                    store(8 * j + 2 * t4 + e, -1, lt > 0.0f ? mm + logf(lt) : neg_inf(), 0.0f);
+            }
+    }
+    mbar_arrive(done);
+    mbar_wait(done, 1);
+#pragma unroll 1
+    for (int i = wg * NG + gt; i < HB * (LAT / 4); i += 2 * NG) {
+        const int head = i / (LAT / 4), d = 4 * (i % (LAT / 4));
+        float4 o = *reinterpret_cast<const float4 *>(obuf0 + head * OP + d);
+        if (both) {
+            const float4 o1 = *reinterpret_cast<const float4 *>(obuf1 + head * OP + d);
+            o.x += o1.x, o.y += o1.y, o.z += o1.z, o.w += o1.w;
+        }
+        store(head, d, o.x, o.y);
+        store(head, d + 2, o.z, o.w);
+    }
+}
+
+} // namespace dsa

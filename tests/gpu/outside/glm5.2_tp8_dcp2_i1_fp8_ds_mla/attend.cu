@@ -19,7 +19,7 @@ using C = dsa::Config; // this configuration, as the library reads it
 extern "C" __global__ void __launch_bounds__(256) dsa_pack_q_glm5_2_tp8_dcp2_i1_fp8_ds_mla(const dsa_pack_params p) { dsa::after_prior_grid(); dsa::pack_q<C>(p); }
 
 // 3-4. Top-k to this rank's slots, then sparse MLA over the kept keys (dsa_attend.cuh), a row's keys
-// split over up to 16 CTAs when rows alone do not fill the device. The CTA's
+// split over up to 8 CTAs when rows alone do not fill the device. The CTA's
 // dynamic shared memory, read by the runtime from the module (cuModuleGetGlobal):
 extern "C" __device__ const unsigned int dsa_attend_smem_glm5_2_tp8_dcp2_i1_fp8_ds_mla = dsa::attend_smem_bytes<C>;
 // and its threads (384 on sm_90a: warp-specialised; else 256), for the target it was compiled for:

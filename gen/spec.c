@@ -880,13 +880,14 @@ void dsg_derive(const dsg_geometry *g, const dsg_config *c, dsg_derived *o)
      * registers at 64 heads (4 CTAs per SM), 86 at 32 (5, as its 34 KiB of shared memory allow). */
     o->index_score_min_ctas = g->idx_heads > 32 ? 0 : 4;
     /* Two score kernels: on sm_90a index_score runs on warpgroup MMA fed by bulk copies,
-     * index_score_few on mma.sync. On an H200 (tests/bench/RESULTS.md) the first is 1.14x faster at
-     * 4 rows of 128K keys, 1.4x at 16, 1.25-1.5x at 64 and 128 rows, but 10-20% slower for one row,
-     * and 4-16 rows of 8K keys, where a CTA's few tiles do not repay its pipeline fill. The choice
-     * follows the rows of a chunk only, which every rank of a DCP group and a DCP = 1 context with
-     * the same index_tokens share, so each key of a row is scored by the same kernel on all of
-     * them; the keys a row has would differ between a rank and DCP = 1. From 4 rows: index_score. */
-    o->index_score_few_rows = 4;
+     * index_score_few on mma.sync. On an H200 (tests/bench/RESULTS.md), since the warpgroup loop
+     * looks its block table up a step ahead, the first is faster at every size measured: 1-16 rows
+     * of 8K-128K keys (one row of 128K: 38.6 -> 32.5 us for the whole index call). A chunk of fewer
+     * rows than this takes index_score_few; the choice follows the rows of a chunk only, which
+     * every rank of a DCP group and a DCP = 1 context with the same index_tokens share, so each key
+     * of a row is scored by the same kernel on all of them. 1: index_score always (the mma.sync
+     * kernel stays for tests that compare the two, and is index_score itself without wgmma). */
+    o->index_score_few_rows = 1;
     /* Prefill rows of one request score the same keys: index_score_group takes R consecutive rows of
      * a request in one CTA, their queries side by side as the wgmma's B (N = R x the heads padded to
      * 8, 16, 32 or 64), so a key tile is loaded once for R rows. R: as many as N <= 256 (the wgmma

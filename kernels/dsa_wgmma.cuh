@@ -16,26 +16,28 @@ namespace dsa {
 // bytes apart, column groups LBO = 128) and P V (V N-major: the same key tile read with LBO and SBO
 // swapped).
 
-// D += A B, m64 x N x k16, A and B by descriptor (TransB = 1: B N-major); NACC = N / 2 accumulators
+// D += A B, m64 x N x k16, A and B by descriptor; TransA = 1: A M-major (dsa_wgmma_t.cuh's V^T read
+// from the rows of a key tile), TransB = 1: B N-major. NACC = N / 2 accumulators; OPS: a, b, the
+// scales, TransA and TransB (operands NACC .. NACC + 4).
 #define DSA_ATTEND_WGMMA(N, NACC, PRED, OPS)                                                                 \
     asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, " PRED ", 0;\n\t"                                       \
                  "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32.bf16.bf16 " DSA_WG_REGS##NACC ", " OPS ";\n\t}" \
                  : DSA_WG_D##NACC(0)                                                                          \
-                 : "l"(a), "l"(b), "r"(1), "n"(TransB))
+                 : "l"(a), "l"(b), "r"(1), "n"(TransA), "n"(TransB))
 
-template <int TransB> __device__ __forceinline__ void wgmma_n32(float (&d)[16], uint64_t a, uint64_t b)
+template <int TransB, int TransA = 0> __device__ __forceinline__ void wgmma_n32(float (&d)[16], uint64_t a, uint64_t b)
 {
-    DSA_ATTEND_WGMMA(32, 16, "%18", "%16, %17, p, 1, 1, 0, %19");
+    DSA_ATTEND_WGMMA(32, 16, "%18", "%16, %17, p, 1, 1, %19, %20");
 }
 
-template <int TransB> __device__ __forceinline__ void wgmma_n64(float (&d)[32], uint64_t a, uint64_t b)
+template <int TransB, int TransA = 0> __device__ __forceinline__ void wgmma_n64(float (&d)[32], uint64_t a, uint64_t b)
 {
-    DSA_ATTEND_WGMMA(64, 32, "%34", "%32, %33, p, 1, 1, 0, %35");
+    DSA_ATTEND_WGMMA(64, 32, "%34", "%32, %33, p, 1, 1, %35, %36");
 }
 
-template <int TransB> __device__ __forceinline__ void wgmma_n256(float (&d)[128], uint64_t a, uint64_t b)
+template <int TransB, int TransA = 0> __device__ __forceinline__ void wgmma_n256(float (&d)[128], uint64_t a, uint64_t b)
 {
-    DSA_ATTEND_WGMMA(256, 128, "%130", "%128, %129, p, 1, 1, 0, %131");
+    DSA_ATTEND_WGMMA(256, 128, "%130", "%128, %129, p, 1, 1, %131, %132");
 }
 
 // Registers per thread after setmaxnreg: 384 threads enter with 168 (65536 / 384, rounded down to

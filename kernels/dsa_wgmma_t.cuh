@@ -10,14 +10,6 @@
 
 namespace dsa {
 
-// D += A B, m64 x N x k16, A and B by descriptor; TransA = 1: A M-major (V^T read from the rows of a
-// key tile), TransB = 1: B N-major. NACC = N / 2 accumulators.
-#define DSA_ATTEND_WGMMA_T(N, NACC, PRED, OPS)                                                               \
-    asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, " PRED ", 0;\n\t"                                       \
-                 "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32.bf16.bf16 " DSA_WG_REGS##NACC ", " OPS ";\n\t}" \
-                 : DSA_WG_D##NACC(0)                                                                          \
-                 : "l"(a), "l"(b), "r"(1), "n"(TransA), "n"(TransB))
-
 // descriptor d with off (16-byte units) added to its address field, which cannot carry: a shared
 // address stays below 2^18, so the field (address / 16, 14 bits) never passes 2^14
 __device__ __forceinline__ uint64_t wg_desc_at(uint64_t d, uint32_t off)
@@ -35,9 +27,9 @@ __device__ __forceinline__ void wgmma_t(float (&d)[HB / 2], uint64_t a, uint64_t
 {
     static_assert(HB == 16 || HB == 32, "N of the transposed products: the heads per CTA");
     if constexpr (HB == 16)
-        DSA_ATTEND_WGMMA_T(16, 8, "%10", "%8, %9, p, 1, 1, %11, %12");
+        DSA_ATTEND_WGMMA(16, 8, "%10", "%8, %9, p, 1, 1, %11, %12");
     else
-        DSA_ATTEND_WGMMA_T(32, 16, "%18", "%16, %17, p, 1, 1, %19, %20");
+        wgmma_n32<TransB, TransA>(d, a, b);
 }
 
 // The whole key loop of one CTA of 16 or 32 heads, warp-specialised; also stores O / l and the LSE

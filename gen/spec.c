@@ -1,5 +1,6 @@
 /* Spec validation (types, ranges, relations, unknown fields) and derivation, before any rendering. */
 #include "spec.h"
+#include "../kernels/dsa_abi.h"
 
 #include <lauxlib.h>
 #include <math.h>
@@ -825,10 +826,10 @@ void dsg_derive(const dsg_geometry *g, const dsg_config *c, dsg_derived *o)
      * two tiles a split: on an H200 (tests/bench/RESULTS.md) one row at 16, 32 and 64 heads took
      * 1-2 us less over 16 splits of 2048 entries than over 32 (a CTA's fixed cost, its query and
      * the warp-specialised loop's setup, against one tile). A power of two: a split takes the
-     * entries k with k % splits == split. At most 32 (kMergeMax: the split merge stages a row's
+     * entries k with k % splits == split. At most DSA_MERGE_MAX (32: the split merge stages a row's
      * LSEs in shared memory, one per thread of its 128). */
     o->attend_max_splits = 1;
-    while (o->attend_max_splits < 32 && g->idx_topk / (w * 2 * o->attend_max_splits) >= 128)
+    while (o->attend_max_splits < DSA_MERGE_MAX && g->idx_topk / (w * 2 * o->attend_max_splits) >= 128)
         o->attend_max_splits *= 2;
     o->rope_entries = (long long)g->max_positions * (R / 2);
 

@@ -21,6 +21,11 @@ typedef unsigned long long uint64_t;
  * exchange); larger groups exchange through the transport's all-to-all. */
 #define DSA_MAX_PEERS 8
 
+/* The most partials one LSE merge takes (kernels/dsa_merge.cuh, which stages their LSEs in shared
+ * memory, one per thread of the merge's CTA): a row's attend splits, or the DCP ranks. The
+ * generator caps attend_max_splits at it and the plan reader bounds it by it. */
+#define DSA_MERGE_MAX 32
+
 /* Stage A, one launch: one CTA per token. Activations and weights are bf16 (as uint16_t bits). */
 typedef struct dsa_prologue_params {
     const uint16_t *q_c;          /* [T, q_lora_rank], row stride q_c_stride elements */

@@ -39,7 +39,7 @@ template <class C> struct ExchangeTarget {
     __device__ __forceinline__ float *lse(int t, int hl) const { return x.lse(b, t, hl); }
 };
 
-constexpr int kMergeMax = 32; // the most partials one merge takes (attend_max_splits, DCP ranks)
+constexpr int kMergeMax = DSA_MERGE_MAX; // the most partials one merge takes (attend_max_splits, DCP ranks)
 
 // The merge of the n <= kMergeMax partials of one (token, head) by the whole CTA, IN THE ORDER r = 0
 // .. n - 1 and in fp32, so the result is bit-for-bit repeatable: lse_at(r) is partial r's LSE,

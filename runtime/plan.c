@@ -89,7 +89,7 @@ static const field_t fields[] = {
     {"merge_threads", F_U32, M(merge_threads), 32, 1024},
     {"pack_ctas_per_token", F_U32, M(pack_ctas_per_token), 1, 65535},
     {"attend_ctas_per_token", F_U32, M(attend_ctas_per_token), 1, 65535},
-    {"attend_max_splits", F_U32, M(attend_max_splits), 1, 32},
+    {"attend_max_splits", F_U32, M(attend_max_splits), 1, DSA_MERGE_MAX},
     {"index_q_threads", F_U32, M(index_q_threads), 32, 1024},
     {"index_q_ctas_per_token", F_U32, M(index_q_ctas_per_token), 1, 65535},
     {"index_score_threads", F_U32, M(index_score_threads), 32, 1024},

@@ -25,6 +25,11 @@ namespace dsa {
                  : DSA_WG_D##NACC(0)                                                                          \
                  : "l"(a), "l"(b), "r"(1), "n"(TransA), "n"(TransB))
 
+template <int TransB, int TransA = 0> __device__ __forceinline__ void wgmma_n16(float (&d)[8], uint64_t a, uint64_t b)
+{
+    DSA_ATTEND_WGMMA(16, 8, "%10", "%8, %9, p, 1, 1, %11, %12");
+}
+
 template <int TransB, int TransA = 0> __device__ __forceinline__ void wgmma_n32(float (&d)[16], uint64_t a, uint64_t b)
 {
     DSA_ATTEND_WGMMA(32, 16, "%18", "%16, %17, p, 1, 1, %19, %20");

@@ -27,7 +27,7 @@ __device__ __forceinline__ void wgmma_t(float (&d)[HB / 2], uint64_t a, uint64_t
 {
     static_assert(HB == 16 || HB == 32, "N of the transposed products: the heads per CTA");
     if constexpr (HB == 16)
-        DSA_ATTEND_WGMMA(16, 8, "%10", "%8, %9, p, 1, 1, %11, %12");
+        wgmma_n16<TransB, TransA>(d, a, b);
     else
         wgmma_n32<TransB, TransA>(d, a, b);
 }

@@ -92,9 +92,12 @@ template <int HB, int KV, int LAT, int Format, int EntryBytes, int Threads> stru
     static_assert(!WG || TR || (DW == 256 && KT == HB && KV - LAT >= KT && KV % 32 == 0 && bar_off % 8 == 0), "wgmma shapes");
     // TR: P^T fits the rope columns; a group's scaled O (HB rows of LAT + 4 floats) fits its key
     // tile, where the final merge passes it
-    enum : int { OP = LAT + 4 }; // TR: floats per head row of a group's O at the end (+ 4: no bank conflict)
+    // wgmma: floats per head row of O at the end (TR: a group's O in its key tile, + 4; 64 heads: the
+    // CTA's O across both key tiles, + 8; either way no bank conflict)
+    enum : int { OP = TR ? LAT + 4 : LAT + 8 };
     static_assert(!TR || (KT == 64 && KV - LAT >= HB && KV % 32 == 0 && bar_off % 8 == 0 && HB * OP * 4 <= KT * KV * 2),
                   "wgmma shapes, transposed");
+    static_assert(!WG || TR || HB * OP * 4 <= KBUF * KT * RS * 2, "64 heads: O fits the key tiles at the end");
 };
 
 // This thread's place in the CTA: thread, warp, lane, and the lane's row (lane / 4) and column pair

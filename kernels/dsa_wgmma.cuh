@@ -234,18 +234,33 @@ __device__ __forceinline__ void wgmma_main_loop(const CtaThread &th, const Atten
         xch[wg * HB + r0] = l_lo;
         xch[wg * HB + r0 + 8] = l_hi;
     }
+    // barrier 1: both groups' l; and both groups' last wgmma on the key tiles completed (each thread
+    // waited for its own before arriving), so the tiles may take O
     named_barrier(1, NC);
     const float lt_lo = xch[r0] + xch[HB + r0], lt_hi = xch[r0 + 8] + xch[HB + r0 + 8];
     const float inv_lo = lt_lo > 0.0f ? 1.0f / lt_lo : 0.0f, inv_hi = lt_hi > 0.0f ? 1.0f / lt_hi : 0.0f;
+    // O / l into the key tiles as rows of heads (OP floats apart: a half warp's float2 writes fill the
+    // 32 banks), then stored 4 dims at a time by the 256 consumer threads in a loop. Unrolled, the
+    // 64 stores a thread holds were 70 KB of code that runs once per CTA: its instruction fetches
+    // took about a sixth of the kernel's time at 128 heads (ncu), and its 4-byte stores were scattered.
+    float *const obuf = reinterpret_cast<float *>(sm.k_s);
 #pragma unroll
     for (int j = 0; j < Lay::ACC / 4; j++) {
         const int d = wg * Lay::DW + 8 * j + 2 * t4;
-        store(r0, d, oacc[4 * j] * inv_lo, oacc[4 * j + 1] * inv_lo);
-        store(r0 + 8, d, oacc[4 * j + 2] * inv_hi, oacc[4 * j + 3] * inv_hi);
+        *reinterpret_cast<float2 *>(obuf + r0 * Lay::OP + d) = make_float2(oacc[4 * j] * inv_lo, oacc[4 * j + 1] * inv_lo);
+        *reinterpret_cast<float2 *>(obuf + (r0 + 8) * Lay::OP + d) = make_float2(oacc[4 * j + 2] * inv_hi, oacc[4 * j + 3] * inv_hi);
     }
     if (wg == 0 && t4 == 0) { // d = -1: the LSE (natural log; -inf for a head with no kept key)
         store(r0, -1, lt_lo > 0.0f ? m_lo + logf(lt_lo) : neg_inf(), 0.0f);
         store(r0 + 8, -1, lt_hi > 0.0f ? m_hi + logf(lt_hi) : neg_inf(), 0.0f);
+    }
+    named_barrier(1, NC); // O of every head
+#pragma unroll 1
+    for (int i = th.tid; i < HB * (LAT / 4); i += NC) {
+        const int head = i / (LAT / 4), d = 4 * (i % (LAT / 4));
+        const float4 o = *reinterpret_cast<const float4 *>(obuf + head * Lay::OP + d);
+        store(head, d, o.x, o.y);
+        store(head, d + 2, o.z, o.w);
     }
 }
 

@@ -78,7 +78,7 @@ __device__ __forceinline__ void sparse_mla(uint8_t *smem, const uint8_t *cache, 
         fence_proxy_async(); // the tensor cores read q_s after the first segment's barriers
         if (tid == 0) {
             for (int b = 0; b < 2; b++) {
-                mbar_init(sm.bars + 8 * b, 128);      // full[b]: the producer warpgroup's threads
+                mbar_init(sm.bars + 8 * b, 128 * Lay::producers); // full[b]: the producer warpgroups' threads
                 // empty[b]: the consumer warpgroups' threads (transposed loop: group b's alone)
                 mbar_init(sm.bars + 16 + 8 * b, Lay::TR ? 128 : 256);
             }
@@ -111,7 +111,8 @@ __device__ __forceinline__ void sparse_mla(uint8_t *smem, const uint8_t *cache, 
 // wgmma loops (every head count on sm_90a), else 256 (mma.sync); the runtime reads them from the
 // module too (dsa_attend_threads_<config>), since a context may compile for another target than
 // the spec's first.
-template <class C> constexpr int attend_threads = kAttendWgmma ? kAttendWsThreads : kAttendThreads;
+template <class C>
+constexpr int attend_threads = kAttendWgmma ? attend_ws_threads<C::attend_heads_per_cta> : kAttendThreads;
 template <class C>
 using AttendLayoutOf = AttendLayout<C::attend_heads_per_cta, C::kv_dim, C::kv_lora_rank, C::cache_format,
                                     C::cache_bytes, attend_threads<C>>;

@@ -6,8 +6,11 @@
 namespace dsa {
 
 constexpr int kAttendThreads = 256; // the mma.sync loop's threads (8 warps)
-// the warp-specialised wgmma loop's: two consumer warpgroups (0, 1) and a producer warpgroup (2)
-constexpr int kAttendWsThreads = 384;
+// the warp-specialised wgmma loops': two consumer warpgroups (0, 1) and a producer warpgroup (2); at
+// 16 heads a second producer warpgroup (3), each producer dequantising one half of every key tile:
+// there the consumers' products are small and one producer kept them waiting (128 rows 16% faster;
+// at 32 heads 9% slower, the consumers holding twice the accumulators in fewer registers)
+template <int HB> constexpr int attend_ws_threads = HB == 16 ? 512 : 384;
 // warpgroup MMA exists on sm_90a only (plain sm_90 and sm_100a targets take the mma.sync path)
 constexpr bool kAttendWgmma = kHasWgmma;
 constexpr int kAttendSegment = 2048; // top-k entries compacted at a time
@@ -20,7 +23,7 @@ template <int HB, int KV, int LAT, int Format, int EntryBytes, int Threads> stru
     static_assert(HB == 16 || HB == 32 || HB == 64, "heads per CTA");
     static_assert(KV % 16 == 0 && LAT % 64 == 0 && LAT < KV, "dims");
     static_assert(EntryBytes % 16 == 0, "cache entries in 16-byte chunks (cp.async)");
-    static_assert(Threads == kAttendThreads || Threads == kAttendWsThreads, "threads per CTA");
+    static_assert(Threads == kAttendThreads || Threads == attend_ws_threads<HB>, "threads per CTA");
     // the arguments again, and the counts below that the main loops add, as enumerators: NVRTC emits
     // every constant data member as a global of the module
     enum : int { heads = HB, kv = KV, lat = LAT, format = Format, entry_bytes = EntryBytes, threads = Threads };
@@ -30,8 +33,17 @@ template <int HB, int KV, int LAT, int Format, int EntryBytes, int Threads> stru
     // with the heads along M (dsa_wgmma.cuh); 16 and 32 the products transposed (TR: S^T = K Q^T,
     // O^T = V^T P^T, keys and latent dims along M, the heads along N: no head padded to 64;
     // dsa_wgmma_t.cuh)
-    static constexpr bool WG = kAttendWgmma && Threads == kAttendWsThreads;
+    static constexpr bool WG = kAttendWgmma && Threads == attend_ws_threads<HB>;
     static constexpr bool TR = WG && HB < 64;
+    // wgmma: producer warpgroups, and the registers a thread of each role takes with setmaxnreg: the
+    // CTA starts with 65536 / Threads each (168 or 128, rounded down to 8), the producers give some
+    // back and the two consumer warpgroups take them (the consumers hold O in registers)
+    enum : int { producers = WG ? Threads / 128 - 2 : 0 };
+    enum : int { producer_regs = producers == 2 ? 96 : 136 };
+    enum : int { consumer_regs = producers == 2 ? 256 - producer_regs : 184 };
+    static_assert(!WG || (producer_regs % 8 == 0 && consumer_regs % 8 == 0 &&
+                          producers * producer_regs + 2 * consumer_regs <= (65536 / Threads / 8 * 8) * (Threads / 128)),
+                  "setmaxnreg: multiples of 8 within the CTA's registers");
     // keys per tile; wgmma: 32 per consumer warpgroup, every format
     static constexpr int KT = Format == 0 && !WG ? 32 : 64;
     static constexpr int RS = WG ? KV : KV + 8;       // bf16 per Q/K row: padded, 16-byte chunks odd, so ldmatrix hits distinct banks

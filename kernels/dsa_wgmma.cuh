@@ -45,26 +45,45 @@ template <int TransB, int TransA = 0> __device__ __forceinline__ void wgmma_n256
     DSA_ATTEND_WGMMA(256, 128, "%130", "%128, %129, p, 1, 1, %131, %132");
 }
 
-// Registers per thread after setmaxnreg: 384 threads enter with 168 (65536 / 384, rounded down to
-// 8); the producer gives back to 136 and the consumers take 184: 128 (136 + 2 x 184) = 384 x 168.
-constexpr int kProducerRegs = 136, kConsumerRegs = 184;
-static_assert(kProducerRegs % 8 == 0 && kConsumerRegs % 8 == 0 && kProducerRegs + 2 * kConsumerRegs <= 3 * 168,
-              "setmaxnreg: multiples of 8 within the CTA's registers");
-
 // The producer warpgroup of a warp-specialised loop (this one and dsa_wgmma_t.cuh's): per segment the
 // compaction with the consumers, then each tile u (counted over all segments) gathered, dequantised
 // and written into key tile u % 2. Use v = u / 2 of a tile first waits (from v = 1 on) on the empty
 // barrier's phase v - 1, then arrives on its full barrier once this thread's writes are done (full
 // counts the producer's 128 arrivals, each after its own writes and a proxy fence).
-// Ahead: both halves of tile u + 1 are loaded a tile ahead (the 16-32-head loop, whose consumers
-// wait on the producer: 128 rows 9-13% faster at 32 heads), else half 1 only when tile u begins
-// (the 64-head loop, measured 3-4% slower with both halves ahead).
+// Ahead: both halves of tile u + 1 are loaded a tile ahead (the 32-head loop, whose consumers wait
+// on the producer: 128 rows 9-13% faster), else half 1 only when tile u begins
+// (the 64-head loop, measured 3-4% slower with both halves ahead). With two producer warpgroups
+// (16 heads, Lay::producers) warpgroup 2 + h takes half h of every tile, its loads of the next tile
+// out as soon as this one is stored, and full counts both groups' 256 arrivals.
 template <class Lay, int TOPK, int ScaleOffset, int RopeOffset, bool Ahead, class SlotOf>
 __device__ __forceinline__ void wgmma_producer(const CtaThread &th, const AttendSmem<Lay> &sm, const uint8_t *cache,
                                                const SlotOf &slot_of)
 {
     const uint32_t full0 = sm.bars, empty0 = sm.bars + 16;
-    regs_dec<kProducerRegs>();
+    regs_dec<Lay::producer_regs>();
+    if constexpr (Lay::producers == 2) {
+        const int half = th.warp / 4 - 2;
+        KeyStage<Lay, ScaleOffset, RopeOffset> a(th.warp % 4, th.lane);
+        int u = 0;
+        for (int seg0 = 0; seg0 < TOPK; seg0 += kAttendSegment) {
+            const int n = compact_segment<Lay, TOPK, Lay::threads, true>(th, sm, seg0, slot_of);
+            if (n > 0)
+                a.load(cache, sm.list, 0, half, n);
+            for (int t0 = 0; t0 < n; t0 += Lay::KT, u++) {
+                const int buf = u % 2;
+                uint16_t *k = sm.k_s + Lay::key_tile_off(buf);
+                if (u >= 2)
+                    mbar_wait(empty0 + 8 * buf, (u / 2 - 1) % 2);
+                a.put(cache, sm.list, t0, half, n, k);
+                if (t0 + Lay::KT < n)
+                    a.load(cache, sm.list, t0 + Lay::KT, half, n);
+                a.landed();
+                fence_proxy_async();
+                mbar_arrive(full0 + 8 * buf);
+            }
+        }
+        return;
+    }
     KeyStage<Lay, ScaleOffset, RopeOffset> a(th.warp - 8, th.lane), b(th.warp - 8, th.lane); // halves 0 and 1
     int u = 0;
     for (int seg0 = 0; seg0 < TOPK; seg0 += kAttendSegment) {
@@ -122,7 +141,7 @@ __device__ __forceinline__ void wgmma_main_loop(const CtaThread &th, const Atten
     }
 
     // ---- the consumers: warpgroup wg, warp wl of it; rows r0 = 16 wl + g and r0 + 8 ----
-    regs_inc<kConsumerRegs>();
+    regs_inc<Lay::consumer_regs>();
     const int r0 = 16 * wl + g;
     float *xch = sm.m_s; // [2][HB]: each group's row maxima of a tile, at the end its l
     float oacc[Lay::ACC]; // O: (row, dim wg DW + 8 j + 2 t4 + {0, 1}) at 4 j + {0, 1} (row r0), + {2, 3} (r0 + 8)

@@ -4,7 +4,8 @@
 // warpgroup of the 64-head loop (wgmma_producer, dsa_wgmma.cuh) fills the two key tiles; the two
 // consumer warpgroups take alternate tiles (tile u to group u % 2, which always finds it in key tile
 // u % 2), each with its own O^T, m and l, so one group's softmax runs while the other's MMAs do;
-// at the end the two are merged in a fixed order.
+// at the end the two are merged in a fixed order. At 16 heads two producer warpgroups, one a half of
+// every tile.
 #pragma once
 #include "dsa_wgmma.cuh"
 
@@ -49,18 +50,18 @@ __device__ __forceinline__ void wgmma_t_main_loop(const CtaThread &th, const Att
     constexpr int HB = Lay::heads, KT = Lay::KT, KSTEPS = Lay::KSTEPS, KV = Lay::kv, LAT = Lay::lat, OB = Lay::OB;
     constexpr int NA = HB / 2, NH = HB / 4; // accumulators per m64 x HB block, heads per thread
     constexpr int NG = 128;                 // threads per consumer group
-    static_assert(Lay::TR && Lay::threads == 3 * NG, "two consumer warpgroups and a producer warpgroup");
+    static_assert(Lay::TR && Lay::threads == (2 + Lay::producers) * NG, "two consumer warpgroups, then the producers");
     const int warp = th.warp, g = th.g, t4 = th.t4;
     const int wg = warp / 4, wl = warp % 4, gt = th.tid % NG;
     const uint32_t full0 = sm.bars, empty0 = sm.bars + 16, done = sm.bars + 32;
 
-    if (wg == 2) {
+    if (wg >= 2) {
         wgmma_producer<Lay, TOPK, ScaleOffset, RopeOffset, true>(th, sm, cache, slot_of);
         return;
     }
 
     // ---- the consumers: group wg, key rows r0 = 16 wl + g and r0 + 8 of each of its tiles ----
-    regs_inc<kConsumerRegs>();
+    regs_inc<Lay::consumer_regs>();
     // barrier 1 + wg, its id in the instruction
     const auto group_sync = [wg] {
         if (wg == 0)

@@ -43,17 +43,21 @@ constexpr int kMergeMax = DSA_MERGE_MAX; // the most partials one merge takes (a
 
 // The merge of the n <= kMergeMax partials of one (token, head) by the whole CTA, IN THE ORDER r = 0
 // .. n - 1 and in fp32, so the result is bit-for-bit repeatable: lse_at(r) is partial r's LSE,
-// part_at(r, d) its output at latent dim d; put(d, v) takes the merged output for the dims of this
-// thread (d = threadIdx.x, then by blockDim.x, below L); returns the merged LSE. NaN or +inf LSEs
-// count as -inf, -inf partials weigh 0, and an all-empty (token, head) is output 0 and LSE -inf
-// (docs/design.md, "DCP"; every partial's output is loaded, the attend kernel writes each, 0 where
-// empty, but a -inf partial's is never added). The LSEs are read once, by n threads (a merge CTA has
-// at least 32, the plan's merge_threads), and their weights computed once, in shared memory:
-// the loops run to n, not to the most there can be (unrolled to 32, the merge held 128 registers a
-// thread), and the partials' loads go out 8 at a time, not one after another.
-template <int L, class LseAt, class PartAt, class Put>
-__device__ __forceinline__ float lse_merge(int n, LseAt lse_at, PartAt part_at, Put put)
+// part4(r, d) its output at latent dims d .. d + 3 (a float4); put4(d, v) takes the merged output
+// for the 4 dims of this thread (d = 4 threadIdx.x, then by 4 blockDim.x, below L); returns the
+// merged LSE. NaN or +inf LSEs count as -inf, -inf partials weigh 0, and an all-empty (token, head)
+// is output 0 and LSE -inf (docs/design.md, "DCP"; every partial's output is loaded, the attend
+// kernel writes each, 0 where empty, but a -inf partial's is never added). The LSEs are read once,
+// by n threads (a merge CTA has at least 32, the plan's merge_threads), and their weights computed
+// once, in shared memory: the loops run to n, not to the most there can be (unrolled to 32, the
+// merge held 128 registers a thread). A thread's loads of 16 partials go out at once, 4 dims each:
+// one dim a thread and 8 partials at a time, a 1-row call's merge of 16 splits waited on 8 rounds
+// of memory latency (12 us, as long as the attention it merged).
+template <int L, class LseAt, class Part4, class Put4>
+__device__ __forceinline__ float lse_merge(int n, LseAt lse_at, Part4 part4, Put4 put4)
 {
+    static_assert(L % 4 == 0, "4 latent dims a thread");
+    constexpr int G = 16; // partials loaded at once
     __shared__ float lse_s[kMergeMax], w_s[kMergeMax];
     const int tid = threadIdx.x;
     if (tid < n) {
@@ -75,21 +79,36 @@ __device__ __forceinline__ float lse_merge(int n, LseAt lse_at, PartAt part_at, 
     if (tid < n) // a -inf partial weighs 0 (and is skipped below)
         w_s[tid] = lse_s[tid] != neg_inf() ? expf(lse_s[tid] - total) : 0.0f;
     __syncthreads();
-    for (int d = tid; d < L; d += blockDim.x) {
-        float v = 0.0f;
-        for (int r0 = 0; r0 < n; r0 += 8) { // 8 partials' loads in flight at once, then their sum in order
-            float x[8];
+    for (int d = 4 * tid; d < L; d += 4 * (int)blockDim.x) {
+        float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        for (int r0 = 0; r0 < n; r0 += G) { // G partials' loads in flight at once, then their sum in order
+            float4 x[G];
 #pragma unroll
-            for (int i = 0; i < 8; i++)
-                x[i] = r0 + i < n ? part_at(r0 + i, d) : 0.0f;
+            for (int i = 0; i < G; i++)
+                x[i] = r0 + i < n ? part4(r0 + i, d) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 #pragma unroll
-            for (int i = 0; i < 8; i++)
-                if (r0 + i < n && lse_s[r0 + i] != neg_inf())
-                    v += w_s[r0 + i] * x[i];
+            for (int i = 0; i < G; i++)
+                if (r0 + i < n && lse_s[r0 + i] != neg_inf()) {
+                    const float w = w_s[r0 + i];
+                    v.x += w * x[i].x, v.y += w * x[i].y, v.z += w * x[i].z, v.w += w * x[i].w;
+                }
         }
-        put(d, v);
+        put4(d, v);
     }
     return total;
+}
+
+// 4 bf16 at p (4-byte aligned) as a float4, and a float4 stored there as bf16
+__device__ __forceinline__ float4 bf16x4_load(const uint16_t *p)
+{
+    const uint32_t a = reinterpret_cast<const uint32_t *>(p)[0], b = reinterpret_cast<const uint32_t *>(p)[1];
+    return make_float4(__uint_as_float(a << 16), __uint_as_float(a & 0xffff0000u), __uint_as_float(b << 16),
+                       __uint_as_float(b & 0xffff0000u));
+}
+__device__ __forceinline__ void bf16x4_store(uint16_t *p, float4 v)
+{
+    reinterpret_cast<uint32_t *>(p)[0] = (uint32_t)float_to_bf16(v.x) | (uint32_t)float_to_bf16(v.y) << 16;
+    reinterpret_cast<uint32_t *>(p)[1] = (uint32_t)float_to_bf16(v.z) | (uint32_t)float_to_bf16(v.w) << 16;
 }
 
 // C.5: for each (token, head of this rank), the W ranks' partials in rank order, to bf16 out and
@@ -102,8 +121,8 @@ template <class C> __device__ __forceinline__ void merge(const dsa_merge_params 
     const ExchangeBlocks<C> x{const_cast<uint8_t *>(p.xrecv), p.num_tokens};
     uint16_t *o = p.out + ((int64_t)t * H + hl) * L;
     const float total = lse_merge<L>(
-        W, [&](int r) { return *x.lse(r, t, hl); }, [&](int r, int d) { return bf16_to_float(x.out(r, t, hl)[d]); },
-        [&](int d, float v) { o[d] = float_to_bf16(v); });
+        W, [&](int r) { return *x.lse(r, t, hl); }, [&](int r, int d) { return bf16x4_load(x.out(r, t, hl) + d); },
+        [&](int d, float4 v) { bf16x4_store(o + d, v); });
     if (threadIdx.x == 0 && p.lse)
         p.lse[(int64_t)t * H + hl] = total;
 }
@@ -118,18 +137,18 @@ template <class C> __device__ __forceinline__ void split_merge(const dsa_split_m
     const int t = blockIdx.x, hg = blockIdx.y;
     const auto row = [&](int s) { return ((int64_t)s * p.num_tokens + t) * HG + hg; };
     const auto lse_at = [&](int s) { return p.split_lse[row(s)]; };
-    const auto part_at = [&](int s, int d) { return p.split_out[row(s) * L + d]; };
+    const auto part4 = [&](int s, int d) { return *reinterpret_cast<const float4 *>(p.split_out + row(s) * L + d); };
     if constexpr (C::dcp == 1) {
         uint16_t *o = p.out + ((int64_t)t * H + hg) * L;
         const float total =
-            lse_merge<L>(p.splits, lse_at, part_at, [&](int d, float v) { o[d] = float_to_bf16(v); });
+            lse_merge<L>(p.splits, lse_at, part4, [&](int d, float4 v) { bf16x4_store(o + d, v); });
         if (threadIdx.x == 0 && p.lse)
             p.lse[(int64_t)t * H + hg] = total;
     } else {
         const ExchangeTarget<C> x(p.xdest, p.xfused, p.rank, p.num_tokens, hg / H);
         uint16_t *o = x.out(t, hg % H);
         const float total =
-            lse_merge<L>(p.splits, lse_at, part_at, [&](int d, float v) { o[d] = float_to_bf16(v); });
+            lse_merge<L>(p.splits, lse_at, part4, [&](int d, float4 v) { bf16x4_store(o + d, v); });
         if (threadIdx.x == 0)
             *x.lse(t, hg % H) = total;
     }

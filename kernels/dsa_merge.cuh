@@ -28,12 +28,24 @@ template <class C> struct ExchangeBlocks {
 // Where a rank's partials of the heads of rank r go (dsa_attend_params.xdest): block r of its own
 // send buffer (the all-to-all then moves it), or, with the fused exchange, block `rank` of rank r's
 // receive buffer, written over the interconnect, which leaves only a barrier before the merge.
+// xdest[r] is picked by constant indices: indexed by a variable, the kernel parameter's array had
+// its address taken, which copied the whole parameter block to local memory (112 bytes of stack in
+// the split merge).
 template <class C> struct ExchangeTarget {
     ExchangeBlocks<C> x;
     int b;
-    __device__ __forceinline__ ExchangeTarget(uint8_t *const *xdest, int xfused, int rank, int T, int r)
-        : x{xfused ? xdest[r] : xdest[0], T}, b(xfused ? rank : r)
+    __device__ __forceinline__ ExchangeTarget(uint8_t *const (&xdest)[DSA_MAX_PEERS], int xfused, int rank, int T, int r)
+        : x{xfused ? pick(xdest, r) : xdest[0], T}, b(xfused ? rank : r)
     {
+    }
+    static __device__ __forceinline__ uint8_t *pick(uint8_t *const (&a)[DSA_MAX_PEERS], int r)
+    {
+        static_assert(C::dcp <= DSA_MAX_PEERS, "a block per rank");
+        uint8_t *v = a[0];
+#pragma unroll
+        for (int i = 1; i < C::dcp; i++)
+            v = r == i ? a[i] : v;
+        return v;
     }
     __device__ __forceinline__ uint16_t *out(int t, int hl) const { return x.out(b, t, hl); }
     __device__ __forceinline__ float *lse(int t, int hl) const { return x.lse(b, t, hl); }
@@ -138,20 +150,22 @@ template <class C> __device__ __forceinline__ void split_merge(const dsa_split_m
     const auto row = [&](int s) { return ((int64_t)s * p.num_tokens + t) * HG + hg; };
     const auto lse_at = [&](int s) { return p.split_lse[row(s)]; };
     const auto part4 = [&](int s, int d) { return *reinterpret_cast<const float4 *>(p.split_out + row(s) * L + d); };
+    // where the merged row goes: the output (DCP = 1), or the exchange's partial of the rank that owns
+    // the head (DCP > 1)
+    uint16_t *o;
+    float *lse = nullptr;
     if constexpr (C::dcp == 1) {
-        uint16_t *o = p.out + ((int64_t)t * H + hg) * L;
-        const float total =
-            lse_merge<L>(p.splits, lse_at, part4, [&](int d, float4 v) { bf16x4_store(o + d, v); });
-        if (threadIdx.x == 0 && p.lse)
-            p.lse[(int64_t)t * H + hg] = total;
+        o = p.out + ((int64_t)t * H + hg) * L;
+        if (p.lse)
+            lse = p.lse + (int64_t)t * H + hg;
     } else {
         const ExchangeTarget<C> x(p.xdest, p.xfused, p.rank, p.num_tokens, hg / H);
-        uint16_t *o = x.out(t, hg % H);
-        const float total =
-            lse_merge<L>(p.splits, lse_at, part4, [&](int d, float4 v) { bf16x4_store(o + d, v); });
-        if (threadIdx.x == 0)
-            *x.lse(t, hg % H) = total;
+        o = x.out(t, hg % H);
+        lse = x.lse(t, hg % H);
     }
+    const float total = lse_merge<L>(p.splits, lse_at, part4, [&](int d, float4 v) { bf16x4_store(o + d, v); });
+    if (threadIdx.x == 0 && lse)
+        *lse = total;
 }
 
 } // namespace dsa

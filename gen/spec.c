@@ -755,6 +755,12 @@ void dsg_derive(const dsg_geometry *g, const dsg_config *c, dsg_derived *o)
     o->heads_local = g->heads / c->tp;
     o->heads_gathered = o->heads_local * c->dcp;
     o->attend_heads_per_cta = o->heads_gathered % 64 == 0 ? 64 : o->heads_gathered % 32 == 0 ? 32 : 16;
+    /* On sm_90a a sparse MLA CTA is two consumer warpgroups and its producers, which gather and
+     * dequantise the key tiles. At 16 heads the consumers' products are small and one producer kept
+     * them waiting: two, each half of every tile (128 rows 16% faster). At 32 heads two were 9%
+     * slower (a 512-thread kernel is compiled within 128 registers a thread, and the consumers hold
+     * 128 accumulators); at 64 they cannot (an m64n256 product needs 154). RESULTS.md, 2026-12-02. */
+    o->attend_producers = o->attend_heads_per_cta == 16 ? 2 : 1;
     o->qk_head_dim = g->qk_nope_dim + g->qk_rope_dim;
     o->kv_dim = g->kv_lora_rank + g->qk_rope_dim;
     double m_all = g->has_yarn ? dsg_yarn_mscale(g->yarn_factor, g->yarn_mscale_all_dim) : 1.0;

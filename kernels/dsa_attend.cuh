@@ -112,7 +112,7 @@ __device__ __forceinline__ void sparse_mla(uint8_t *smem, const uint8_t *cache, 
 // module too (dsa_attend_threads_<config>), since a context may compile for another target than
 // the spec's first.
 template <class C>
-constexpr int attend_threads = kAttendWgmma ? attend_ws_threads<C::attend_heads_per_cta> : kAttendThreads;
+constexpr int attend_threads = kAttendWgmma ? attend_ws_threads(C::attend_producers) : kAttendThreads;
 template <class C>
 using AttendLayoutOf = AttendLayout<C::attend_heads_per_cta, C::kv_dim, C::kv_lora_rank, C::cache_format,
                                     C::cache_bytes, attend_threads<C>>;

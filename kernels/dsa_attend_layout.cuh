@@ -6,11 +6,10 @@
 namespace dsa {
 
 constexpr int kAttendThreads = 256; // the mma.sync loop's threads (8 warps)
-// the warp-specialised wgmma loops': two consumer warpgroups (0, 1) and a producer warpgroup (2); at
-// 16 heads a second producer warpgroup (3), each producer dequantising one half of every key tile:
-// there the consumers' products are small and one producer kept them waiting (128 rows 16% faster;
-// at 32 heads 9% slower, the consumers holding twice the accumulators in fewer registers)
-template <int HB> constexpr int attend_ws_threads = HB == 16 ? 512 : 384;
+// the warp-specialised wgmma loops': two consumer warpgroups (0, 1) and P producer warpgroups (2, 3),
+// each producer of two dequantising one half of every key tile (the generator's attend_producers:
+// 2 at 16 heads, gen/spec.c says why)
+__host__ __device__ constexpr int attend_ws_threads(int producers) { return 256 + 128 * producers; }
 // warpgroup MMA exists on sm_90a only (plain sm_90 and sm_100a targets take the mma.sync path)
 constexpr bool kAttendWgmma = kHasWgmma;
 constexpr int kAttendSegment = 2048; // top-k entries compacted at a time
@@ -23,7 +22,9 @@ template <int HB, int KV, int LAT, int Format, int EntryBytes, int Threads> stru
     static_assert(HB == 16 || HB == 32 || HB == 64, "heads per CTA");
     static_assert(KV % 16 == 0 && LAT % 64 == 0 && LAT < KV, "dims");
     static_assert(EntryBytes % 16 == 0, "cache entries in 16-byte chunks (cp.async)");
-    static_assert(Threads == kAttendThreads || Threads == attend_ws_threads<HB>, "threads per CTA");
+    static_assert(Threads == kAttendThreads || Threads == attend_ws_threads(1) ||
+                      (Threads == attend_ws_threads(2) && HB < 64),
+                  "threads per CTA: one-role, or two consumer warpgroups and one producer (two below 64 heads)");
     // the arguments again, and the counts below that the main loops add, as enumerators: NVRTC emits
     // every constant data member as a global of the module
     enum : int { heads = HB, kv = KV, lat = LAT, format = Format, entry_bytes = EntryBytes, threads = Threads };
@@ -33,7 +34,7 @@ template <int HB, int KV, int LAT, int Format, int EntryBytes, int Threads> stru
     // with the heads along M (dsa_wgmma.cuh); 16 and 32 the products transposed (TR: S^T = K Q^T,
     // O^T = V^T P^T, keys and latent dims along M, the heads along N: no head padded to 64;
     // dsa_wgmma_t.cuh)
-    static constexpr bool WG = kAttendWgmma && Threads == attend_ws_threads<HB>;
+    static constexpr bool WG = kAttendWgmma && Threads != kAttendThreads;
     static constexpr bool TR = WG && HB < 64;
     // wgmma: producer warpgroups, and the registers a thread of each role takes with setmaxnreg: the
     // CTA starts with 65536 / Threads each (168 or 128, rounded down to 8), the producers give some

@@ -21,6 +21,10 @@ skips the dequantisation of fp8 and nvfp4 keys, which favours it (not with --qui
 Usage: python3 tests/bench/bench_attend.py [--quick] [--plain]   (from the repository root, after
 `ninja gpu` and the dsagen command above; --quick: fp8 only; --plain: kernels launched plainly, not
 as programmatic dependent launches, to measure what those buy)
+       python3 tests/bench/bench_attend.py --line TAG   one line "TAG: 16h x1: us | ..." of the fp8
+           L2-flushed times at every heads x rows point, for A/B runs of two trees in one device call
+       python3 tests/bench/bench_attend.py --calls TP ROWS   4 calls of the fp8 TP configuration at
+           ROWS rows and nothing else, to run under a profiler (ncu --launch-skip 3 ...)
 """
 import ctypes
 import os
@@ -121,10 +125,39 @@ class Point:
         lib.dsa_ctx_destroy(self.ctx)
 
 
+def line(tag):
+    """--line: the fp8 L2-flushed times at every point, the runtime's split choice, on one line."""
+    res = []
+    for tp in (8, 4, 2, 1):
+        p = Point(os.path.join(GRID, f"grid_tp{tp}_dcp1_i1_fp8_ds_mla"))
+        for B in BATCHES:
+            run = p.call(B)
+            res.append(f"{p.info.heads_local}h x{B}: {time_flushed_ms(run) * 1e3:.1f}")
+        p.close()
+        del p
+        torch.cuda.empty_cache()
+    print(f"{tag}: " + " | ".join(res), flush=True)
+
+
+def calls(tp, B):
+    """--calls: a warm-up and three more calls of one point, for a profiler to pick the fourth."""
+    p = Point(os.path.join(GRID, f"grid_tp{tp}_dcp1_i1_fp8_ds_mla"))
+    run = p.call(B)
+    for _ in range(4):
+        run()
+    torch.cuda.synchronize()
+    p.close()
+
+
 def main():
-    quick = "--quick" in sys.argv
     if not os.path.isdir(GRID):
         sys.exit(f"bench_attend: no {GRID}: run `build/dsagen specs/models/bench_*.lua -o .bench-out` first")
+    if "--line" in sys.argv:
+        return line(sys.argv[sys.argv.index("--line") + 1])
+    if "--calls" in sys.argv:
+        i = sys.argv.index("--calls")
+        return calls(int(sys.argv[i + 1]), int(sys.argv[i + 2]))
+    quick = "--quick" in sys.argv
     bw, rate = copy_bandwidth(), tensor_rate()
     print(f"device {torch.cuda.get_device_name()}; copy bandwidth {bw / 1e12:.2f} TB/s (read + write), "
           f"bf16 tensor-core rate {rate / 1e12:.0f} TFLOP/s (8192^3 product); top-k 2048, {SEQ}-token requests")

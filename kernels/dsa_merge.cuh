@@ -62,14 +62,15 @@ constexpr int kMergeMax = DSA_MERGE_MAX; // the most partials one merge takes (a
 // kernel writes each, 0 where empty, but a -inf partial's is never added). The LSEs are read once,
 // by n threads (a merge CTA has at least 32, the plan's merge_threads), and their weights computed
 // once, in shared memory: the loops run to n, not to the most there can be (unrolled to 32, the
-// merge held 128 registers a thread). A thread's loads of 16 partials go out at once, 4 dims each:
+// merge held 128 registers a thread). A thread's loads of 8 partials go out at once, 4 dims each:
 // one dim a thread and 8 partials at a time, a 1-row call's merge of 16 splits waited on 8 rounds
-// of memory latency (12 us, as long as the attention it merged).
+// of memory latency (12 us, as long as the attention it merged). 16 at once (159 registers, 3 CTAs
+// an SM) merged 1-8 rows faster still but 64 rows of 2 splits 2-5 us slower; 8: 84 registers.
 template <int L, class LseAt, class Part4, class Put4>
 __device__ __forceinline__ float lse_merge(int n, LseAt lse_at, Part4 part4, Put4 put4)
 {
     static_assert(L % 4 == 0, "4 latent dims a thread");
-    constexpr int G = 16; // partials loaded at once
+    constexpr int G = 8; // partials loaded at once
     __shared__ float lse_s[kMergeMax], w_s[kMergeMax];
     const int tid = threadIdx.x;
     if (tid < n) {

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../kernels/dsa_abi.h"
 #include "diag.h"
 #include "output.h"
 #include "sandbox.h"
@@ -209,6 +210,7 @@ static void push_env(lua_State *L, const loaded *l, const dsg_config *c, const c
     lua_setfield(L, -2, "c");
 
     lua_newtable(L);
+    set_int(L, "kernel_abi", DSA_ABI_VERSION); /* the parameter blocks' version, from their one header */
     set_int(L, "heads_local", dv.heads_local);
     set_int(L, "heads_gathered", dv.heads_gathered);
     set_int(L, "attend_heads_per_cta", dv.attend_heads_per_cta);

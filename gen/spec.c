@@ -817,7 +817,9 @@ void dsg_derive(const dsg_geometry *g, const dsg_config *c, dsg_derived *o)
     o->q_pe_row = o->heads_local * R;
     o->out_row = o->heads_local * L;
     o->lse_row = o->heads_local;
-    o->ws_attend_row = o->ws_q_packed + (w > 1 ? o->ws_q_gathered + 2 * o->ws_exchange : 0);
+    /* DCP = 1: attend packs its query itself (no packed copy); DCP > 1: this rank's packed query,
+     * the gathered ones and the exchange's two buffers */
+    o->ws_attend_row = w > 1 ? o->ws_q_packed + o->ws_q_gathered + 2 * o->ws_exchange : 0;
 
     /* The kernel library is written for these CTA sizes (kernels check them with static_assert). */
     o->prologue_threads = 256;

@@ -15,7 +15,7 @@ typedef unsigned long long uint64_t;
 #endif
 
 /* Bumped whenever a parameter block changes; generated glue and the runtime check it. */
-#define DSA_ABI_VERSION 10
+#define DSA_ABI_VERSION 11
 
 /* The most DCP ranks whose exchange buffers the attend kernels store into directly (the fused
  * exchange); larger groups exchange through the transport's all-to-all. */
@@ -117,7 +117,9 @@ typedef struct dsa_pack_params {
  * of split s takes the row's top-k entries k with k % splits == s and writes its fp32 partial to
  * split_out / split_lse, which the split merge (Stage C.4b) combines. */
 typedef struct dsa_attend_params {
-    const uint16_t *q;            /* [W][T][heads_local][kv_dim]: the gathered queries, rank-major */
+    const uint16_t *q;            /* DCP > 1: [W][T][heads_local][kv_dim], the gathered queries, rank-major */
+    dsa_pack_params pack;         /* DCP = 1: the host's q_lat and q_pe, which attend packs itself
+                                     (q_lat, q_pe, positions, rope tables, rejected; the rest unused) */
     const int32_t *topk;          /* [T, topk_stride] global positions, -1 padded */
     const int32_t *req_of_token;  /* [T] */
     const int32_t *seq_lens;      /* [num_requests] */

@@ -21,6 +21,7 @@
 #pragma once
 #include "dsa_merge.cuh"
 #include "dsa_mma_sync.cuh"
+#include "dsa_pack_q.cuh"
 #include "dsa_wgmma.cuh"
 #include "dsa_wgmma_t.cuh"
 
@@ -119,16 +120,28 @@ using AttendLayoutOf = AttendLayout<C::attend_heads_per_cta, C::kv_dim, C::kv_lo
 template <class C> constexpr unsigned int attend_smem_bytes = AttendLayoutOf<C>::bytes;
 
 // q_chunk(h, c): bf16 q[h][8c .. 8c + 8) of gathered head hg0 + h, zeros past the real heads. Gathered
-// head hg is head hg % heads_local of rank hg / heads_local (the all-gather is rank-major).
+// head hg is head hg % heads_local of rank hg / heads_local (the all-gather is rank-major). At DCP =
+// 1 the CTA packs it from the host's q_lat and q_pe (packed_q_chunk, pack_q's formula): no pack
+// kernel, no packed copy; the position check is counted once per token, by CTA (t, 0, 0).
 template <class C> struct QueryChunks {
     const dsa_attend_params &p;
     int t, hg0;
+    int64_t pos;
+    bool pos_ok;
+    __device__ __forceinline__ QueryChunks(const dsa_attend_params &p_, int t_, int hg0_) : p(p_), t(t_), hg0(hg0_)
+    {
+        if constexpr (C::dcp == 1)
+            pos_ok = q_position_ok<C>(p.pack, t, pos, blockIdx.y == 0 && blockIdx.z == 0 && threadIdx.x == 0);
+    }
     __device__ __forceinline__ uint4 operator()(int h, int c) const
     {
         const int hg = hg0 + h, r = hg / C::heads_local, hl = hg % C::heads_local;
-        return hg < C::heads_gathered
-                   ? load16(p.q + (((int64_t)r * p.num_tokens + t) * C::heads_local + hl) * C::kv_dim + 8 * c)
-                   : make_uint4(0u, 0u, 0u, 0u);
+        if (hg >= C::heads_gathered)
+            return make_uint4(0u, 0u, 0u, 0u);
+        if constexpr (C::dcp == 1)
+            return packed_q_chunk<C>(p.pack, t, hl, 8 * c, pos, pos_ok);
+        else
+            return load16(p.q + (((int64_t)r * p.num_tokens + t) * C::heads_local + hl) * C::kv_dim + 8 * c);
     }
 };
 

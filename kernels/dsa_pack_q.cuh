@@ -10,18 +10,13 @@ namespace dsa {
 // table is counted in rejected[1] and its rope part written as zeros, never read out of bounds.
 // With the fused gather (DCP > 1, p.qfused) the packed query goes straight into block p.rank of
 // every rank's gathered queries (stores over NVLink), and a barrier replaces the all-gather.
-template <class C> __device__ __forceinline__ void pack_q(const dsa_pack_params &p)
+// Elements [d0, d0 + 8) of head h of token t's packed query: q_lat, or q_pe rotated at the
+// token's position pos (zeros where pos_ok is false: outside the rope table). The one formula of
+// the packed query, for pack_q and for attend at DCP = 1, which forms its query itself.
+template <class C>
+__device__ __forceinline__ uint4 packed_q_chunk(const dsa_pack_params &p, int t, int h, int d0, int64_t pos, bool pos_ok)
 {
-    constexpr int L = C::kv_lora_rank, R = C::qk_rope_dim, KV = C::kv_dim, H = C::heads_local;
-    static_assert(L % 8 == 0 && KV % 8 == 0, "8-element chunks");
-    const int t = blockIdx.x, i = blockIdx.y * blockDim.x + threadIdx.x;
-    const int64_t pos = p.positions[t];
-    const bool pos_ok = pos >= 0 && pos < C::max_positions;
-    if (!pos_ok && blockIdx.y == 0 && threadIdx.x == 0)
-        atomicAdd(&p.rejected[1], 1ull); // the rope part is written as zeros, never read out of bounds
-    if (i >= H * (KV / 8))
-        return;
-    const int h = i / (KV / 8), d0 = 8 * (i % (KV / 8));
+    constexpr int L = C::kv_lora_rank, R = C::qk_rope_dim;
     uint32_t w[4];
     if (d0 < L) {
         const uint16_t *src = p.q_lat + t * p.q_lat_stride + h * L + d0;
@@ -50,7 +45,31 @@ template <class C> __device__ __forceinline__ void pack_q(const dsa_pack_params 
         for (int k = 0; k < 4; k++)
             w[k] = (uint32_t)v[2 * k] | (uint32_t)v[2 * k + 1] << 16;
     }
-    const uint4 v = make_uint4(w[0], w[1], w[2], w[3]);
+    return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+// pack_q's check of the token's position: counted once per token (by the thread given), the rope
+// part then written as zeros, never read out of bounds
+template <class C> __device__ __forceinline__ bool q_position_ok(const dsa_pack_params &p, int t, int64_t &pos, bool count)
+{
+    pos = p.positions[t];
+    const bool ok = pos >= 0 && pos < C::max_positions;
+    if (!ok && count)
+        atomicAdd(&p.rejected[1], 1ull);
+    return ok;
+}
+
+template <class C> __device__ __forceinline__ void pack_q(const dsa_pack_params &p)
+{
+    constexpr int KV = C::kv_dim, H = C::heads_local;
+    static_assert(C::kv_lora_rank % 8 == 0 && KV % 8 == 0, "8-element chunks");
+    const int t = blockIdx.x, i = blockIdx.y * blockDim.x + threadIdx.x;
+    int64_t pos;
+    const bool pos_ok = q_position_ok<C>(p, t, pos, blockIdx.y == 0 && threadIdx.x == 0);
+    if (i >= H * (KV / 8))
+        return;
+    const int h = i / (KV / 8), d0 = 8 * (i % (KV / 8));
+    const uint4 v = packed_q_chunk<C>(p, t, h, d0, pos, pos_ok);
     if (C::dcp > 1 && p.qfused) {
         const int64_t at = (((int64_t)p.rank * p.num_tokens + t) * H + h) * KV + d0;
 #pragma unroll

@@ -299,8 +299,9 @@ static dsa_result_t attend_chunk(dsa_ctx_t ctx, const dsa_attend_args_t *a, cons
     pk.qfused = fused;
     for (int r = 0; fused && r < cfg->info.dcp; r++)
         pk.qdest[r] = (uint16_t *)(uintptr_t)ctx->q_peer[r];
-    if ((rc = launch(ctx, "dsa_attend", ctx->pack_fn, (unsigned)n, cfg->pack_ctas_per_token, cfg->pack_threads, 0, &pk,
-                     stream, "pack")) != DSA_SUCCESS)
+    /* DCP = 1: attend packs its query itself from pk (kernels/dsa_attend.cuh, QueryChunks) */
+    if (dcp && (rc = launch(ctx, "dsa_attend", ctx->pack_fn, (unsigned)n, cfg->pack_ctas_per_token, cfg->pack_threads,
+                            0, &pk, stream, "pack")) != DSA_SUCCESS)
         return rc;
     /* 2. the query all-gather: every rank attends for the whole group's heads */
     if (fused) {
@@ -311,7 +312,8 @@ static dsa_result_t attend_chunk(dsa_ctx_t ctx, const dsa_attend_args_t *a, cons
         return rc;
     }
     dsa_attend_params at = {0};
-    at.q = (const uint16_t *)(uintptr_t)(dcp ? ctx->ws_qg : ctx->ws_q);
+    at.q = (const uint16_t *)(uintptr_t)ctx->ws_qg; /* DCP > 1 */
+    at.pack = pk;                                    /* DCP = 1 */
     at.topk = a->topk + t0 * st->topk;
     at.req_of_token = a->req_of_token + t0;
     at.seq_lens = a->seq_lens;

@@ -326,10 +326,9 @@ static dsa_result_t prepare_calls(dsa_ctx_t ctx)
         CU_CHECK(ctx, dsa_cu.cuMemAlloc(&ctx->ws_sl, (size_t)ctx->split_rows * (size_t)cfg->ws_partial_lse));
     }
     const size_t T = (size_t)ctx->ws_tokens;
-    if ((rc = ws_alloc(ctx, &ctx->ws_q, T * (size_t)cfg->ws_q_packed)) != DSA_SUCCESS)
-        goto fail;
-    if (cfg->info.dcp > 1) {
-        if ((rc = ws_alloc(ctx, &ctx->ws_qg, T * (size_t)cfg->ws_q_gathered)) != DSA_SUCCESS ||
+    if (cfg->info.dcp > 1) { /* DCP = 1: attend packs its query itself, no packed copy */
+        if ((rc = ws_alloc(ctx, &ctx->ws_q, T * (size_t)cfg->ws_q_packed)) != DSA_SUCCESS ||
+            (rc = ws_alloc(ctx, &ctx->ws_qg, T * (size_t)cfg->ws_q_gathered)) != DSA_SUCCESS ||
             (rc = ws_alloc(ctx, &ctx->ws_x_send, T * (size_t)cfg->ws_exchange)) != DSA_SUCCESS ||
             (rc = ws_alloc(ctx, &ctx->ws_x_recv, T * (size_t)cfg->ws_exchange)) != DSA_SUCCESS)
             goto fail;

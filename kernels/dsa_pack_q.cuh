@@ -10,6 +10,27 @@ namespace dsa {
 // table is counted in rejected[1] and its rope part written as zeros, never read out of bounds.
 // With the fused gather (DCP > 1, p.qfused) the packed query goes straight into block p.rank of
 // every rank's gathered queries (stores over NVLink), and a barrier replaces the all-gather.
+// n (<= N) consecutive elements of a host tensor, in 16-byte loads where the address allows
+template <int N, class T> __device__ __forceinline__ void load_n(const T *src, T (&dst)[N], int n)
+{
+    constexpr int per = 16 / sizeof(T);
+    static_assert(N % per == 0, "whole 16-byte loads");
+    if (((uint64_t)src & 15) == 0) {
+#pragma unroll
+        for (int j = 0; j < N / per; j++)
+            if (j * per < n) {
+                const uint4 x = load16(src + j * per);
+                memcpy(&dst[j * per], &x, 16);
+            }
+        return;
+    }
+#pragma unroll
+    for (int j = 0; j < N; j++)
+        if (j < n)
+            dst[j] = src[j];
+}
+__device__ __forceinline__ void load8(const uint16_t *src, uint16_t (&dst)[8]) { load_n<8>(src, dst, 8); }
+
 // Elements [d0, d0 + 8) of head h of token t's packed query: q_lat, or q_pe rotated at the
 // token's position pos (zeros where pos_ok is false: outside the rope table). The one formula of
 // the packed query, for pack_q and for attend at DCP = 1, which forms its query itself.
@@ -20,26 +41,44 @@ __device__ __forceinline__ uint4 packed_q_chunk(const dsa_pack_params &p, int t,
     uint32_t w[4];
     if (d0 < L) {
         const uint16_t *src = p.q_lat + t * p.q_lat_stride + h * L + d0;
+        if (((uint64_t)src & 15) == 0) // one 16-byte load where the host's rows allow it
+            return load16(src);
 #pragma unroll
         for (int k = 0; k < 4; k++)
             w[k] = (uint32_t)src[2 * k] | (uint32_t)src[2 * k + 1] << 16;
     } else {
+        // rope dims r0 .. r0 + 8 (R % 16 == 0: the generator's rule for the sparse MLA). Interleaved:
+        // pairs (2i, 2i + 1), both inside the 8; NeoX: pairs (i, i + R/2), the 8 in one half and their
+        // partners the 8 dims R/2 away. Values and the pairs' cos/sin come in 16-byte loads where
+        // aligned (32 scalar loads a chunk made attend's query slow to form at 64 heads).
+        static_assert(R % 16 == 0, "the 8 dims of a chunk lie in one half of the rope dims");
+        constexpr int H2 = R / 2;
+        const int r0 = d0 - L;
+        if (!pos_ok)
+            return make_uint4(0u, 0u, 0u, 0u);
         const uint16_t *pe = p.q_pe + t * p.q_pe_stride + h * R;
+        uint16_t own[8], mate[8];
+        float c[8], sn[8];
+        load8(pe + r0, own);
+        if constexpr (!C::rope_interleaved)
+            load8(pe + (r0 + H2) % R, mate);
+        const int n = C::rope_interleaved ? 4 : 8, pair0 = C::rope_interleaved ? r0 / 2 : r0 % H2;
+        load_n<8>(p.rope_cos + pos * H2 + pair0, c, n);
+        load_n<8>(p.rope_sin + pos * H2 + pair0, sn, n);
         uint16_t v[8];
 #pragma unroll
         for (int k = 0; k < 8; k++) {
-            const int r = d0 + k - L;
-            // rope pair of dim r: (2i, 2i + 1) interleaved, (i, i + R/2) NeoX
-            const int pair = C::rope_interleaved ? r / 2 : r % (R / 2);
-            const int a = C::rope_interleaved ? 2 * pair : pair, b = C::rope_interleaved ? a + 1 : pair + R / 2;
-            if (!pos_ok) {
-                v[k] = 0;
-                continue;
+            const int r = r0 + k, i = C::rope_interleaved ? k / 2 : k;
+            const bool first = C::rope_interleaved ? r % 2 == 0 : r < H2;
+            float x0, x1;
+            if constexpr (C::rope_interleaved) {
+                x0 = bf16_to_float(own[k & ~1]);
+                x1 = bf16_to_float(own[k | 1]);
+            } else {
+                x0 = bf16_to_float(first ? own[k] : mate[k]);
+                x1 = bf16_to_float(first ? mate[k] : own[k]);
             }
-            const float c = p.rope_cos[pos * (R / 2) + pair];
-            const float s = p.rope_sin[pos * (R / 2) + pair];
-            const float x0 = bf16_to_float(pe[a]), x1 = bf16_to_float(pe[b]);
-            v[k] = float_to_bf16(rope_rotate(x0, x1, c, s, r == a)); // rounded like the CPU reference
+            v[k] = float_to_bf16(rope_rotate(x0, x1, c[i], sn[i], first)); // rounded like the CPU reference
         }
 #pragma unroll
         for (int k = 0; k < 4; k++)

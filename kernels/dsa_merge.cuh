@@ -115,8 +115,8 @@ __device__ __forceinline__ float lse_merge(int n, LseAt lse_at, Part4 part4, Put
 __device__ __forceinline__ float4 bf16x4_load(const uint16_t *p)
 {
     const uint32_t a = reinterpret_cast<const uint32_t *>(p)[0], b = reinterpret_cast<const uint32_t *>(p)[1];
-    return make_float4(__uint_as_float(a << 16), __uint_as_float(a & 0xffff0000u), __uint_as_float(b << 16),
-                       __uint_as_float(b & 0xffff0000u));
+    return make_float4(bf16_to_float((uint16_t)a), bf16_to_float((uint16_t)(a >> 16)), bf16_to_float((uint16_t)b),
+                       bf16_to_float((uint16_t)(b >> 16)));
 }
 __device__ __forceinline__ void bf16x4_store(uint16_t *p, float4 v)
 {

@@ -215,6 +215,7 @@ static void push_env(lua_State *L, const loaded *l, const dsg_config *c, const c
     set_int(L, "heads_gathered", dv.heads_gathered);
     set_int(L, "attend_heads_per_cta", dv.attend_heads_per_cta);
     set_int(L, "attend_producers", dv.attend_producers);
+    set_int(L, "attend_cluster", dv.attend_cluster);
     set_int(L, "qk_head_dim", dv.qk_head_dim);
     set_int(L, "kv_dim", dv.kv_dim);
     set_num(L, "softmax_scale", dv.softmax_scale);

@@ -57,8 +57,10 @@ __device__ __forceinline__ int64_t local_slot(int32_t g, int32_t req, const dsa_
 // token over its kept keys. q_chunk(h, c) gives bf16 q[h][8c .. 8c + 8) as 16 bytes; slot_of(k)
 // the local slot of top-k entry k or -1; store(h, d, x0, x1) takes O / l at (h, d), (h, d + 1),
 // and with d = -1 the LSE of head h (natural log; -inf for a head with no kept key, output 0).
+// Cluster = 2 (the generator's attend_cluster): the CTA and the other of its cluster attend the same
+// keys for different heads and share the dequantised key tiles (wgmma_producer's Pair).
 template <int HB, int KV, int LAT, int TOPK, int Format, int EntryBytes, int ScaleOffset, int RopeOffset, int Threads,
-          class QChunk, class SlotOf, class Store>
+          int Cluster, class QChunk, class SlotOf, class Store>
 __device__ __forceinline__ void sparse_mla(uint8_t *smem, const uint8_t *cache, float softmax_scale,
                                            QChunk q_chunk, SlotOf slot_of, Store store)
 {
@@ -76,23 +78,34 @@ __device__ __forceinline__ void sparse_mla(uint8_t *smem, const uint8_t *cache, 
         store16(sm.q_s + Lay::qk_at(h, 8 * c), q_chunk(h, c));
     }
     if constexpr (Lay::WG) {
+        constexpr bool Pair = Cluster == 2;
+        static_assert(!Pair || (!Lay::TR && Format == 1), "pairs: 64-head CTAs on fp8_ds_mla keys");
         fence_proxy_async(); // the tensor cores read q_s after the first segment's barriers
         if (tid == 0) {
             for (int b = 0; b < 2; b++) {
-                mbar_init(sm.bars + 8 * b, 128 * Lay::producers); // full[b]: the producer warpgroups' threads
-                // empty[b]: the consumer warpgroups' threads (transposed loop: group b's alone)
-                mbar_init(sm.bars + 16 + 8 * b, Lay::TR ? 128 : 256);
+                // full[b]: the producer warpgroups' threads (a pair: both CTAs' producers)
+                mbar_init(sm.bars + 8 * b, 128 * Lay::producers * Cluster);
+                // empty[b]: the consumer warpgroups' threads (transposed loop: group b's alone; a pair:
+                // both CTAs' consumers)
+                mbar_init(sm.bars + 16 + 8 * b, (Lay::TR ? 128 : 256) * Cluster);
             }
             if constexpr (Lay::TR)
                 mbar_init(sm.bars + 32, 256); // the consumer groups' end of loop: their threads
             mbar_init_fence();
         }
         // the barriers and q_s are published by the first segment's CTA barrier (compact_segment),
-        // before any thread uses either; the main loop stores O and the LSE
+        // before any thread uses either; a pair's to the peer by the cluster's barrier first. The
+        // main loop stores O and the LSE
+        if constexpr (Pair)
+            cluster_sync();
         if constexpr (Lay::TR)
             wgmma_t_main_loop<Lay, TOPK, ScaleOffset, RopeOffset>(th, sm, cache, softmax_scale, slot_of, store);
         else
-            wgmma_main_loop<Lay, TOPK, ScaleOffset, RopeOffset>(th, sm, cache, softmax_scale, slot_of, store);
+            wgmma_main_loop<Lay, TOPK, ScaleOffset, RopeOffset, Pair>(th, sm, cache, softmax_scale, slot_of, store);
+        // a pair: neither CTA leaves while the other may still store into its tiles or arrive on
+        // its barriers
+        if constexpr (Pair)
+            cluster_sync();
         return;
     }
     if (tid < HB) {
@@ -243,7 +256,8 @@ template <class C> __device__ __forceinline__ void attend(const dsa_attend_param
     const SlotOfTopk<C> slot_of{p, p.topk + t * p.topk_stride, req, split, p.splits - 1};
     const StoreAttend<C> store{{p, t, hg0}, {p, t, hg0, split}};
     sparse_mla<HB, C::kv_dim, C::kv_lora_rank, C::idx_topk, C::cache_format, C::cache_bytes, C::cache_scale_offset,
-               C::cache_rope_offset, attend_threads<C>>(smem, p.kv_cache, C::softmax_scale(), q_chunk, slot_of, store);
+               C::cache_rope_offset, attend_threads<C>, C::attend_cluster>(smem, p.kv_cache, C::softmax_scale(), q_chunk,
+                                                                          slot_of, store);
 }
 
 } // namespace dsa

@@ -160,6 +160,29 @@ template <class Lay, int ScaleOffset, int RopeOffset> struct KeyStage {
         }
     }
 
+    // put() for a pair of CTAs sharing key tiles (fp8_ds_mla): every 16 bytes also to the peer's tile
+    // at shared::cluster address peer_k
+    __device__ __forceinline__ void put_pair(int half, uint16_t *k, uint32_t peer_k) const
+    {
+        static_assert(Format == 1, "pairs share fp8_ds_mla tiles");
+        const int row = 32 * half + j;
+        const auto st = [&](int off, uint4 v) {
+            store16(k + off, v);
+            st_cluster16(peer_k + 2u * (uint32_t)off, v);
+        };
+#pragma unroll
+        for (int i = 0; i < NL; i++) {
+            const int c = q + 4 * i;
+            uint4 o0, o1;
+            e4m3x16_to_bf16(lat[i], __uint_as_float(sc[i / 2]), o0, o1);
+            st(Lay::qk_at(row, 16 * c), o0);
+            st(Lay::qk_at(row, 16 * c + 8), o1);
+        }
+#pragma unroll
+        for (int i = 0; i < NR; i++)
+            st(Lay::qk_at(row, LAT + 8 * (q + 4 * i)), rope[i]);
+    }
+
     __device__ __forceinline__ void put(const uint8_t *cache, const int32_t *list, int t0, int half, int n, uint16_t *k) const
     {
         int row = 32 * half + j;

@@ -48,6 +48,7 @@ struct Config {
         heads_gathered = DSA_HEADS_GATHERED,
         attend_heads_per_cta = DSA_ATTEND_HEADS_PER_CTA,
         attend_producers = DSA_ATTEND_PRODUCERS,
+        attend_cluster = DSA_ATTEND_CLUSTER,
         attend_max_splits = DSA_ATTEND_MAX_SPLITS,
         exchange_row = DSA_EXCHANGE_ROW_BYTES, // bytes per row of one rank's block of the DCP exchange
         // MLA cache entry: format (CacheFormat, dsa_cache_format.cuh), bytes per token, offsets in it

@@ -55,12 +55,39 @@ template <int TransB, int TransA = 0> __device__ __forceinline__ void wgmma_n256
 // (the 64-head loop, measured 3-4% slower with both halves ahead). With two producer warpgroups
 // (16 heads, Lay::producers) warpgroup 2 + h takes half h of every tile, its loads of the next tile
 // out as soon as this one is stored, and full counts both groups' 256 arrivals.
-template <class Lay, int TOPK, int ScaleOffset, int RopeOffset, bool Ahead, class SlotOf>
+// Pair (64 heads, fp8_ds_mla, two CTAs of a row in a cluster): the producer of cluster rank r
+// dequantises half r of every tile into both CTAs' key tile, and arrives on both full barriers (each
+// counts both producers' 256 arrivals); empty counts both CTAs' consumers (512), waited on at
+// cluster scope, since the tile it frees is written by both producers.
+template <class Lay, int TOPK, int ScaleOffset, int RopeOffset, bool Ahead, class SlotOf, bool Pair = false>
 __device__ __forceinline__ void wgmma_producer(const CtaThread &th, const AttendSmem<Lay> &sm, const uint8_t *cache,
                                                const SlotOf &slot_of)
 {
     const uint32_t full0 = sm.bars, empty0 = sm.bars + 16;
     regs_dec<Lay::producer_regs>();
+    if constexpr (Pair) {
+        const uint32_t half = cluster_rank(), peer = half ^ 1u;
+        const uint32_t peer_full0 = cluster_addr(full0, peer), peer_k0 = cluster_addr(smem_addr(sm.k_s), peer);
+        KeyStage<Lay, ScaleOffset, RopeOffset> a(th.warp - 8, th.lane);
+        int u = 0;
+        for (int seg0 = 0; seg0 < TOPK; seg0 += kAttendSegment) {
+            const int n = compact_segment<Lay, TOPK, Lay::threads, true>(th, sm, seg0, slot_of);
+            if (n > 0)
+                a.load(cache, sm.list, 0, (int)half, n);
+            for (int t0 = 0; t0 < n; t0 += Lay::KT, u++) {
+                const int buf = u % 2;
+                if (u >= 2)
+                    mbar_wait_cluster(empty0 + 8 * buf, (u / 2 - 1) % 2);
+                a.put_pair((int)half, sm.k_s + Lay::key_tile_off(buf), peer_k0 + 2u * (uint32_t)Lay::key_tile_off(buf));
+                if (t0 + Lay::KT < n)
+                    a.load(cache, sm.list, t0 + Lay::KT, (int)half, n);
+                fence_proxy_async_cluster(); // both tiles' writes, read by both CTAs' tensor cores
+                mbar_arrive(full0 + 8 * buf);
+                mbar_arrive_cluster(peer_full0 + 8 * buf);
+            }
+        }
+        return;
+    }
     if constexpr (Lay::producers == 2) {
         const int half = th.warp / 4 - 2;
         KeyStage<Lay, ScaleOffset, RopeOffset> a(th.warp % 4, th.lane);
@@ -124,7 +151,7 @@ __device__ __forceinline__ void wgmma_producer(const CtaThread &th, const Attend
 // (each after its last wgmma on the tile completed).
 // All roles meet on named barrier 3 (384 threads) in each segment's compaction; consumers also meet
 // on named barriers 1 and 2 (256 threads): the row maxima, then P.
-template <class Lay, int TOPK, int ScaleOffset, int RopeOffset, class SlotOf, class Store>
+template <class Lay, int TOPK, int ScaleOffset, int RopeOffset, bool Pair, class SlotOf, class Store>
 __device__ __forceinline__ void wgmma_main_loop(const CtaThread &th, const AttendSmem<Lay> &sm, const uint8_t *cache,
                                                 float softmax_scale, const SlotOf &slot_of, const Store &store)
 {
@@ -136,9 +163,11 @@ __device__ __forceinline__ void wgmma_main_loop(const CtaThread &th, const Atten
     const uint32_t full0 = sm.bars, empty0 = sm.bars + 16;
 
     if (wg == 2) {
-        wgmma_producer<Lay, TOPK, ScaleOffset, RopeOffset, false>(th, sm, cache, slot_of);
+        wgmma_producer<Lay, TOPK, ScaleOffset, RopeOffset, false, SlotOf, Pair>(th, sm, cache, slot_of);
         return;
     }
+    // Pair: the peer's empty barriers (its producer writes this CTA's tiles too)
+    const uint32_t peer_empty0 = Pair ? cluster_addr(empty0, cluster_rank() ^ 1u) : 0u;
 
     // ---- the consumers: warpgroup wg, warp wl of it; rows r0 = 16 wl + g and r0 + 8 ----
     regs_inc<Lay::consumer_regs>();
@@ -156,7 +185,10 @@ __device__ __forceinline__ void wgmma_main_loop(const CtaThread &th, const Atten
         for (int t0 = 0; t0 < n; t0 += KT, u++) {
             const int buf = u % 2, nk = n - t0 < KT ? n - t0 : KT; // keys in this tile; the rest are zero rows
             const uint32_t kt = smem_addr(sm.k_s + Lay::key_tile_off(buf));
-            mbar_wait(full0 + 8 * buf, (u / 2) % 2);
+            if constexpr (Pair)
+                mbar_wait_cluster(full0 + 8 * buf, (u / 2) % 2); // half the tile stored by the peer's producer
+            else
+                mbar_wait(full0 + 8 * buf, (u / 2) % 2);
 
             // 2. S = Q K^T over this group's 32 keys and all dims
             float sacc[16]; // (row, key 32 wg + 8 j + 2 t4 + {0, 1}) at 4 j + {0, 1} (row r0), + {2, 3} (r0 + 8)
@@ -245,6 +277,8 @@ __device__ __forceinline__ void wgmma_main_loop(const CtaThread &th, const Atten
             wgmma_wait();
             wg_pin(oacc);
             mbar_arrive(empty0 + 8 * buf); // this thread's reads of the tile are done: the producer may refill it
+            if constexpr (Pair)
+                mbar_arrive_cluster(peer_empty0 + 8 * buf);
         }
     }
     // O / l, l = group 0's sum + group 1's (xch's last readers passed barrier 2 of the last tile,

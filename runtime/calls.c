@@ -66,25 +66,37 @@ static dsa_result_t collective(dsa_ctx_t ctx, int alltoall, CUdeviceptr send, CU
  * completion and memory (dsa::after_prior_grid, kernels/dsa_launch.cuh), so only the launch's
  * latency overlaps. A cooperative grid is launched plainly: it must find the device free. */
 static dsa_result_t launch_as(dsa_ctx_t ctx, const char *fn, CUfunction f, unsigned gx, unsigned gy, unsigned gz,
-                              unsigned threads, unsigned smem, void *params, CUstream stream, const char *what, int coop)
+                              unsigned threads, unsigned smem, void *params, CUstream stream, const char *what, int coop,
+                              unsigned cluster_y)
 {
     void *args[] = {params};
     CUresult r;
     if (coop) {
         r = dsa_cu.cuLaunchCooperativeKernel(f, gx, gy, gz, threads, 1, 1, smem, stream, args);
     } else {
-        CUlaunchAttribute attr;
-        memset(&attr, 0, sizeof attr);
-        attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-        attr.value.programmaticStreamSerializationAllowed = 1;
+        /* cluster_y > 1: clusters of that many CTAs along y (the sparse MLA's CTAs of a row that
+         * share key tiles, attend_cluster), listed first so that it survives without PDL */
+        CUlaunchAttribute attr[2];
+        unsigned na = 0;
+        memset(attr, 0, sizeof attr);
+        if (cluster_y > 1) {
+            attr[na].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+            attr[na].value.clusterDim.x = 1, attr[na].value.clusterDim.y = cluster_y, attr[na].value.clusterDim.z = 1;
+            na++;
+        }
+        if (!ctx->no_pdl) {
+            attr[na].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+            attr[na].value.programmaticStreamSerializationAllowed = 1;
+            na++;
+        }
         CUlaunchConfig lc;
         memset(&lc, 0, sizeof lc);
         lc.gridDimX = gx, lc.gridDimY = gy, lc.gridDimZ = gz;
         lc.blockDimX = threads, lc.blockDimY = 1, lc.blockDimZ = 1;
         lc.sharedMemBytes = smem;
         lc.hStream = stream;
-        lc.attrs = &attr;
-        lc.numAttrs = ctx->no_pdl ? 0 : 1;
+        lc.attrs = attr;
+        lc.numAttrs = na;
         r = dsa_cu.cuLaunchKernelEx(&lc, f, args, NULL);
     }
     if (r != CUDA_SUCCESS) {
@@ -99,7 +111,7 @@ static dsa_result_t launch_as(dsa_ctx_t ctx, const char *fn, CUfunction f, unsig
 static dsa_result_t launch(dsa_ctx_t ctx, const char *fn, CUfunction f, unsigned gx, unsigned gy, unsigned threads,
                            unsigned smem, void *params, CUstream stream, const char *what)
 {
-    return launch_as(ctx, fn, f, gx, gy, 1, threads, smem, params, stream, what, 0);
+    return launch_as(ctx, fn, f, gx, gy, 1, threads, smem, params, stream, what, 0, 1);
 }
 
 /* The barrier of the group that replaces a collective of the fused gather and exchange, then its
@@ -336,7 +348,8 @@ static dsa_result_t attend_chunk(dsa_ctx_t ctx, const dsa_attend_args_t *a, cons
     at.split_out = (float *)(uintptr_t)ctx->ws_so;
     at.split_lse = (float *)(uintptr_t)ctx->ws_sl;
     if ((rc = launch_as(ctx, "dsa_attend", ctx->attend_fn, (unsigned)n, cfg->attend_ctas_per_token, (unsigned)at.splits,
-                        ctx->attend_threads, ctx->attend_smem, &at, stream, "attend", 0)) != DSA_SUCCESS)
+                        ctx->attend_threads, ctx->attend_smem, &at, stream, "attend", 0, cfg->attend_cluster)) !=
+        DSA_SUCCESS)
         return rc;
     if (at.splits > 1) { /* 4b. the splits of each row merged into what one split writes */
         dsa_split_merge_params sm = {0};
@@ -604,7 +617,7 @@ static dsa_result_t index_chunk(dsa_ctx_t ctx, const dsa_index_args_t *a, const 
      * so that they are resident at once); many rows: a CTA per row fills the device already */
     const int64_t tsplits = topk_splits(ctx, n, a->max_blocks * cfg->info.block_size); /* a row's keys at most */
     rc = tsplits > 1 ? launch_as(ctx, "dsa_index", ctx->index_topk_split_fn, (unsigned)n, (unsigned)tsplits, 1,
-                                 cfg->index_topk_split_threads, 0, &tk, stream, "index top-k (split)", 1)
+                                 cfg->index_topk_split_threads, 0, &tk, stream, "index top-k (split)", 1, 1)
                      : launch(ctx, "dsa_index", ctx->index_topk_fn, (unsigned)n, 1, cfg->index_topk_threads, 0, &tk,
                               stream, "index top-k");
     if (rc != DSA_SUCCESS || !dcp)

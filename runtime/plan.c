@@ -90,6 +90,7 @@ static const field_t fields[] = {
     {"pack_ctas_per_token", F_U32, M(pack_ctas_per_token), 1, 65535},
     {"attend_ctas_per_token", F_U32, M(attend_ctas_per_token), 1, 65535},
     {"attend_max_splits", F_U32, M(attend_max_splits), 1, DSA_MERGE_MAX},
+    {"attend_cluster", F_U32, M(attend_cluster), 1, 2},
     {"index_q_threads", F_U32, M(index_q_threads), 32, 1024},
     {"index_q_ctas_per_token", F_U32, M(index_q_ctas_per_token), 1, 65535},
     {"index_score_threads", F_U32, M(index_score_threads), 32, 1024},
@@ -343,6 +344,9 @@ static dsa_result_t parse(parser_t *p, const char *text, size_t len, dsa_cfg_t *
         return perr(p, "%s: dcp %d needs this kernel", dcp_entry, c->info.dcp);
     if (c->attend_max_splits & (c->attend_max_splits - 1))
         return perr(p, "attend_max_splits %u is not a power of two", c->attend_max_splits);
+    if (c->attend_ctas_per_token % c->attend_cluster)
+        return perr(p, "attend_cluster %u does not divide attend_ctas_per_token %u", c->attend_cluster,
+                    c->attend_ctas_per_token);
     c->info.size = sizeof c->info;
     c->info.name = c->name;
     c->info.target = c->targets[0];

@@ -41,7 +41,7 @@ typedef struct dsa_cfg {
         entry_index_topk[192], entry_index_topk_split[192], entry_index_merge[192],
         entry_barrier[192]; /* entry_merge, entry_index_merge, entry_barrier: "" at dcp 1 */
     unsigned prologue_threads, rope_threads, pack_threads, merge_threads;
-    unsigned pack_ctas_per_token, attend_ctas_per_token, attend_max_splits;
+    unsigned pack_ctas_per_token, attend_ctas_per_token, attend_max_splits, attend_cluster;
     unsigned index_q_threads, index_q_ctas_per_token, index_score_threads, index_score_keys_per_cta, index_topk_threads;
     unsigned index_merge_smem, index_score_few_rows;
     unsigned index_score_group_rows; /* rows of one request a grouped score CTA takes (1: none) */

@@ -56,6 +56,7 @@
 #define DSA_HEADS_GATHERED 64 /* heads_local * dcp: heads each rank attends for */
 #define DSA_ATTEND_HEADS_PER_CTA 64 /* gathered heads per sparse MLA CTA */
 #define DSA_ATTEND_PRODUCERS 1 /* sm_90a: producer warpgroups of a sparse MLA CTA */
+#define DSA_ATTEND_CLUSTER 1 /* sparse MLA CTAs of a row sharing each dequantised key tile */
 #define DSA_ATTEND_MAX_SPLITS 4 /* CTAs a row's top-k may be split over (a power of two) */
 #define DSA_EXCHANGE_ROW_BYTES 16448 /* a row of one rank's block of the DCP exchange: bf16 partials, fp32 LSEs */
 

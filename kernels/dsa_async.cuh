@@ -92,10 +92,10 @@ __device__ __forceinline__ void named_barrier_unaligned(int id, int count)
 template <int N> __device__ __forceinline__ void regs_dec() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(N)); }
 template <int N> __device__ __forceinline__ void regs_inc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(N)); }
 // Clusters (sm_90): this CTA's rank in its cluster; the address in CTA `rank`'s shared memory
-// (shared::cluster) of the variable at shared address addr of this CTA; a 16-byte store there; an
-// arrival on an mbarrier there, releasing this thread's earlier stores at cluster scope; a wait on
-// a local mbarrier that acquires at cluster scope (what peers stored before arriving); and the
-// cluster's barrier, reached by every thread of both CTAs, from any instruction (not aligned).
+// (shared::cluster) of the variable at shared address addr of this CTA; a 16-byte asynchronous store
+// there that completes its 16 bytes on an mbarrier there (st.async: no fence, no wait; the peer's
+// wait on that barrier sees the bytes); an arrival on an mbarrier there; and the cluster's barrier,
+// reached by every thread of both CTAs.
 __device__ __forceinline__ uint32_t cluster_rank()
 {
     uint32_t r;
@@ -108,32 +108,20 @@ __device__ __forceinline__ uint32_t cluster_addr(uint32_t addr, uint32_t rank)
     asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(addr), "r"(rank));
     return r;
 }
-__device__ __forceinline__ void st_cluster16(uint32_t addr, uint4 v)
+__device__ __forceinline__ void st_async16(uint32_t addr, uint4 v, uint32_t bar)
 {
-    asm volatile("st.shared::cluster.v4.b32 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
+    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];" ::"r"(addr),
+                 "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w), "r"(bar)
                  : "memory");
 }
-__device__ __forceinline__ void mbar_arrive_cluster(uint32_t bar)
+__device__ __forceinline__ void mbar_arrive_remote(uint32_t bar)
 {
-    asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(bar) : "memory");
-}
-__device__ __forceinline__ void mbar_wait_cluster(uint32_t bar, uint32_t parity)
-{
-    uint32_t done = 0;
-    while (!done)
-        asm volatile("{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n\t"
-                     "selp.u32 %0, 1, 0, p;\n\t}"
-                     : "=r"(done)
-                     : "r"(bar), "r"(parity)
-                     : "memory");
+    asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(bar) : "memory");
 }
 __device__ __forceinline__ void cluster_sync()
 {
     asm volatile("barrier.cluster.arrive.release;\n\tbarrier.cluster.wait.acquire;" ::: "memory");
 }
-// stores by the generic proxy to shared memory anywhere in the cluster, ordered before the async
-// proxy's (the tensor cores') reads of it
-__device__ __forceinline__ void fence_proxy_async_cluster() { asm volatile("fence.proxy.async.shared::cluster;" ::: "memory"); }
 
 // bytes (a multiple of 16; both addresses 16-byte aligned) global -> shared by the copy engine,
 // completing on bar's current phase

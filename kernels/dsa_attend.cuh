@@ -83,11 +83,12 @@ __device__ __forceinline__ void sparse_mla(uint8_t *smem, const uint8_t *cache, 
         fence_proxy_async(); // the tensor cores read q_s after the first segment's barriers
         if (tid == 0) {
             for (int b = 0; b < 2; b++) {
-                // full[b]: the producer warpgroups' threads (a pair: both CTAs' producers)
-                mbar_init(sm.bars + 8 * b, 128 * Lay::producers * Cluster);
+                // full[b]: the producer warpgroups' threads (a pair: the peer's bytes too, expected by
+                // the local producer's thread 0 as it arrives)
+                mbar_init(sm.bars + 8 * b, 128 * Lay::producers);
                 // empty[b]: the consumer warpgroups' threads (transposed loop: group b's alone; a pair:
-                // both CTAs' consumers)
-                mbar_init(sm.bars + 16 + 8 * b, (Lay::TR ? 128 : 256) * Cluster);
+                // and the peer's 8 consumer warps)
+                mbar_init(sm.bars + 16 + 8 * b, (Lay::TR ? 128 : 256) + (Pair ? 8 : 0));
             }
             if constexpr (Lay::TR)
                 mbar_init(sm.bars + 32, 256); // the consumer groups' end of loop: their threads

@@ -161,14 +161,16 @@ template <class Lay, int ScaleOffset, int RopeOffset> struct KeyStage {
     }
 
     // put() for a pair of CTAs sharing key tiles (fp8_ds_mla): every 16 bytes also to the peer's tile
-    // at shared::cluster address peer_k
-    __device__ __forceinline__ void put_pair(int half, uint16_t *k, uint32_t peer_k) const
+    // at shared::cluster address peer_k, asynchronously, completing on the peer's barrier peer_full
+    // (pair_bytes in all from a producer, whatever n: rows past it are zeros)
+    enum : uint32_t { pair_bytes = 32u * KV * 2u };
+    __device__ __forceinline__ void put_pair(int half, uint16_t *k, uint32_t peer_k, uint32_t peer_full) const
     {
         static_assert(Format == 1, "pairs share fp8_ds_mla tiles");
         const int row = 32 * half + j;
         const auto st = [&](int off, uint4 v) {
             store16(k + off, v);
-            st_cluster16(peer_k + 2u * (uint32_t)off, v);
+            st_async16(peer_k + 2u * (uint32_t)off, v, peer_full);
         };
 #pragma unroll
         for (int i = 0; i < NL; i++) {

@@ -56,9 +56,12 @@ template <int TransB, int TransA = 0> __device__ __forceinline__ void wgmma_n256
 // (16 heads, Lay::producers) warpgroup 2 + h takes half h of every tile, its loads of the next tile
 // out as soon as this one is stored, and full counts both groups' 256 arrivals.
 // Pair (64 heads, fp8_ds_mla, two CTAs of a row in a cluster): the producer of cluster rank r
-// dequantises half r of every tile into both CTAs' key tile, and arrives on both full barriers (each
-// counts both producers' 256 arrivals); empty counts both CTAs' consumers (512), waited on at
-// cluster scope, since the tile it frees is written by both producers.
+// dequantises half r of every tile into its own key tile and, by asynchronous stores that complete
+// their bytes on the peer's full barrier, into the peer's (FlashMLA's "crossover"). Full counts the
+// local producer's 128 arrivals, its thread 0's carrying the expectation of the peer's bytes; empty
+// counts the local consumers' 256 arrivals and one from each of the peer's 8 consumer warps, since
+// the tile it frees is written by both producers. No thread waits on a remote store or fences at
+// cluster scope: a release of the peer's stores per tile (the first version) made the kernel slower.
 template <class Lay, int TOPK, int ScaleOffset, int RopeOffset, bool Ahead, class SlotOf, bool Pair = false>
 __device__ __forceinline__ void wgmma_producer(const CtaThread &th, const AttendSmem<Lay> &sm, const uint8_t *cache,
                                                const SlotOf &slot_of)
@@ -77,13 +80,16 @@ __device__ __forceinline__ void wgmma_producer(const CtaThread &th, const Attend
             for (int t0 = 0; t0 < n; t0 += Lay::KT, u++) {
                 const int buf = u % 2;
                 if (u >= 2)
-                    mbar_wait_cluster(empty0 + 8 * buf, (u / 2 - 1) % 2);
-                a.put_pair((int)half, sm.k_s + Lay::key_tile_off(buf), peer_k0 + 2u * (uint32_t)Lay::key_tile_off(buf));
+                    mbar_wait(empty0 + 8 * buf, (u / 2 - 1) % 2); // both CTAs' consumers are done with it
+                a.put_pair((int)half, sm.k_s + Lay::key_tile_off(buf), peer_k0 + 2u * (uint32_t)Lay::key_tile_off(buf),
+                           peer_full0 + 8 * buf);
                 if (t0 + Lay::KT < n)
                     a.load(cache, sm.list, t0 + Lay::KT, (int)half, n);
-                fence_proxy_async_cluster(); // both tiles' writes, read by both CTAs' tensor cores
-                mbar_arrive(full0 + 8 * buf);
-                mbar_arrive_cluster(peer_full0 + 8 * buf);
+                fence_proxy_async(); // this thread's local writes, read by the tensor cores
+                if (th.tid == 256)   // the peer's half of this use of the tile, expected here
+                    mbar_arrive_expect(full0 + 8 * buf, decltype(a)::pair_bytes);
+                else
+                    mbar_arrive(full0 + 8 * buf);
             }
         }
         return;
@@ -185,10 +191,7 @@ __device__ __forceinline__ void wgmma_main_loop(const CtaThread &th, const Atten
         for (int t0 = 0; t0 < n; t0 += KT, u++) {
             const int buf = u % 2, nk = n - t0 < KT ? n - t0 : KT; // keys in this tile; the rest are zero rows
             const uint32_t kt = smem_addr(sm.k_s + Lay::key_tile_off(buf));
-            if constexpr (Pair)
-                mbar_wait_cluster(full0 + 8 * buf, (u / 2) % 2); // half the tile stored by the peer's producer
-            else
-                mbar_wait(full0 + 8 * buf, (u / 2) % 2);
+            mbar_wait(full0 + 8 * buf, (u / 2) % 2); // Pair: and the peer's bytes of its half landed
 
             // 2. S = Q K^T over this group's 32 keys and all dims
             float sacc[16]; // (row, key 32 wg + 8 j + 2 t4 + {0, 1}) at 4 j + {0, 1} (row r0), + {2, 3} (r0 + 8)
@@ -277,8 +280,11 @@ __device__ __forceinline__ void wgmma_main_loop(const CtaThread &th, const Atten
             wgmma_wait();
             wg_pin(oacc);
             mbar_arrive(empty0 + 8 * buf); // this thread's reads of the tile are done: the producer may refill it
-            if constexpr (Pair)
-                mbar_arrive_cluster(peer_empty0 + 8 * buf);
+            if constexpr (Pair) { // and the peer's producer, which writes half of it: once a warp
+                __syncwarp();
+                if (th.lane == 0)
+                    mbar_arrive_remote(peer_empty0 + 8 * buf);
+            }
         }
     }
     // O / l, l = group 0's sum + group 1's (xch's last readers passed barrier 2 of the last tile,

@@ -122,6 +122,10 @@ __device__ __forceinline__ void cluster_sync()
 {
     asm volatile("barrier.cluster.arrive.release;\n\tbarrier.cluster.wait.acquire;" ::: "memory");
 }
+// the cluster's barrier in two halves: this thread's arrival (its mbarrier inits published by
+// fence.mbarrier_init), then, where it first needs the peer's, the wait for every thread's
+__device__ __forceinline__ void cluster_arrive_relaxed() { asm volatile("barrier.cluster.arrive.relaxed;" ::: "memory"); }
+__device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.acquire;" ::: "memory"); }
 
 // bytes (a multiple of 16; both addresses 16-byte aligned) global -> shared by the copy engine,
 // completing on bar's current phase

@@ -95,10 +95,11 @@ __device__ __forceinline__ void sparse_mla(uint8_t *smem, const uint8_t *cache, 
             mbar_init_fence();
         }
         // the barriers and q_s are published by the first segment's CTA barrier (compact_segment),
-        // before any thread uses either; a pair's to the peer by the cluster's barrier first. The
+        // before any thread uses either; a pair's barriers to the peer by the cluster's barrier,
+        // whose wait comes after the first compaction (its loads overlap the peer's arrival). The
         // main loop stores O and the LSE
         if constexpr (Pair)
-            cluster_sync();
+            cluster_arrive_relaxed(); // waited on where a role first reaches into the peer (the main loop)
         if constexpr (Lay::TR)
             wgmma_t_main_loop<Lay, TOPK, ScaleOffset, RopeOffset>(th, sm, cache, softmax_scale, slot_of, store);
         else

@@ -77,6 +77,8 @@ __device__ __forceinline__ void wgmma_producer(const CtaThread &th, const Attend
             const int n = compact_segment<Lay, TOPK, Lay::threads, true>(th, sm, seg0, slot_of);
             if (n > 0)
                 a.load(cache, sm.list, 0, (int)half, n);
+            if (seg0 == 0)
+                cluster_wait(); // the peer's barriers are initialised (sparse_mla)
             for (int t0 = 0; t0 < n; t0 += Lay::KT, u++) {
                 const int buf = u % 2;
                 if (u >= 2)
@@ -188,6 +190,8 @@ __device__ __forceinline__ void wgmma_main_loop(const CtaThread &th, const Atten
     int u = 0;
     for (int seg0 = 0; seg0 < TOPK; seg0 += kAttendSegment) {
         const int n = compact_segment<Lay, TOPK, Lay::threads, true>(th, sm, seg0, slot_of);
+        if (Pair && seg0 == 0)
+            cluster_wait(); // the peer's barriers are initialised (sparse_mla)
         for (int t0 = 0; t0 < n; t0 += KT, u++) {
             const int buf = u % 2, nk = n - t0 < KT ? n - t0 : KT; // keys in this tile; the rest are zero rows
             const uint32_t kt = smem_addr(sm.k_s + Lay::key_tile_off(buf));

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Where a sparse MLA call's time goes, for the H200 machines (after `ninja gpu` and the dsagen command
+# of bench_attend.py): Nsight Compute on the fourth of four calls of the fp8 grid configuration at TP
+# (8, 4, 2, 1: 16, 32, 64, 128 heads) and ROWS decode rows, with the sections that split the SM's
+# memory pipes: the L1/shared data path's wavefronts by operation (global loads, shared loads and
+# stores, bank conflicts), the warps' stall reasons and the scheduler's issue rate.
+# Usage: tests/bench/profile_attend.sh TP ROWS   writes ncu_attend_tpTP_ROWS.txt to $OUT (or /tmp)
+# and prints its summary lines. ncu locks the clocks (1.35 GHz on the H200): its durations are longer
+# than bench_attend.py's; compare shares and counts, not microseconds.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+[ $# -eq 2 ] || { echo "usage: $0 TP ROWS" >&2; exit 2; }
+tp=$1 rows=$2 out=${OUT:-/tmp}
+f="$out/ncu_attend_tp${tp}_${rows}.txt"
+sections=(--section SpeedOfLight --section MemoryWorkloadAnalysis --section MemoryWorkloadAnalysis_Tables
+          --section ComputeWorkloadAnalysis --section WarpStateStats --section SchedulerStats)
+run() { ncu --kernel-name regex:dsa_attend_grid --launch-skip 3 --launch-count 1 "${sections[@]}" "$@" \
+            python3 tests/bench/bench_attend.py --calls "$tp" "$rows"; }
+# --print-details all prints the tables themselves (shared wavefronts per operation), where this ncu has it
+run --print-details all > "$f" 2>&1 || run > "$f" 2>&1
+grep -E "Duration|L1/TEX Cache Throughput|DRAM Throughput|Shared (Load|Store)|Global Load|Bank|Wavefronts|Stall" "$f" | head -40

@@ -79,7 +79,7 @@ __device__ __forceinline__ void sparse_mla(uint8_t *smem, const uint8_t *cache, 
     }
     if constexpr (Lay::WG) {
         constexpr bool Pair = Cluster == 2;
-        static_assert(!Pair || (!Lay::TR && Format == 1), "pairs: 64-head CTAs on fp8_ds_mla keys");
+        static_assert(!Pair || (!Lay::TR && Format != 0), "pairs: 64-head CTAs on quantised keys");
         fence_proxy_async(); // the tensor cores read q_s after the first segment's barriers
         if (tid == 0) {
             for (int b = 0; b < 2; b++) {

@@ -23,9 +23,10 @@ __device__ __forceinline__ void e4m3x16_to_bf16(uint4 v, float scale, uint4 &out
 }
 
 // One nvfp4_ds_mla latent chunk: 16 bytes of 32 e2m1 values, scale blocks of 16 with e4m3 scales s0
-// and s1, to bf16 dims [32 c, 32 c + 32) of row `row` of bf16 key tile k.
-template <class Lay>
-__device__ __forceinline__ void nvfp4_chunk_to_bf16(uint4 v, uint32_t s0, uint32_t s1, uint16_t *k, int row, int c)
+// and s1, to bf16 dims [32 c, 32 c + 32) of row `row` of a bf16 key tile: st(offset, 16 bytes)
+// takes each 16 bytes at its bf16 offset in the tile.
+template <class Lay, class St>
+__device__ __forceinline__ void nvfp4_chunk_to_bf16(uint4 v, uint32_t s0, uint32_t s1, int row, int c, St st)
 {
     const uint32_t w[4] = {v.x, v.y, v.z, v.w};
     uint32_t o[16];
@@ -38,7 +39,7 @@ __device__ __forceinline__ void nvfp4_chunk_to_bf16(uint4 v, uint32_t s0, uint32
     }
 #pragma unroll
     for (int q = 0; q < 4; q++)
-        store16(k + Lay::qk_at(row, 32 * c + 8 * q), make_uint4(o[4 * q], o[4 * q + 1], o[4 * q + 2], o[4 * q + 3]));
+        st(Lay::qk_at(row, 32 * c + 8 * q), make_uint4(o[4 * q], o[4 * q + 1], o[4 * q + 2], o[4 * q + 3]));
 }
 
 // Dequantise the raw entries of keys [0, KT) (zeros for missing keys) into the bf16 key tile.
@@ -80,7 +81,8 @@ __device__ __forceinline__ void dequant_tile(const uint8_t *raw, uint16_t *k_s)
             const uint8_t *e = raw + j * EntryBytes;
             if (c < CL) { // 32 values, scale blocks 2c and 2c + 1
                 const auto scale_at = [&](int s) { return e[ScaleOffset + (LAT / 64) * (s & 3) + (s >> 2)]; };
-                nvfp4_chunk_to_bf16<Lay>(load16(e + 16 * c), scale_at(2 * c), scale_at(2 * c + 1), k_s, j, c);
+                nvfp4_chunk_to_bf16<Lay>(load16(e + 16 * c), scale_at(2 * c), scale_at(2 * c + 1), j, c,
+                                         [&](int off, uint4 x) { store16(k_s + off, x); });
             } else {
                 const uint4 v = load16(e + RopeOffset + 16 * (c - CL));
                 uint4 o0, o1;

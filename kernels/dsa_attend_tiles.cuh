@@ -160,29 +160,17 @@ template <class Lay, int ScaleOffset, int RopeOffset> struct KeyStage {
         }
     }
 
-    // put() for a pair of CTAs sharing key tiles (fp8_ds_mla): every 16 bytes also to the peer's tile
-    // at shared::cluster address peer_k, asynchronously, completing on the peer's barrier peer_full
-    // (pair_bytes in all from a producer, whatever n: rows past it are zeros)
+    // put() for a pair of CTAs sharing key tiles (quantised formats): every 16 bytes also to the
+    // peer's tile at shared::cluster address peer_k, asynchronously, completing on the peer's barrier
+    // peer_full (pair_bytes in all from a producer, whatever n: rows past it are zeros)
     enum : uint32_t { pair_bytes = 32u * KV * 2u };
     __device__ __forceinline__ void put_pair(int half, uint16_t *k, uint32_t peer_k, uint32_t peer_full) const
     {
-        static_assert(Format == 1, "pairs share fp8_ds_mla tiles");
-        const int row = 32 * half + j;
-        const auto st = [&](int off, uint4 v) {
+        static_assert(Format != 0, "pairs share dequantised tiles");
+        convert(32 * half + j, [&](int off, uint4 v) {
             store16(k + off, v);
             st_async16(peer_k + 2u * (uint32_t)off, v, peer_full);
-        };
-#pragma unroll
-        for (int i = 0; i < NL; i++) {
-            const int c = q + 4 * i;
-            uint4 o0, o1;
-            e4m3x16_to_bf16(lat[i], __uint_as_float(sc[i / 2]), o0, o1);
-            st(Lay::qk_at(row, 16 * c), o0);
-            st(Lay::qk_at(row, 16 * c + 8), o1);
-        }
-#pragma unroll
-        for (int i = 0; i < NR; i++)
-            st(Lay::qk_at(row, LAT + 8 * (q + 4 * i)), rope[i]);
+        });
     }
 
     __device__ __forceinline__ void put(const uint8_t *cache, const int32_t *list, int t0, int half, int n, uint16_t *k) const
@@ -203,29 +191,40 @@ template <class Lay, int ScaleOffset, int RopeOffset> struct KeyStage {
                 cp_async16(smem_addr(k + Lay::qk_at(row, 8 * c)), e + 16 * c, ok ? 16 : 0);
             }
             cp_async_commit();
-        } else if constexpr (Format == 1) { // e4m3 latent x fp32 scale per 128 (chunk c = q + 4i: scale i / 2), bf16 rope
+        } else {
+            convert(row, [&](int off, uint4 v) { store16(k + off, v); });
+        }
+    }
+
+    // The quantised entry in registers as bf16 row `row` of a key tile: st(offset, 16 bytes) takes
+    // each 16 bytes at its bf16 offset in the tile (Lay::qk_at). fp8_ds_mla: e4m3 latent x fp32
+    // scale per 128 (chunk c = q + 4i: scale i / 2), bf16 rope; nvfp4_ds_mla: e2m1 latent x e4m3
+    // scale per 16, e4m3 rope.
+    template <class St> __device__ __forceinline__ void convert(int row, St st) const
+    {
+        if constexpr (Format == 1) {
 #pragma unroll
             for (int i = 0; i < NL; i++) {
                 const int c = q + 4 * i;
                 uint4 o0, o1;
                 e4m3x16_to_bf16(lat[i], __uint_as_float(sc[i / 2]), o0, o1);
-                store16(k + Lay::qk_at(row, 16 * c), o0);
-                store16(k + Lay::qk_at(row, 16 * c + 8), o1);
+                st(Lay::qk_at(row, 16 * c), o0);
+                st(Lay::qk_at(row, 16 * c + 8), o1);
             }
 #pragma unroll
             for (int i = 0; i < NR; i++)
-                store16(k + Lay::qk_at(row, LAT + 8 * (q + 4 * i)), rope[i]);
-        } else { // e2m1 latent x e4m3 scale per 16, e4m3 rope
+                st(Lay::qk_at(row, LAT + 8 * (q + 4 * i)), rope[i]);
+        } else {
 #pragma unroll
             for (int i = 0; i < NL; i++)
-                nvfp4_chunk_to_bf16<Lay>(lat[i], sc[2 * i], sc[2 * i + 1], k, row, q + 4 * i);
+                nvfp4_chunk_to_bf16<Lay>(lat[i], sc[2 * i], sc[2 * i + 1], row, q + 4 * i, st);
 #pragma unroll
             for (int i = 0; i < NR; i++) {
                 const int c = q + 4 * i;
                 uint4 o0, o1;
                 e4m3x16_to_bf16(rope[i], 1.0f, o0, o1);
-                store16(k + Lay::qk_at(row, LAT + 16 * c), o0);
-                store16(k + Lay::qk_at(row, LAT + 16 * c + 8), o1);
+                st(Lay::qk_at(row, LAT + 16 * c), o0);
+                st(Lay::qk_at(row, LAT + 16 * c + 8), o1);
             }
         }
     }

@@ -55,7 +55,7 @@ template <int TransB, int TransA = 0> __device__ __forceinline__ void wgmma_n256
 // (the 64-head loop, measured 3-4% slower with both halves ahead). With two producer warpgroups
 // (16 heads, Lay::producers) warpgroup 2 + h takes half h of every tile, its loads of the next tile
 // out as soon as this one is stored, and full counts both groups' 256 arrivals.
-// Pair (64 heads, fp8_ds_mla, two CTAs of a row in a cluster): the producer of cluster rank r
+// Pair (64 heads, quantised keys, two CTAs of a row in a cluster): the producer of cluster rank r
 // dequantises half r of every tile into its own key tile and, by asynchronous stores that complete
 // their bytes on the peer's full barrier, into the peer's (FlashMLA's "crossover"). Full counts the
 // local producer's 128 arrivals, its thread 0's carrying the expectation of the peer's bytes; empty

@@ -283,7 +283,8 @@ static dsa_result_t prepare_calls(dsa_ctx_t ctx)
     dsa_result_t rc = DSA_SUCCESS;
     CUmodule pro = ctx->modules[DSA_MODULE_PROLOGUE], att = ctx->modules[DSA_MODULE_ATTEND];
     CU_CHECK(ctx, dsa_cu.cuModuleGetFunction(&ctx->prologue_fn, pro, cfg->entry_prologue));
-    CU_CHECK(ctx, dsa_cu.cuModuleGetFunction(&ctx->pack_fn, att, cfg->entry_pack_q));
+    if (cfg->entry_pack_q[0]) /* DCP > 1: at DCP = 1 attend forms its query itself */
+        CU_CHECK(ctx, dsa_cu.cuModuleGetFunction(&ctx->pack_fn, att, cfg->entry_pack_q));
     CU_CHECK(ctx, dsa_cu.cuModuleGetFunction(&ctx->attend_fn, att, cfg->entry_attend));
     CU_CHECK(ctx, dsa_cu.cuModuleGetFunction(&ctx->split_merge_fn, att, cfg->entry_split_merge));
     if (cfg->entry_merge[0])

@@ -68,7 +68,7 @@ static const field_t fields[] = {
     {"ws_exchange", F_I64, M(ws_exchange), 1, 1LL << 31},
     {"entry_prologue", F_NAME, M(entry_prologue), 0, 0},
     {"entry_rope_table", F_NAME, M(entry_rope_table), 0, 0},
-    {"entry_pack_q", F_NAME, M(entry_pack_q), 0, 0},
+    {"entry_pack_q", F_ENTRY, M(entry_pack_q), 0, 0},
     {"entry_attend", F_NAME, M(entry_attend), 0, 0},
     {"entry_merge", F_ENTRY, M(entry_merge), 0, 0},
     {"entry_barrier", F_ENTRY, M(entry_barrier), 0, 0},

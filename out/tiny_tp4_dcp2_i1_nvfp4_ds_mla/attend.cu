@@ -15,7 +15,7 @@
 
 using C = dsa::Config; // this configuration, as the library reads it
 
-// 1. q = [q_lat | rope(q_pe)], one thread per 8 elements (dsa_pack_q.cuh).
+// 1. q = [q_lat | rope(q_pe)], one thread per 8 elements (dsa_pack_q.cuh), for the all-gather.
 extern "C" __global__ void __launch_bounds__(256) dsa_pack_q_tiny_tp4_dcp2_i1_nvfp4_ds_mla(const dsa_pack_params p) { dsa::after_prior_grid(); dsa::pack_q<C>(p); }
 
 // 3-4. Top-k to this rank's slots, then sparse MLA over the kept keys (dsa_attend.cuh), a row's keys

@@ -336,7 +336,8 @@ static dsa_result_t parse(parser_t *p, const char *text, size_t len, dsa_cfg_t *
     if (c->nrope_freq * 2 != c->info.qk_rope_dim)
         return perr(p, "rope_freq has %d values, qk_rope_dim %d needs %d", c->nrope_freq, c->info.qk_rope_dim,
                     c->info.qk_rope_dim / 2);
-    const char *dcp_entry = !c->entry_merge[0]         ? "entry_merge"
+    const char *dcp_entry = !c->entry_pack_q[0]        ? "entry_pack_q"
+                            : !c->entry_merge[0]       ? "entry_merge"
                             : !c->entry_index_merge[0] ? "entry_index_merge"
                             : !c->entry_barrier[0]     ? "entry_barrier"
                                                        : NULL;

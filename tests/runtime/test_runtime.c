@@ -129,7 +129,8 @@ static void test_plan_folders(void)
         CHECK(memcmp(l->rope_freq, d->rope_freq, sizeof l->rope_freq) == 0 && l->rope_mscale == d->rope_mscale);
         CHECK(l->ws_q_packed == d->ws_q_packed && l->exchange_row == d->exchange_row &&
               l->attend_ctas_per_token == d->attend_ctas_per_token && !strcmp(l->entry_merge, d->entry_merge) &&
-              !strcmp(l->entry_barrier, d->entry_barrier));
+              !strcmp(l->entry_barrier, d->entry_barrier) && !strcmp(l->entry_pack_q, d->entry_pack_q) &&
+              !l->entry_pack_q[0] == (l->info.dcp == 1));
         CHECK(l->index_score_group_rows == d->index_score_group_rows && l->index_score_group_rows >= 1 &&
               !strcmp(l->entry_index_score_group, d->entry_index_score_group) &&
               !strcmp(l->entry_index_score_group_smem, d->entry_index_score_group_smem));
@@ -210,6 +211,8 @@ static void test_plan_errors(void)
         {"module attend attend.cu", "module attend gone.cu", "/gone.cu: No such file or directory"},
         {"targets sm_90a", "targets sm_90a;rm", "plan.txt:%d: error: targets: 'sm_90a;rm' is not an architecture like sm_90a (at most 8)"},
         {"rope_mscale", "rope_mscale nan", "plan.txt:%d: error: rope_mscale: 'nan' is not a positive finite number"},
+        /* DCP = 1 names no pack, merge or barrier kernel; a plan that says dcp 2 must */
+        {"dcp 1", "dcp 2", "plan.txt: error: entry_pack_q: dcp 2 needs this kernel"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         int line = damaged_folder(dir, cases[i].from, cases[i].to);

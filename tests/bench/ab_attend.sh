@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# A/B runs of the sparse MLA on an H200 machine, the method of RESULTS.md: the tree as it is and each
+# variant (a patch against it, applied with `git apply`, which needs no repository) built and timed
+# back to back in one call, `bench_attend.py --line` each (fp8, L2 flushed, every heads x rows point),
+# the whole sequence ROUNDS times so that run-to-run drift shows.
+# Usage: tests/bench/ab_attend.sh [--rounds N] [--test FILTER] TAG=PATCH[,BENCH_OUT] ...
+#   BENCH_OUT: the variant's own dsagen output for the benchmark grid (a variant that changes
+#   plan.txt), swapped in for .bench-out while it runs. --test FILTER: test_attend FILTER on each
+#   variant first (a variant that fails is not timed). Lines go to stdout; the tree is restored.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+rounds=1 filter=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --rounds) rounds=$2; shift 2 ;;
+    --test) filter=$2; shift 2 ;;
+    *) break ;;
+  esac
+done
+[ $# -gt 0 ] || { echo "usage: $0 [--rounds N] [--test FILTER] TAG=PATCH[,BENCH_OUT] ..." >&2; exit 2; }
+for v in "$@"; do
+  p=${v#*=}; p=${p%%,*}
+  git apply --check "$p" || { echo "ab_attend: $p does not apply to this tree" >&2; exit 2; }
+done
+[ -e .cuda ] || ln -sfn /usr/local/cuda .cuda
+build() { touch kernels/* runtime/* templates/*; ninja gpu > /tmp/ab_build.log 2>&1 || { tail -20 /tmp/ab_build.log; return 1; }; }
+line() { timeout 300 python3 tests/bench/bench_attend.py --line "$1" || echo "$1: failed ($?)"; }
+build || exit 1
+failed=""
+for r in $(seq "$rounds"); do
+  line "base-$r"
+  for v in "$@"; do
+    tag=${v%%=*} rest=${v#*=}; p=${rest%%,*}; bo=""; [ "$rest" != "$p" ] && bo=${rest#*,}
+    case " $failed " in *" $tag "*) continue ;; esac
+    git apply "$p" || { echo "$tag: patch failed"; continue; }
+    [ -n "$bo" ] && mv .bench-out .bench-out.ab && cp -r "$bo" .bench-out
+    ok=1
+    build || ok=0
+    if [ $ok = 1 ] && [ -n "$filter" ] && [ "$r" = 1 ]; then
+      timeout 300 build/tests/gpu/test_attend "$filter" | tail -1 | sed "s/^/$tag test_attend $filter: /"
+      [ "${PIPESTATUS[0]}" = 0 ] || ok=0
+    fi
+    if [ $ok = 1 ]; then line "$tag-$r"; else failed="$failed $tag"; echo "$tag: not timed"; fi
+    git apply -R "$p"
+    [ -n "$bo" ] && rm -rf .bench-out && mv .bench-out.ab .bench-out
+  done
+done
+build > /dev/null

@@ -758,8 +758,9 @@ void dsg_derive(const dsg_geometry *g, const dsg_config *c, dsg_derived *o)
     /* On sm_90a a sparse MLA CTA is two consumer warpgroups and its producers, which gather and
      * dequantise the key tiles. At 16 heads the consumers' products are small and one producer kept
      * them waiting: two, each half of every tile (128 rows 16% faster). At 32 heads two were 9%
-     * slower (a 512-thread kernel is compiled within 128 registers a thread, and the consumers hold
-     * 128 accumulators); at 64 they cannot (an m64n256 product needs 154). RESULTS.md, 2026-12-02. */
+     * slower (the consumers then take 160 registers, not 184, and hold 128 accumulators); at 64
+     * ptxas refuses them (it checks an m64n256 product, which needs 154 registers, against the
+     * launch's 128). RESULTS.md, 2026-12-02. */
     o->attend_producers = o->attend_heads_per_cta == 16 ? 2 : 1;
     o->qk_head_dim = g->qk_nope_dim + g->qk_rope_dim;
     o->kv_dim = g->kv_lora_rank + g->qk_rope_dim;

@@ -39,9 +39,11 @@ template <int HB, int KV, int LAT, int Format, int EntryBytes, int Threads> stru
     // wgmma: producer warpgroups, and the registers a thread of each role takes with setmaxnreg: the
     // CTA starts with 65536 / Threads each (168 or 128, rounded down to 8), the producers give some
     // back and the two consumer warpgroups take them (the consumers hold O in registers). ptxas
-    // allocates each role's code within its count but the whole kernel within the launch's, so at
-    // 512 threads the consumers use at most 128 (a 64-head consumer's m64n256 products need 154:
-    // 64 heads keep one producer); the runtime checks the entry count, which setmaxnreg needs
+    // allocates each role's code within its setmaxnreg count (a 512-thread test kernel's consumers
+    // used 158 registers), but checks each wgmma's operands against the launch's count: a 64-head
+    // consumer's m64n256 product (128 accumulators) needs 154, more than the 128 of 512 threads
+    // (ptxas C7602), so 64 heads keep one producer; the runtime checks the entry count, which
+    // setmaxnreg needs
     enum : int { producers = WG ? Threads / 128 - 2 : 0 };
     enum : int { producer_regs = producers == 2 ? 96 : 136 };
     enum : int { consumer_regs = producers == 2 ? 256 - producer_regs : 184 };

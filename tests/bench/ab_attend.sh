@@ -1,30 +1,32 @@
 #!/usr/bin/env bash
 # A/B runs of the sparse MLA on an H200 machine, the method of RESULTS.md: the tree as it is and each
 # variant (a patch against it, applied with `git apply`, which needs no repository) built and timed
-# back to back in one call, `bench_attend.py --line` each (fp8, L2 flushed, every heads x rows point),
+# back to back in one call, `bench_attend.py --line` each (L2 flushed, every heads x rows point),
 # the whole sequence ROUNDS times so that run-to-run drift shows.
-# Usage: tests/bench/ab_attend.sh [--rounds N] [--test FILTER] TAG=PATCH[,BENCH_OUT] ...
+# Usage: tests/bench/ab_attend.sh [--rounds N] [--test FILTER] [--format F] TAG=PATCH[,BENCH_OUT] ...
 #   BENCH_OUT: the variant's own dsagen output for the benchmark grid (a variant that changes
 #   plan.txt), swapped in for .bench-out while it runs. --test FILTER: test_attend FILTER on each
-#   variant first (a variant that fails is not timed). Lines go to stdout; the tree is restored.
+#   variant first (a variant that fails is not timed). --format F: the cache format timed
+#   (fp8_ds_mla, the default; nvfp4_ds_mla; bf16). Lines go to stdout; the tree is restored.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-rounds=1 filter=""
+rounds=1 filter="" format=fp8_ds_mla
 while [ $# -gt 0 ]; do
   case "$1" in
     --rounds) rounds=$2; shift 2 ;;
     --test) filter=$2; shift 2 ;;
+    --format) format=$2; shift 2 ;;
     *) break ;;
   esac
 done
-[ $# -gt 0 ] || { echo "usage: $0 [--rounds N] [--test FILTER] TAG=PATCH[,BENCH_OUT] ..." >&2; exit 2; }
+[ $# -gt 0 ] || { echo "usage: $0 [--rounds N] [--test FILTER] [--format F] TAG=PATCH[,BENCH_OUT] ..." >&2; exit 2; }
 for v in "$@"; do
   p=${v#*=}; p=${p%%,*}
   git apply --check "$p" || { echo "ab_attend: $p does not apply to this tree" >&2; exit 2; }
 done
 [ -e .cuda ] || ln -sfn /usr/local/cuda .cuda
 build() { touch kernels/* runtime/* templates/*; ninja gpu > /tmp/ab_build.log 2>&1 || { tail -20 /tmp/ab_build.log; return 1; }; }
-line() { timeout 300 python3 tests/bench/bench_attend.py --line "$1" || echo "$1: failed ($?)"; }
+line() { timeout 300 python3 tests/bench/bench_attend.py --line "$1" --format "$format" || echo "$1: failed ($?)"; }
 build || exit 1
 failed=""
 for r in $(seq "$rounds"); do

@@ -21,8 +21,9 @@ skips the dequantisation of fp8 and nvfp4 keys, which favours it (not with --qui
 Usage: python3 tests/bench/bench_attend.py [--quick] [--plain]   (from the repository root, after
 `ninja gpu` and the dsagen command above; --quick: fp8 only; --plain: kernels launched plainly, not
 as programmatic dependent launches, to measure what those buy)
-       python3 tests/bench/bench_attend.py --line TAG   one line "TAG: 16h x1: us | ..." of the fp8
-           L2-flushed times at every heads x rows point, for A/B runs of two trees in one device call
+       python3 tests/bench/bench_attend.py --line TAG [--format F]   one line "TAG: 16h x1: us | ..."
+           of the L2-flushed times at every heads x rows point (format F: fp8_ds_mla, the default,
+           nvfp4_ds_mla or bf16), for A/B runs of two trees in one device call
        python3 tests/bench/bench_attend.py --calls TP ROWS   4 calls of the fp8 TP configuration at
            ROWS rows and nothing else, to run under a profiler (ncu --launch-skip 3 ...)
 """
@@ -125,11 +126,12 @@ class Point:
         lib.dsa_ctx_destroy(self.ctx)
 
 
-def line(tag):
-    """--line: the fp8 L2-flushed times at every point, the runtime's split choice, on one line."""
+def line(tag, fmt="fp8_ds_mla"):
+    """--line: the L2-flushed times of one format (--format: fp8_ds_mla, nvfp4_ds_mla or bf16) at
+    every point, the runtime's split choice, on one line."""
     res = []
     for tp in (8, 4, 2, 1):
-        p = Point(os.path.join(GRID, f"grid_tp{tp}_dcp1_i1_fp8_ds_mla"))
+        p = Point(os.path.join(GRID, f"grid_tp{tp}_dcp1_i1_{fmt}"))
         for B in BATCHES:
             run = p.call(B)
             res.append(f"{p.info.heads_local}h x{B}: {time_flushed_ms(run) * 1e3:.1f}")
@@ -153,7 +155,10 @@ def main():
     if not os.path.isdir(GRID):
         sys.exit(f"bench_attend: no {GRID}: run `build/dsagen specs/models/bench_*.lua -o .bench-out` first")
     if "--line" in sys.argv:
-        return line(sys.argv[sys.argv.index("--line") + 1])
+        fmt = sys.argv[sys.argv.index("--format") + 1] if "--format" in sys.argv else "fp8_ds_mla"
+        if fmt not in ("fp8_ds_mla", "nvfp4_ds_mla", "bf16"):
+            sys.exit(f"bench_attend: --format {fmt}: not one of fp8_ds_mla, nvfp4_ds_mla, bf16")
+        return line(sys.argv[sys.argv.index("--line") + 1], fmt)
     if "--calls" in sys.argv:
         i = sys.argv.index("--calls")
         return calls(int(sys.argv[i + 1]), int(sys.argv[i + 2]))

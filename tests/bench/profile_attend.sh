@@ -12,9 +12,8 @@ cd "$(dirname "$0")/../.."
 [ $# -eq 2 ] || { echo "usage: $0 TP ROWS" >&2; exit 2; }
 tp=$1 rows=$2 out=${OUT:-/tmp}
 f="$out/ncu_attend_tp${tp}_${rows}.txt"
-sections=(--section SpeedOfLight --section MemoryWorkloadAnalysis --section MemoryWorkloadAnalysis_Tables
-          --section ComputeWorkloadAnalysis --section WarpStateStats --section SchedulerStats)
-run() { ncu --kernel-name regex:dsa_attend_grid --launch-skip 3 --launch-count 1 "${sections[@]}" "$@" \
+# --set full: every section (the memory tables among them), as the profiles in RESULTS.md were taken
+run() { ncu --kernel-name regex:dsa_attend_grid --launch-skip 3 --launch-count 1 --set full --import-source no "$@" \
             python3 tests/bench/bench_attend.py --calls "$tp" "$rows"; }
 # --print-details all prints the tables themselves (shared wavefronts per operation), where this ncu has it
 run --print-details all > "$f" 2>&1 || run > "$f" 2>&1

@@ -5,11 +5,6 @@
 
 namespace dsa {
 
-// One thread per 8 elements (16 bytes written), grid (token, chunk blocks): every element is
-// independent, so the whole batch's queries are in flight at once. A position outside the rope
-// table is counted in rejected[1] and its rope part written as zeros, never read out of bounds.
-// With the fused gather (DCP > 1, p.qfused) the packed query goes straight into block p.rank of
-// every rank's gathered queries (stores over NVLink), and a barrier replaces the all-gather.
 // n (<= N) consecutive elements of a host tensor, in 16-byte loads where the address allows
 template <int N, class T> __device__ __forceinline__ void load_n(const T *src, T (&dst)[N], int n)
 {
@@ -38,14 +33,9 @@ template <class C>
 __device__ __forceinline__ uint4 packed_q_chunk(const dsa_pack_params &p, int t, int h, int d0, int64_t pos, bool pos_ok)
 {
     constexpr int L = C::kv_lora_rank, R = C::qk_rope_dim;
-    uint32_t w[4];
+    uint16_t v[8];
     if (d0 < L) {
-        const uint16_t *src = p.q_lat + t * p.q_lat_stride + h * L + d0;
-        if (((uint64_t)src & 15) == 0) // one 16-byte load where the host's rows allow it
-            return load16(src);
-#pragma unroll
-        for (int k = 0; k < 4; k++)
-            w[k] = (uint32_t)src[2 * k] | (uint32_t)src[2 * k + 1] << 16;
+        load8(p.q_lat + t * p.q_lat_stride + h * L + d0, v);
     } else {
         // rope dims r0 .. r0 + 8 (R % 16 == 0: the generator's rule for the sparse MLA). Interleaved:
         // pairs (2i, 2i + 1), both inside the 8; NeoX: pairs (i, i + R/2), the 8 in one half and their
@@ -65,7 +55,6 @@ __device__ __forceinline__ uint4 packed_q_chunk(const dsa_pack_params &p, int t,
         const int n = C::rope_interleaved ? 4 : 8, pair0 = C::rope_interleaved ? r0 / 2 : r0 % H2;
         load_n<8>(p.rope_cos + pos * H2 + pair0, c, n);
         load_n<8>(p.rope_sin + pos * H2 + pair0, sn, n);
-        uint16_t v[8];
 #pragma unroll
         for (int k = 0; k < 8; k++) {
             const int r = r0 + k, i = C::rope_interleaved ? k / 2 : k;
@@ -80,10 +69,11 @@ __device__ __forceinline__ uint4 packed_q_chunk(const dsa_pack_params &p, int t,
             }
             v[k] = float_to_bf16(rope_rotate(x0, x1, c[i], sn[i], first)); // rounded like the CPU reference
         }
-#pragma unroll
-        for (int k = 0; k < 4; k++)
-            w[k] = (uint32_t)v[2 * k] | (uint32_t)v[2 * k + 1] << 16;
     }
+    uint32_t w[4];
+#pragma unroll
+    for (int k = 0; k < 4; k++)
+        w[k] = (uint32_t)v[2 * k] | (uint32_t)v[2 * k + 1] << 16;
     return make_uint4(w[0], w[1], w[2], w[3]);
 }
 
@@ -98,6 +88,11 @@ template <class C> __device__ __forceinline__ bool q_position_ok(const dsa_pack_
     return ok;
 }
 
+// One thread per 8 elements (16 bytes written), grid (token, chunk blocks): every element is
+// independent, so the whole batch's queries are in flight at once. A position outside the rope
+// table is counted in rejected[1] and its rope part written as zeros, never read out of bounds.
+// With the fused gather (DCP > 1, p.qfused) the packed query goes straight into block p.rank of
+// every rank's gathered queries (stores over NVLink), and a barrier replaces the all-gather.
 template <class C> __device__ __forceinline__ void pack_q(const dsa_pack_params &p)
 {
     constexpr int KV = C::kv_dim, H = C::heads_local;

@@ -68,53 +68,40 @@ __device__ __forceinline__ void wgmma_producer(const CtaThread &th, const Attend
 {
     const uint32_t full0 = sm.bars, empty0 = sm.bars + 16;
     regs_dec<Lay::producer_regs>();
-    if constexpr (Pair) {
-        const uint32_t half = cluster_rank(), peer = half ^ 1u;
-        const uint32_t peer_full0 = cluster_addr(full0, peer), peer_k0 = cluster_addr(smem_addr(sm.k_s), peer);
-        KeyStage<Lay, ScaleOffset, RopeOffset> a(th.warp - 8, th.lane);
-        int u = 0;
-        for (int seg0 = 0; seg0 < TOPK; seg0 += kAttendSegment) {
-            const int n = compact_segment<Lay, TOPK, Lay::threads, true>(th, sm, seg0, slot_of);
-            if (n > 0)
-                a.load(cache, sm.list, 0, (int)half, n);
-            if (seg0 == 0)
-                cluster_wait(); // the peer's barriers are initialised (sparse_mla)
-            for (int t0 = 0; t0 < n; t0 += Lay::KT, u++) {
-                const int buf = u % 2;
-                if (u >= 2)
-                    mbar_wait(empty0 + 8 * buf, (u / 2 - 1) % 2); // both CTAs' consumers are done with it
-                a.put_pair((int)half, sm.k_s + Lay::key_tile_off(buf), peer_k0 + 2u * (uint32_t)Lay::key_tile_off(buf),
-                           peer_full0 + 8 * buf);
-                if (t0 + Lay::KT < n)
-                    a.load(cache, sm.list, t0 + Lay::KT, (int)half, n);
-                fence_proxy_async(); // this thread's local writes, read by the tensor cores
-                if (th.tid == 256)   // the peer's half of this use of the tile, expected here
-                    mbar_arrive_expect(full0 + 8 * buf, decltype(a)::pair_bytes);
-                else
-                    mbar_arrive(full0 + 8 * buf);
-            }
+    if constexpr (Pair || Lay::producers == 2) {
+        // one half of every tile per producer warpgroup: warpgroup 2 + h of two, or the producer of
+        // cluster rank h of a pair, which also stores its half into the peer's tile
+        const int half = Pair ? (int)cluster_rank() : th.warp / 4 - 2;
+        uint32_t peer_full0 = 0, peer_k0 = 0;
+        if constexpr (Pair) {
+            const uint32_t peer = (uint32_t)half ^ 1u;
+            peer_full0 = cluster_addr(full0, peer), peer_k0 = cluster_addr(smem_addr(sm.k_s), peer);
         }
-        return;
-    }
-    if constexpr (Lay::producers == 2) {
-        const int half = th.warp / 4 - 2;
         KeyStage<Lay, ScaleOffset, RopeOffset> a(th.warp % 4, th.lane);
         int u = 0;
         for (int seg0 = 0; seg0 < TOPK; seg0 += kAttendSegment) {
             const int n = compact_segment<Lay, TOPK, Lay::threads, true>(th, sm, seg0, slot_of);
             if (n > 0)
                 a.load(cache, sm.list, 0, half, n);
+            if (Pair && seg0 == 0)
+                cluster_wait(); // the peer's barriers are initialised (sparse_mla)
             for (int t0 = 0; t0 < n; t0 += Lay::KT, u++) {
                 const int buf = u % 2;
                 uint16_t *k = sm.k_s + Lay::key_tile_off(buf);
                 if (u >= 2)
-                    mbar_wait(empty0 + 8 * buf, (u / 2 - 1) % 2);
-                a.put(cache, sm.list, t0, half, n, k);
+                    mbar_wait(empty0 + 8 * buf, (u / 2 - 1) % 2); // a pair: both CTAs' consumers are done with it
+                if constexpr (Pair)
+                    a.put_pair(half, k, peer_k0 + 2u * (uint32_t)Lay::key_tile_off(buf), peer_full0 + 8 * buf);
+                else
+                    a.put(cache, sm.list, t0, half, n, k);
                 if (t0 + Lay::KT < n)
                     a.load(cache, sm.list, t0 + Lay::KT, half, n);
                 a.landed();
-                fence_proxy_async();
-                mbar_arrive(full0 + 8 * buf);
+                fence_proxy_async(); // this thread's local writes, read by the tensor cores
+                if (Pair && th.tid == 256) // the peer's half of this use of the tile, expected here
+                    mbar_arrive_expect(full0 + 8 * buf, decltype(a)::pair_bytes);
+                else
+                    mbar_arrive(full0 + 8 * buf);
             }
         }
         return;

@@ -6,6 +6,8 @@ return {
   configs = {
     -- all 128 heads on one GPU: the sparse MLA benchmark's shape (128 heads, topk 2048)
     { tp = 1, dcp = 1, interleave = 1, cache_dtype = "fp8_ds_mla", targets = { "sm_90a" } },
+    -- the same on nvfp4 keys: the 128-head CTA pairs sharing nvfp4 tiles
+    { tp = 1, dcp = 1, interleave = 1, cache_dtype = "nvfp4_ds_mla", targets = { "sm_90a" } },
     -- 32 heads per CTA (the transposed wgmma loop's N = 32), which no other shipped topology has
     { tp = 4, dcp = 1, interleave = 1, cache_dtype = "fp8_ds_mla", targets = { "sm_90a" } },
     { tp = 8, dcp = 1, interleave = 1, cache_dtype = "fp8_ds_mla", targets = { "sm_90a" } },

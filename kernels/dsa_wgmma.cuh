@@ -222,7 +222,7 @@ __device__ __forceinline__ void wgmma_s64_consumers(const CtaThread &th, const A
             store(r0 + 8, -1, lt_hi > 0.0f ? m_hi + logf(lt_hi) : neg_inf(), 0.0f);
         }
         named_barrier_unaligned(1, NC); // O of every head
-    #pragma unroll 1
+#pragma unroll 1
         for (int i = th.tid; i < HB * (LAT / 4); i += NC) {
             const int head = i / (LAT / 4), d = 4 * (i % (LAT / 4));
             const float4 o = *reinterpret_cast<const float4 *>(obuf + head * Lay::OP + d);

@@ -167,6 +167,9 @@ __device__ __forceinline__ void wgmma_s64_consumers(const CtaThread &th, const A
     constexpr int HB = Lay::heads, KT = Lay::KT, KSTEPS = Lay::KSTEPS, LAT = Lay::lat;
     constexpr int NC = 2 * 128;
     static_assert(HB == 64 && KT == 64 && Lay::DW == 256 && Lay::STATS >= 4, "64 heads, 64-key tiles");
+    static_assert(Lay::producers == 1 && Lay::producer_regs + kS64Group0Regs + kS64Group1Regs <=
+                                             3 * (65536 / Lay::threads / 8 * 8),
+                  "setmaxnreg: the producer's and the two groups' registers within the CTA's");
     const int wg = th.warp / 4, wl = th.warp % 4, g = th.g, t4 = th.t4;
     const int r0 = 16 * wl + g;
     const uint32_t full0 = sm.bars, empty0 = sm.bars + 16;
@@ -306,13 +309,19 @@ __device__ __forceinline__ void wgmma_s64_consumers(const CtaThread &th, const A
                     corr[buf * HB + r0 + 8] = c_hi;
                 }
                 fence_proxy_async(); // P is read by group 1's tensor cores
-                named_barrier_arrive_unaligned(4 + buf, NC);
+                if (buf == 0) // the id in the instruction, never in a register
+                    named_barrier_arrive_n<4, NC>();
+                else
+                    named_barrier_arrive_n<5, NC>();
                 rescale(c_lo, c_hi);
                 // B = V, latent columns [0, 256) read N-major: 8-key groups SBO apart, 8-dim groups 128 bytes
 #pragma unroll
                 for (int kk = 0; kk < KT / 16; kk++)
                     wgmma_n256_rega<1>(oacc, pa[kk], wg_desc(kt + 2u * SBO * kk, SBO, 128u));
                 tile_done(buf);
+#pragma unroll
+                for (int kk = 0; kk < KT / 16; kk++)
+                    wg_pin(pa[kk]); // the products read pa until the wait in tile_done: not reused before it
             }
         }
         finish();
@@ -326,7 +335,10 @@ __device__ __forceinline__ void wgmma_s64_consumers(const CtaThread &th, const A
                 const int buf = u % 2;
                 const uint32_t kt = smem_addr(sm.k_s + Lay::key_tile_off(buf));
                 mbar_wait(full0 + 8 * buf, (u / 2) % 2);
-                named_barrier_unaligned(4 + buf, NC); // group 0's P and corrections of this tile
+                if (buf == 0) // group 0's P and corrections of this tile
+                    named_barrier_unaligned_n<4, NC>();
+                else
+                    named_barrier_unaligned_n<5, NC>();
                 rescale(corr[buf * HB + r0], corr[buf * HB + r0 + 8]);
                 // A = P (K-major, in the rope columns); B = V, latent columns [256, 512)
                 const uint32_t pa = kt + (uint32_t)(LAT / 8 * 128), vb = kt + (uint32_t)(Lay::DW / 8 * 128);
@@ -345,7 +357,8 @@ __device__ __forceinline__ void wgmma_s64_consumers(const CtaThread &th, const A
 // tile waits on its full barrier's phase v (parity v % 2); empty counts the consumers' 256 arrivals
 // (each after its last wgmma on the tile completed).
 // All roles meet on named barrier 3 (384 threads) in each segment's compaction; consumers also meet
-// on named barriers 1 and 2 (256 threads): the row maxima, then P.
+// on named barriers 1 and 2 (256 threads): the row maxima, then P (kAttendS64: on 4 and 5 instead,
+// group 0 arriving with P, group 1 waiting for it; and on 1 at the end).
 template <class Lay, int TOPK, int ScaleOffset, int RopeOffset, bool Pair, class SlotOf, class Store>
 __device__ __forceinline__ void wgmma_main_loop(const CtaThread &th, const AttendSmem<Lay> &sm, const uint8_t *cache,
                                                 float softmax_scale, const SlotOf &slot_of, const Store &store)
@@ -364,7 +377,7 @@ __device__ __forceinline__ void wgmma_main_loop(const CtaThread &th, const Atten
     // Pair: the peer's empty barriers (its producer writes this CTA's tiles too)
     const uint32_t peer_empty0 = Pair ? cluster_addr(empty0, cluster_rank() ^ 1u) : 0u;
 
-    if constexpr (kAttendS64) {
+    if constexpr (kAttendS64 && Lay::producers == 1) {
         wgmma_s64_consumers<Lay, TOPK, Pair>(th, sm, softmax_scale, slot_of, store, peer_empty0);
         return;
     }

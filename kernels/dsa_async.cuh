@@ -86,6 +86,17 @@ __device__ __forceinline__ void named_barrier_unaligned(int id, int count)
 {
     asm volatile("barrier.sync %0, %1;" ::"r"(id), "r"(count) : "memory");
 }
+// The same with the id and count as immediates (racecheck misreads a barrier id held in a register);
+// and its arrival half: this warp counts toward the barrier's Count and goes on (a producer of data
+// that the waiting warps read after their barrier.sync)
+template <int Id, int Count> __device__ __forceinline__ void named_barrier_unaligned_n()
+{
+    asm volatile("barrier.sync %0, %1;" ::"n"(Id), "n"(Count) : "memory");
+}
+template <int Id, int Count> __device__ __forceinline__ void named_barrier_arrive_n()
+{
+    asm volatile("barrier.arrive %0, %1;" ::"n"(Id), "n"(Count) : "memory");
+}
 // setmaxnreg (sm_90a): this warpgroup gives back registers down to, or takes them up to, N per
 // thread (a multiple of 8, 24..256). It takes effect only under a register cap at entry
 // (__launch_bounds__(threads, 1)); inc waits until other warpgroups' dec have freed enough.

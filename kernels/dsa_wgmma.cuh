@@ -45,6 +45,17 @@ template <int TransB, int TransA = 0> __device__ __forceinline__ void wgmma_n256
     DSA_ATTEND_WGMMA(256, 128, "%130", "%128, %129, p, 1, 1, %131, %132");
 }
 
+// D += A B, m64 x n256 x k16, A from registers (this thread's four bf16 pairs of the m64 x k16 A
+// fragment: rows r0 and r0 + 8, columns 2 t4 + {0, 1} and 8 + 2 t4 + {0, 1}), B by descriptor
+template <int TransB> __device__ __forceinline__ void wgmma_n256_rega(float (&d)[128], const uint32_t (&a)[4], uint64_t b)
+{
+    asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %133, 0;\n\t"
+                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 " DSA_WG_REGS128
+                 ", {%128, %129, %130, %131}, %132, p, 1, 1, %134;\n\t}"
+                 : DSA_WG_D128(0)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1), "n"(TransB));
+}
+
 // The producer warpgroup of a warp-specialised loop (this one and dsa_wgmma_t.cuh's): per segment the
 // compaction with the consumers, then each tile u (counted over all segments) gathered, dequantised
 // and written into key tile u % 2. Use v = u / 2 of a tile first waits (from v = 1 on) on the empty
@@ -140,12 +151,214 @@ __device__ __forceinline__ void wgmma_producer(const CtaThread &th, const Attend
     }
 }
 
+// The 64-head consumers, FlashMLA's way: warpgroup 0 computes S for all 64 keys of a tile (an
+// m64n64 product: Q is read once a tile, not once per group), keeps the softmax in its registers,
+// multiplies P from registers by the lower half of V's latent dims, and hands P and the rows'
+// corrections to warpgroup 1 through shared memory (P in the tile's rope columns, named barrier
+// 4 + buf: group 0 arrives, group 1 waits), which multiplies it by the upper half. Group 1 holds no
+// softmax state: m and l are group 0's. Group 0 takes 192 registers (O 128, S 32), group 1 176,
+// the producer 136.
+constexpr bool kAttendS64 = true;
+constexpr int kS64Group0Regs = 192, kS64Group1Regs = 176; // with the producer's 136: 504, the CTA's 3 x 168
+template <class Lay, int TOPK, bool Pair, class SlotOf, class Store>
+__device__ __forceinline__ void wgmma_s64_consumers(const CtaThread &th, const AttendSmem<Lay> &sm, float softmax_scale,
+                                                    const SlotOf &slot_of, const Store &store, uint32_t peer_empty0)
+{
+    constexpr int HB = Lay::heads, KT = Lay::KT, KSTEPS = Lay::KSTEPS, LAT = Lay::lat;
+    constexpr int NC = 2 * 128;
+    static_assert(HB == 64 && KT == 64 && Lay::DW == 256 && Lay::STATS >= 4, "64 heads, 64-key tiles");
+    static_assert(Lay::producers == 1 && Lay::producer_regs + kS64Group0Regs + kS64Group1Regs <=
+                                             3 * (65536 / Lay::threads / 8 * 8),
+                  "setmaxnreg: the producer's and the two groups' registers within the CTA's");
+    const int wg = th.warp / 4, wl = th.warp % 4, g = th.g, t4 = th.t4;
+    const int r0 = 16 * wl + g;
+    const uint32_t full0 = sm.bars, empty0 = sm.bars + 16;
+    constexpr uint32_t SBO = Lay::QK_SBO;
+    float *xch = sm.m_s;            // [2][HB]: at the end each group's l (group 1's is 0)
+    float *corr = sm.m_s + 2 * HB;  // [2][HB]: the rows' corrections of the tile in buffer b
+    float oacc[Lay::ACC]; // O: (row, dim wg 256 + 8 j + 2 t4 + {0, 1}) at 4 j + {0, 1} (row r0), + {2, 3} (r0 + 8)
+#pragma unroll
+    for (int i = 0; i < Lay::ACC; i++)
+        oacc[i] = 0.0f;
+    float m_lo = neg_inf(), m_hi = neg_inf(), l_lo = 0.0f, l_hi = 0.0f;
+    // each group's loop (and end) is its own code, so that ptxas allocates group 0's within its 192
+    // registers (code shared by both would be compiled within group 1's 176)
+    const auto tile_done = [&](int buf) {
+        wgmma_commit();
+        wgmma_wait();
+        wg_pin(oacc);
+        mbar_arrive(empty0 + 8 * buf); // this thread's reads of the tile are done
+        if constexpr (Pair) {
+            __syncwarp();
+            if (th.lane == 0)
+                mbar_arrive_remote(peer_empty0 + 8 * buf);
+        }
+    };
+    const auto rescale = [&](float c_lo, float c_hi) {
+#pragma unroll
+        for (int j = 0; j < Lay::ACC / 4; j++) {
+            oacc[4 * j] *= c_lo, oacc[4 * j + 1] *= c_lo;
+            oacc[4 * j + 2] *= c_hi, oacc[4 * j + 3] *= c_hi;
+        }
+        wg_pin(oacc);
+        wgmma_fence();
+    };
+    // the end, in each group's code (so within its registers): barrier 1 from two places, so unaligned
+    const auto finish = [&] {
+        // O / l: l is group 0's (group 1's sums are 0)
+        if (t4 == 0) {
+            xch[wg * HB + r0] = l_lo;
+            xch[wg * HB + r0 + 8] = l_hi;
+        }
+        named_barrier_unaligned(1, NC); // both groups' l; both groups' last wgmma on the key tiles completed
+        const float lt_lo = xch[r0] + xch[HB + r0], lt_hi = xch[r0 + 8] + xch[HB + r0 + 8];
+        const float inv_lo = lt_lo > 0.0f ? 1.0f / lt_lo : 0.0f, inv_hi = lt_hi > 0.0f ? 1.0f / lt_hi : 0.0f;
+        float *const obuf = reinterpret_cast<float *>(sm.k_s);
+#pragma unroll
+        for (int j = 0; j < Lay::ACC / 4; j++) {
+            const int d = wg * Lay::DW + 8 * j + 2 * t4;
+            *reinterpret_cast<float2 *>(obuf + r0 * Lay::OP + d) = make_float2(oacc[4 * j] * inv_lo, oacc[4 * j + 1] * inv_lo);
+            *reinterpret_cast<float2 *>(obuf + (r0 + 8) * Lay::OP + d) = make_float2(oacc[4 * j + 2] * inv_hi, oacc[4 * j + 3] * inv_hi);
+        }
+        if (wg == 0 && t4 == 0) { // d = -1: the LSE (natural log; -inf for a head with no kept key)
+            store(r0, -1, lt_lo > 0.0f ? m_lo + logf(lt_lo) : neg_inf(), 0.0f);
+            store(r0 + 8, -1, lt_hi > 0.0f ? m_hi + logf(lt_hi) : neg_inf(), 0.0f);
+        }
+        named_barrier_unaligned(1, NC); // O of every head
+#pragma unroll 1
+        for (int i = th.tid; i < HB * (LAT / 4); i += NC) {
+            const int head = i / (LAT / 4), d = 4 * (i % (LAT / 4));
+            const float4 o = *reinterpret_cast<const float4 *>(obuf + head * Lay::OP + d);
+            store(head, d, o.x, o.y);
+            store(head, d + 2, o.z, o.w);
+        }
+    };
+    int u = 0;
+    if (wg == 0) {
+        regs_inc<kS64Group0Regs>();
+        for (int seg0 = 0; seg0 < TOPK; seg0 += kAttendSegment) {
+            const int n = compact_segment<Lay, TOPK, Lay::threads, true>(th, sm, seg0, slot_of);
+            if (Pair && seg0 == 0)
+                cluster_wait(); // the peer's barriers are initialised (sparse_mla)
+            for (int t0 = 0; t0 < n; t0 += KT, u++) {
+                const int buf = u % 2, nk = n - t0 < KT ? n - t0 : KT;
+                const uint32_t kt = smem_addr(sm.k_s + Lay::key_tile_off(buf));
+                mbar_wait(full0 + 8 * buf, (u / 2) % 2);
+                // S = Q K^T over the tile's 64 keys: (row, key 8 j + 2 t4 + {0, 1}) at 4 j + {0, 1}
+                // (row r0), + {2, 3} (r0 + 8)
+                float sacc[32];
+#pragma unroll
+                for (int i = 0; i < 32; i++)
+                    sacc[i] = 0.0f;
+                wg_pin(sacc);
+                wgmma_fence();
+                const uint32_t qa = smem_addr(sm.q_s);
+#pragma unroll
+                for (int ks = 0; ks < KSTEPS; ks++)
+                    wgmma_n64<0>(sacc, wg_desc(qa + 256u * ks, 128u, SBO), wg_desc(kt + 256u * ks, 128u, SBO));
+                wgmma_commit();
+                wgmma_wait();
+                wg_pin(sacc);
+                float mx_lo = neg_inf(), mx_hi = neg_inf();
+#pragma unroll
+                for (int j = 0; j < 8; j++)
+#pragma unroll
+                    for (int e = 0; e < 2; e++) {
+                        const bool in = 8 * j + 2 * t4 + e < nk;
+                        sacc[4 * j + e] = in ? sacc[4 * j + e] * softmax_scale : neg_inf();
+                        sacc[4 * j + 2 + e] = in ? sacc[4 * j + 2 + e] * softmax_scale : neg_inf();
+                        mx_lo = fmaxf(mx_lo, sacc[4 * j + e]);
+                        mx_hi = fmaxf(mx_hi, sacc[4 * j + 2 + e]);
+                    }
+                mx_lo = fmaxf(mx_lo, __shfl_xor_sync(0xffffffffu, mx_lo, 1));
+                mx_hi = fmaxf(mx_hi, __shfl_xor_sync(0xffffffffu, mx_hi, 1));
+                mx_lo = fmaxf(mx_lo, __shfl_xor_sync(0xffffffffu, mx_lo, 2));
+                mx_hi = fmaxf(mx_hi, __shfl_xor_sync(0xffffffffu, mx_hi, 2));
+                const float mn_lo = fmaxf(m_lo, mx_lo), mn_hi = fmaxf(m_hi, mx_hi);
+                const float c_lo = mn_lo == neg_inf() ? 1.0f : __expf(m_lo - mn_lo); // m_old = -inf: 0
+                const float c_hi = mn_hi == neg_inf() ? 1.0f : __expf(m_hi - mn_hi);
+                m_lo = mn_lo, m_hi = mn_hi;
+                // P as bf16 pairs: at once the A fragments of P V (k-step kk: keys 16 kk ..) and, in
+                // the tile's rope columns, group 1's A
+                uint32_t pa[4][4];
+                float sum_lo = 0.0f, sum_hi = 0.0f;
+                uint16_t *pt = sm.k_s + Lay::key_tile_off(buf); // P (row, key k) at the tile's (row, LAT + k)
+#pragma unroll
+                for (int j = 0; j < 8; j++) {
+                    const int k = 8 * j + 2 * t4;
+                    const float p0 = mn_lo == neg_inf() ? 0.0f : __expf(sacc[4 * j] - mn_lo);
+                    const float p1 = mn_lo == neg_inf() ? 0.0f : __expf(sacc[4 * j + 1] - mn_lo);
+                    const float p2 = mn_hi == neg_inf() ? 0.0f : __expf(sacc[4 * j + 2] - mn_hi);
+                    const float p3 = mn_hi == neg_inf() ? 0.0f : __expf(sacc[4 * j + 3] - mn_hi);
+                    sum_lo += p0 + p1;
+                    sum_hi += p2 + p3;
+                    const uint32_t lo = bf16x2(p0, p1), hi = bf16x2(p2, p3);
+                    pa[j / 2][2 * (j % 2)] = lo;     // row r0, keys 16 kk + 8 (j % 2) + 2 t4
+                    pa[j / 2][2 * (j % 2) + 1] = hi; // row r0 + 8
+                    *reinterpret_cast<uint32_t *>(pt + Lay::qk_at(r0, LAT + k)) = lo;
+                    *reinterpret_cast<uint32_t *>(pt + Lay::qk_at(r0 + 8, LAT + k)) = hi;
+                }
+                sum_lo += __shfl_xor_sync(0xffffffffu, sum_lo, 1);
+                sum_hi += __shfl_xor_sync(0xffffffffu, sum_hi, 1);
+                sum_lo += __shfl_xor_sync(0xffffffffu, sum_lo, 2);
+                sum_hi += __shfl_xor_sync(0xffffffffu, sum_hi, 2);
+                l_lo = l_lo * c_lo + sum_lo;
+                l_hi = l_hi * c_hi + sum_hi;
+                if (t4 == 0) {
+                    corr[buf * HB + r0] = c_lo;
+                    corr[buf * HB + r0 + 8] = c_hi;
+                }
+                fence_proxy_async(); // P is read by group 1's tensor cores
+                if (buf == 0) // the id in the instruction, never in a register
+                    named_barrier_arrive_n<4, NC>();
+                else
+                    named_barrier_arrive_n<5, NC>();
+                rescale(c_lo, c_hi);
+                // B = V, latent columns [0, 256) read N-major: 8-key groups SBO apart, 8-dim groups 128 bytes
+#pragma unroll
+                for (int kk = 0; kk < KT / 16; kk++)
+                    wgmma_n256_rega<1>(oacc, pa[kk], wg_desc(kt + 2u * SBO * kk, SBO, 128u));
+                tile_done(buf);
+#pragma unroll
+                for (int kk = 0; kk < KT / 16; kk++)
+                    wg_pin(pa[kk]); // the products read pa until the wait in tile_done: not reused before it
+            }
+        }
+        finish();
+    } else {
+        regs_inc<kS64Group1Regs>();
+        for (int seg0 = 0; seg0 < TOPK; seg0 += kAttendSegment) {
+            const int n = compact_segment<Lay, TOPK, Lay::threads, true>(th, sm, seg0, slot_of);
+            if (Pair && seg0 == 0)
+                cluster_wait(); // the peer's barriers are initialised (sparse_mla)
+            for (int t0 = 0; t0 < n; t0 += KT, u++) {
+                const int buf = u % 2;
+                const uint32_t kt = smem_addr(sm.k_s + Lay::key_tile_off(buf));
+                mbar_wait(full0 + 8 * buf, (u / 2) % 2);
+                if (buf == 0) // group 0's P and corrections of this tile
+                    named_barrier_unaligned_n<4, NC>();
+                else
+                    named_barrier_unaligned_n<5, NC>();
+                rescale(corr[buf * HB + r0], corr[buf * HB + r0 + 8]);
+                // A = P (K-major, in the rope columns); B = V, latent columns [256, 512)
+                const uint32_t pa = kt + (uint32_t)(LAT / 8 * 128), vb = kt + (uint32_t)(Lay::DW / 8 * 128);
+#pragma unroll
+                for (int kk = 0; kk < KT / 16; kk++)
+                    wgmma_n256<1>(oacc, wg_desc(pa + 256u * kk, 128u, SBO), wg_desc(vb + 2u * SBO * kk, SBO, 128u));
+                tile_done(buf);
+            }
+        }
+        finish();
+    }
+}
+
 // The whole key loop of one CTA, warp-specialised; also stores O / l and the LSE (store, d = -1).
 // Tile u (counted over all segments) goes to key tile u % 2 (wgmma_producer); use v = u / 2 of a
 // tile waits on its full barrier's phase v (parity v % 2); empty counts the consumers' 256 arrivals
 // (each after its last wgmma on the tile completed).
 // All roles meet on named barrier 3 (384 threads) in each segment's compaction; consumers also meet
-// on named barriers 1 and 2 (256 threads): the row maxima, then P.
+// on named barriers 1 and 2 (256 threads): the row maxima, then P (kAttendS64: on 4 and 5 instead,
+// group 0 arriving with P, group 1 waiting for it; and on 1 at the end).
 template <class Lay, int TOPK, int ScaleOffset, int RopeOffset, bool Pair, class SlotOf, class Store>
 __device__ __forceinline__ void wgmma_main_loop(const CtaThread &th, const AttendSmem<Lay> &sm, const uint8_t *cache,
                                                 float softmax_scale, const SlotOf &slot_of, const Store &store)
@@ -164,6 +377,10 @@ __device__ __forceinline__ void wgmma_main_loop(const CtaThread &th, const Atten
     // Pair: the peer's empty barriers (its producer writes this CTA's tiles too)
     const uint32_t peer_empty0 = Pair ? cluster_addr(empty0, cluster_rank() ^ 1u) : 0u;
 
+    if constexpr (kAttendS64 && Lay::producers == 1) {
+        wgmma_s64_consumers<Lay, TOPK, Pair>(th, sm, softmax_scale, slot_of, store, peer_empty0);
+        return;
+    }
     // ---- the consumers: warpgroup wg, warp wl of it; rows r0 = 16 wl + g and r0 + 8 ----
     regs_inc<Lay::consumer_regs>();
     const int r0 = 16 * wl + g;

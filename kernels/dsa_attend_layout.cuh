@@ -78,7 +78,7 @@ template <int HB, int KV, int LAT, int Format, int EntryBytes, int Threads> stru
     // wgmma: P (bf16, HB x KT) lives in the rope columns of its key tile, dead once both consumer
     // warpgroups have S (the columns [LAT, KV) of a tile of KT = HB rows hold HB x (KV - LAT) >= HB x KT)
     // TR: P^T (bf16, HB x KT) likewise, in the rope columns of its group's tile (below, pt_at)
-    static constexpr int stat_off = p_off + (WG ? 0 : HB * PS * 2); // m, l, corr per head (wgmma: the groups' row maxima)
+    static constexpr int stat_off = p_off + (WG ? 0 : HB * PS * 2); // m, l, corr per head (wgmma: each group's l, the corrections of each key tile)
     // TR: per head, each consumer warp's column maxima of a tile [2][4][HB] (at the end its share of
     // l), each group's m at two parities [2][2][HB], each consumer thread's share of l [2][HB / 4][128]
     enum : int { STATS = TR ? 12 + 64 : WG ? 4 : 3 };

@@ -1,9 +1,9 @@
 // Sparse MLA main loop on warpgroup MMA (wgmma, sm_90a; 64 heads per CTA), warp-specialised: a
 // producer warpgroup gathers and dequantises the key tiles into two bf16 tiles (mbarriers full and
 // empty per tile), two consumer warpgroups compute on them, operands read from shared memory by
-// the tensor cores, fp32 accumulators in registers. S: each consumer its own 32 keys of the 64-key
-// tile over all dims, so the online softmax runs in registers (the groups swap only their row
-// maxima); P V: each consumer half of the latent dims of every head, with the P of the whole tile.
+// the tensor cores, fp32 accumulators in registers. Consumer warpgroup 0 computes S for the whole
+// 64-key tile and keeps the online softmax in registers; each consumer runs P V over half of the
+// latent dims of every head (group 0 with P from registers, group 1 from shared memory).
 #pragma once
 #include "dsa_async.cuh"
 #include "dsa_attend_tiles.cuh"
@@ -158,16 +158,15 @@ __device__ __forceinline__ void wgmma_producer(const CtaThread &th, const Attend
 // 4 + buf: group 0 arrives, group 1 waits), which multiplies it by the upper half. Group 1 holds no
 // softmax state: m and l are group 0's. Group 0 takes 192 registers (O 128, S 32), group 1 176,
 // the producer 136.
-constexpr bool kAttendS64 = true;
-constexpr int kS64Group0Regs = 192, kS64Group1Regs = 176; // with the producer's 136: 504, the CTA's 3 x 168
+constexpr int kConsumerGroup0Regs = 192, kConsumerGroup1Regs = 176; // with the producer's 136: 504, the CTA's 3 x 168
 template <class Lay, int TOPK, bool Pair, class SlotOf, class Store>
-__device__ __forceinline__ void wgmma_s64_consumers(const CtaThread &th, const AttendSmem<Lay> &sm, float softmax_scale,
-                                                    const SlotOf &slot_of, const Store &store, uint32_t peer_empty0)
+__device__ __forceinline__ void wgmma_consumers(const CtaThread &th, const AttendSmem<Lay> &sm, float softmax_scale,
+                                                const SlotOf &slot_of, const Store &store, uint32_t peer_empty0)
 {
     constexpr int HB = Lay::heads, KT = Lay::KT, KSTEPS = Lay::KSTEPS, LAT = Lay::lat;
     constexpr int NC = 2 * 128;
     static_assert(HB == 64 && KT == 64 && Lay::DW == 256 && Lay::STATS >= 4, "64 heads, 64-key tiles");
-    static_assert(Lay::producers == 1 && Lay::producer_regs + kS64Group0Regs + kS64Group1Regs <=
+    static_assert(Lay::producers == 1 && Lay::producer_regs + kConsumerGroup0Regs + kConsumerGroup1Regs <=
                                              3 * (65536 / Lay::threads / 8 * 8),
                   "setmaxnreg: the producer's and the two groups' registers within the CTA's");
     const int wg = th.warp / 4, wl = th.warp % 4, g = th.g, t4 = th.t4;
@@ -235,7 +234,7 @@ __device__ __forceinline__ void wgmma_s64_consumers(const CtaThread &th, const A
     };
     int u = 0;
     if (wg == 0) {
-        regs_inc<kS64Group0Regs>();
+        regs_inc<kConsumerGroup0Regs>();
         for (int seg0 = 0; seg0 < TOPK; seg0 += kAttendSegment) {
             const int n = compact_segment<Lay, TOPK, Lay::threads, true>(th, sm, seg0, slot_of);
             if (Pair && seg0 == 0)
@@ -326,7 +325,7 @@ __device__ __forceinline__ void wgmma_s64_consumers(const CtaThread &th, const A
         }
         finish();
     } else {
-        regs_inc<kS64Group1Regs>();
+        regs_inc<kConsumerGroup1Regs>();
         for (int seg0 = 0; seg0 < TOPK; seg0 += kAttendSegment) {
             const int n = compact_segment<Lay, TOPK, Lay::threads, true>(th, sm, seg0, slot_of);
             if (Pair && seg0 == 0)
@@ -356,179 +355,20 @@ __device__ __forceinline__ void wgmma_s64_consumers(const CtaThread &th, const A
 // Tile u (counted over all segments) goes to key tile u % 2 (wgmma_producer); use v = u / 2 of a
 // tile waits on its full barrier's phase v (parity v % 2); empty counts the consumers' 256 arrivals
 // (each after its last wgmma on the tile completed).
-// All roles meet on named barrier 3 (384 threads) in each segment's compaction; consumers also meet
-// on named barriers 1 and 2 (256 threads): the row maxima, then P (kAttendS64: on 4 and 5 instead,
-// group 0 arriving with P, group 1 waiting for it; and on 1 at the end).
+// All roles meet on named barrier 3 (384 threads) in each segment's compaction; the consumers on
+// named barriers 4 and 5 (a tile's P, group 0 arriving, group 1 waiting) and on 1 at the end.
 template <class Lay, int TOPK, int ScaleOffset, int RopeOffset, bool Pair, class SlotOf, class Store>
 __device__ __forceinline__ void wgmma_main_loop(const CtaThread &th, const AttendSmem<Lay> &sm, const uint8_t *cache,
                                                 float softmax_scale, const SlotOf &slot_of, const Store &store)
 {
-    constexpr int HB = Lay::heads, KT = Lay::KT, KSTEPS = Lay::KSTEPS, LAT = Lay::lat;
-    constexpr int NC = 2 * 128; // consumer threads
-    static_assert(Lay::threads == NC + 128, "two consumer warpgroups and a producer warpgroup");
-    const int warp = th.warp, g = th.g, t4 = th.t4;
-    const int wg = warp / 4, wl = warp % 4;
-    const uint32_t full0 = sm.bars, empty0 = sm.bars + 16;
-
-    if (wg == 2) {
+    static_assert(Lay::threads == 3 * 128, "two consumer warpgroups and a producer warpgroup");
+    if (th.warp / 4 == 2) {
         wgmma_producer<Lay, TOPK, ScaleOffset, RopeOffset, false, SlotOf, Pair>(th, sm, cache, slot_of);
         return;
     }
     // Pair: the peer's empty barriers (its producer writes this CTA's tiles too)
-    const uint32_t peer_empty0 = Pair ? cluster_addr(empty0, cluster_rank() ^ 1u) : 0u;
-
-    if constexpr (kAttendS64 && Lay::producers == 1) {
-        wgmma_s64_consumers<Lay, TOPK, Pair>(th, sm, softmax_scale, slot_of, store, peer_empty0);
-        return;
-    }
-    // ---- the consumers: warpgroup wg, warp wl of it; rows r0 = 16 wl + g and r0 + 8 ----
-    regs_inc<Lay::consumer_regs>();
-    const int r0 = 16 * wl + g;
-    float *xch = sm.m_s; // [2][HB]: each group's row maxima of a tile, at the end its l
-    float oacc[Lay::ACC]; // O: (row, dim wg DW + 8 j + 2 t4 + {0, 1}) at 4 j + {0, 1} (row r0), + {2, 3} (r0 + 8)
-#pragma unroll
-    for (int i = 0; i < Lay::ACC; i++)
-        oacc[i] = 0.0f;
-    float m_lo = neg_inf(), m_hi = neg_inf(), l_lo = 0.0f, l_hi = 0.0f; // this group's l
-    constexpr uint32_t SBO = Lay::QK_SBO;
-    int u = 0;
-    for (int seg0 = 0; seg0 < TOPK; seg0 += kAttendSegment) {
-        const int n = compact_segment<Lay, TOPK, Lay::threads, true>(th, sm, seg0, slot_of);
-        if (Pair && seg0 == 0)
-            cluster_wait(); // the peer's barriers are initialised (sparse_mla)
-        for (int t0 = 0; t0 < n; t0 += KT, u++) {
-            const int buf = u % 2, nk = n - t0 < KT ? n - t0 : KT; // keys in this tile; the rest are zero rows
-            const uint32_t kt = smem_addr(sm.k_s + Lay::key_tile_off(buf));
-            mbar_wait(full0 + 8 * buf, (u / 2) % 2); // Pair: and the peer's bytes of its half landed
-
-            // 2. S = Q K^T over this group's 32 keys and all dims
-            float sacc[16]; // (row, key 32 wg + 8 j + 2 t4 + {0, 1}) at 4 j + {0, 1} (row r0), + {2, 3} (r0 + 8)
-#pragma unroll
-            for (int i = 0; i < 16; i++)
-                sacc[i] = 0.0f;
-            wg_pin(sacc);
-            wgmma_fence();
-            const uint32_t qa = smem_addr(sm.q_s), kb = kt + (uint32_t)wg * (KT / 2 / 8) * SBO;
-#pragma unroll
-            for (int ks = 0; ks < KSTEPS; ks++)
-                wgmma_n32<0>(sacc, wg_desc(qa + 256u * ks, 128u, SBO), wg_desc(kb + 256u * ks, 128u, SBO));
-            wgmma_commit();
-            wgmma_wait();
-            wg_pin(sacc);
-
-            // 3. online softmax in registers: scale, mask, the row max over the quad, then over the groups
-            float mx_lo = neg_inf(), mx_hi = neg_inf();
-#pragma unroll
-            for (int j = 0; j < 4; j++)
-#pragma unroll
-                for (int e = 0; e < 2; e++) {
-                    const bool in = 32 * wg + 8 * j + 2 * t4 + e < nk;
-                    sacc[4 * j + e] = in ? sacc[4 * j + e] * softmax_scale : neg_inf();
-                    sacc[4 * j + 2 + e] = in ? sacc[4 * j + 2 + e] * softmax_scale : neg_inf();
-                    mx_lo = fmaxf(mx_lo, sacc[4 * j + e]);
-                    mx_hi = fmaxf(mx_hi, sacc[4 * j + 2 + e]);
-                }
-            mx_lo = fmaxf(mx_lo, __shfl_xor_sync(0xffffffffu, mx_lo, 1));
-            mx_hi = fmaxf(mx_hi, __shfl_xor_sync(0xffffffffu, mx_hi, 1));
-            mx_lo = fmaxf(mx_lo, __shfl_xor_sync(0xffffffffu, mx_lo, 2));
-            mx_hi = fmaxf(mx_hi, __shfl_xor_sync(0xffffffffu, mx_hi, 2));
-            if (t4 == 0) {
-                xch[wg * HB + r0] = mx_lo;
-                xch[wg * HB + r0 + 8] = mx_hi;
-            }
-            // barrier 1: both groups' maxima; both groups' S reads of the tile's rope columns are
-            // done (P overwrites them). xch's readers of the previous tile passed its barrier 2.
-            named_barrier(1, NC);
-            const float mn_lo = fmaxf(m_lo, fmaxf(xch[r0], xch[HB + r0]));
-            const float mn_hi = fmaxf(m_hi, fmaxf(xch[r0 + 8], xch[HB + r0 + 8]));
-            const float c_lo = mn_lo == neg_inf() ? 1.0f : __expf(m_lo - mn_lo); // m_old = -inf: 0
-            const float c_hi = mn_hi == neg_inf() ? 1.0f : __expf(m_hi - mn_hi);
-            m_lo = mn_lo, m_hi = mn_hi;
-            float sum_lo = 0.0f, sum_hi = 0.0f;
-            uint16_t *pt = sm.k_s + Lay::key_tile_off(buf); // P (row, key k) at the tile's (row, LAT + k)
-#pragma unroll
-            for (int j = 0; j < 4; j++) {
-                const int k = 32 * wg + 8 * j + 2 * t4;
-                const float p0 = mn_lo == neg_inf() ? 0.0f : __expf(sacc[4 * j] - mn_lo);
-                const float p1 = mn_lo == neg_inf() ? 0.0f : __expf(sacc[4 * j + 1] - mn_lo);
-                const float p2 = mn_hi == neg_inf() ? 0.0f : __expf(sacc[4 * j + 2] - mn_hi);
-                const float p3 = mn_hi == neg_inf() ? 0.0f : __expf(sacc[4 * j + 3] - mn_hi);
-                sum_lo += p0 + p1;
-                sum_hi += p2 + p3;
-                *reinterpret_cast<uint32_t *>(pt + Lay::qk_at(r0, LAT + k)) = bf16x2(p0, p1);
-                *reinterpret_cast<uint32_t *>(pt + Lay::qk_at(r0 + 8, LAT + k)) = bf16x2(p2, p3);
-            }
-            sum_lo += __shfl_xor_sync(0xffffffffu, sum_lo, 1);
-            sum_hi += __shfl_xor_sync(0xffffffffu, sum_hi, 1);
-            sum_lo += __shfl_xor_sync(0xffffffffu, sum_lo, 2);
-            sum_hi += __shfl_xor_sync(0xffffffffu, sum_hi, 2);
-            l_lo = l_lo * c_lo + sum_lo;
-            l_hi = l_hi * c_hi + sum_hi;
-            fence_proxy_async(); // P is read by the tensor cores
-            named_barrier(2, NC); // barrier 2: P of the whole tile
-
-            // 4. O = O * corr + P V over this group's latent dims. Always rescaled: registers the
-            // tensor cores accumulate into must not change on a path the compiler cannot prove uniform
-            // (it would serialize every wgmma)
-#pragma unroll
-            for (int j = 0; j < Lay::ACC / 4; j++) {
-                oacc[4 * j] *= c_lo, oacc[4 * j + 1] *= c_lo;
-                oacc[4 * j + 2] *= c_hi, oacc[4 * j + 3] *= c_hi;
-            }
-            wg_pin(oacc);
-            wgmma_fence();
-            // A = P (K-major, in the rope columns: 8-row groups SBO apart, 8-key groups 128 bytes);
-            // B = V, the tile's latent columns [wg DW, ...) read N-major: 8-key groups SBO apart,
-            // 8-dim groups 128 bytes
-            const uint32_t pa = kt + (uint32_t)(LAT / 8 * 128), vb = kt + (uint32_t)(wg * Lay::DW / 8 * 128);
-#pragma unroll
-            for (int kk = 0; kk < KT / 16; kk++)
-                wgmma_n256<1>(oacc, wg_desc(pa + 256u * kk, 128u, SBO), wg_desc(vb + 2u * SBO * kk, SBO, 128u));
-            wgmma_commit();
-            wgmma_wait();
-            wg_pin(oacc);
-            mbar_arrive(empty0 + 8 * buf); // this thread's reads of the tile are done: the producer may refill it
-            if constexpr (Pair) { // and the peer's producer, which writes half of it: once a warp
-                __syncwarp();
-                if (th.lane == 0)
-                    mbar_arrive_remote(peer_empty0 + 8 * buf);
-            }
-        }
-    }
-    // O / l, l = group 0's sum + group 1's (xch's last readers passed barrier 2 of the last tile,
-    // or no tile ran: then its last readers are none)
-    if (t4 == 0) {
-        xch[wg * HB + r0] = l_lo;
-        xch[wg * HB + r0 + 8] = l_hi;
-    }
-    // barrier 1: both groups' l; and both groups' last wgmma on the key tiles completed (each thread
-    // waited for its own before arriving), so the tiles may take O
-    named_barrier(1, NC);
-    const float lt_lo = xch[r0] + xch[HB + r0], lt_hi = xch[r0 + 8] + xch[HB + r0 + 8];
-    const float inv_lo = lt_lo > 0.0f ? 1.0f / lt_lo : 0.0f, inv_hi = lt_hi > 0.0f ? 1.0f / lt_hi : 0.0f;
-    // O / l into the key tiles as rows of heads (OP floats apart: a half warp's float2 writes fill the
-    // 32 banks), then stored 4 dims at a time by the 256 consumer threads in a loop. Unrolled, the
-    // 64 stores a thread holds were 70 KB of code that runs once per CTA: its instruction fetches
-    // took about a sixth of the kernel's time at 128 heads (ncu), and its 4-byte stores were scattered.
-    float *const obuf = reinterpret_cast<float *>(sm.k_s);
-#pragma unroll
-    for (int j = 0; j < Lay::ACC / 4; j++) {
-        const int d = wg * Lay::DW + 8 * j + 2 * t4;
-        *reinterpret_cast<float2 *>(obuf + r0 * Lay::OP + d) = make_float2(oacc[4 * j] * inv_lo, oacc[4 * j + 1] * inv_lo);
-        *reinterpret_cast<float2 *>(obuf + (r0 + 8) * Lay::OP + d) = make_float2(oacc[4 * j + 2] * inv_hi, oacc[4 * j + 3] * inv_hi);
-    }
-    if (wg == 0 && t4 == 0) { // d = -1: the LSE (natural log; -inf for a head with no kept key)
-        store(r0, -1, lt_lo > 0.0f ? m_lo + logf(lt_lo) : neg_inf(), 0.0f);
-        store(r0 + 8, -1, lt_hi > 0.0f ? m_hi + logf(lt_hi) : neg_inf(), 0.0f);
-    }
-    named_barrier(1, NC); // O of every head
-#pragma unroll 1
-    for (int i = th.tid; i < HB * (LAT / 4); i += NC) {
-        const int head = i / (LAT / 4), d = 4 * (i % (LAT / 4));
-        const float4 o = *reinterpret_cast<const float4 *>(obuf + head * Lay::OP + d);
-        store(head, d, o.x, o.y);
-        store(head, d + 2, o.z, o.w);
-    }
+    const uint32_t peer_empty0 = Pair ? cluster_addr(sm.bars + 16, cluster_rank() ^ 1u) : 0u;
+    wgmma_consumers<Lay, TOPK, Pair>(th, sm, softmax_scale, slot_of, store, peer_empty0);
 }
 
 } // namespace dsa

@@ -15,6 +15,8 @@ Usage: python3 tests/bench/bench_index.py [--quick] [--topk auto|split|one|both]
 [--context 8192,32768,131072] [--no-peer] [--score auto|few|main|group] [--plain]   (from the repository root, after `ninja gpu`; default:
 both top-k kernels, every row count and context, the peer where its scores fit; --plain: kernels
 launched plainly, not as programmatic dependent launches, to measure what those buy)
+       python3 tests/bench/bench_index.py --calls CONFIG ROWS CONTEXT   4 calls of one point (the
+runtime's top-k choice), for tests/bench/profile_index.sh
 """
 import ctypes
 import os
@@ -57,7 +59,9 @@ def index_args(q, w, pos, req, lens, table, cache, topk):
     return a
 
 
-def run(name, B, L, copy_bw, peer, modes):
+def point(name, B, L):
+    """The inputs of one point: B rows of L keys each, every row its own request; returns the shapes
+    (H, D, K, BS), the context options, the tensors (kept alive with the arguments) and the arguments."""
     info = dsa_ctypes.config_info(lib, name)
     H, D, K, BS = info.idx_heads, info.idx_head_dim, info.idx_topk, info.block_size
     page = info.idx_page_bytes
@@ -73,19 +77,47 @@ def run(name, B, L, copy_bw, peer, modes):
     lens = torch.full((B,), L, device="cuda", dtype=torch.int32)
     topk = torch.empty(B, K, device="cuda", dtype=torch.int32)
     a = index_args(q, w, pos, req, lens, table, cache, topk)
+    return (H, D, K, BS), opts, dict(cache=cache, table=table, q=q, w=w, pos=pos, req=req, lens=lens, topk=topk), a
 
+
+def context(name, opts, mode):
+    """A context of the configuration with the top-k path `mode` (auto, one, split) and SCORE forced."""
+    ctx = ctypes.c_void_p()
+    if lib.dsa_ctx_create(name.encode(), ctypes.byref(opts), ctypes.byref(ctx)) != 0:
+        sys.exit(f"dsa_ctx_create: {lib.dsa_last_error(None).decode()}")
+    lib.dsa_testing_force_index_score(ctx, SCORE)
+    lib.dsa_testing_force_index_topk(ctx, {"auto": 0, "one": 1, "split": 2}[mode])
+    lib.dsa_testing_programmatic_launch(ctx, 0 if "--plain" in sys.argv else 1)
+    return ctx
+
+
+def call(ctx, a):
+    if lib.dsa_index(ctx, ctypes.byref(a), ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)) != 0:
+        sys.exit(f"dsa_index: {lib.dsa_last_error(ctx).decode()}")
+
+
+def calls(name, B, L):
+    """--calls: a warm-up and three more calls of one point (the runtime's top-k choice), for a
+    profiler to pick the fourth."""
+    (_, _, _, BS), opts, t, a = point(name, B, L)
+    ctx = context(name, opts, "auto")
+    for _ in range(4):
+        call(ctx, a)
+    torch.cuda.synchronize()
+    print(f"calls {name} {B} x {L}: top-k over {lib.dsa_index_topk_splits(ctx, B, L // BS)} CTAs a row")
+    lib.dsa_ctx_destroy(ctx)
+
+
+def run(name, B, L, copy_bw, peer, modes):
+    (H, D, K, BS), opts, t, a = point(name, B, L)
+    nb = L // BS
+    cache, table, q, w, topk = t["cache"], t["table"], t["q"], t["w"], t["topk"]
     results, rows = {}, {}
     for mode in modes:
-        ctx = ctypes.c_void_p()
-        if lib.dsa_ctx_create(name.encode(), ctypes.byref(opts), ctypes.byref(ctx)) != 0:
-            sys.exit(f"dsa_ctx_create: {lib.dsa_last_error(None).decode()}")
-        lib.dsa_testing_force_index_score(ctx, SCORE)
-        lib.dsa_testing_force_index_topk(ctx, {"auto": 0, "one": 1, "split": 2}[mode])
-        lib.dsa_testing_programmatic_launch(ctx, 0 if "--plain" in sys.argv else 1)
+        ctx = context(name, opts, mode)
 
         def dsa():
-            if lib.dsa_index(ctx, ctypes.byref(a), ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)) != 0:
-                sys.exit(f"dsa_index: {lib.dsa_last_error(ctx).decode()}")
+            call(ctx, a)
 
         topk.fill_(-2)
         dsa()
@@ -113,6 +145,9 @@ def run(name, B, L, copy_bw, peer, modes):
 
 
 def main():
+    if "--calls" in sys.argv:
+        i = sys.argv.index("--calls")
+        return calls(sys.argv[i + 1], int(sys.argv[i + 2]), int(sys.argv[i + 3]))
     quick = "--quick" in sys.argv
     topk_arg = sys.argv[sys.argv.index("--topk") + 1] if "--topk" in sys.argv else "both"
     modes = ["auto", "split", "one"] if topk_arg == "both" else [topk_arg]

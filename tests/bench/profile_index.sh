@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Where an index call's time goes, for the H200 machines (after `ninja gpu`): Nsight Compute on each
+# kernel of the fourth of four calls of CONFIG at ROWS decode rows of CONTEXT keys (bench_index.py
+# --calls), every section (--set full): the query's preparation, the scores, the top-k.
+# Usage: tests/bench/profile_index.sh CONFIG ROWS CONTEXT   writes ncu_index_ROWS_CONTEXT.txt to $OUT
+# (or /tmp) and prints its summary lines. ncu locks the clocks (1.35 GHz on the H200): compare
+# shares and counts, not microseconds, with bench_index.py's.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+[ $# -eq 3 ] || { echo "usage: $0 CONFIG ROWS CONTEXT" >&2; exit 2; }
+cfg=$1 rows=$2 ctx=$3 out=${OUT:-/tmp}
+f="$out/ncu_index_${rows}_${ctx}.txt"
+# every launch of the four calls: the last of each kernel are the fourth call's
+run() { ncu --kernel-name regex:dsa_index --set full --import-source no "$@" \
+            python3 tests/bench/bench_index.py --calls "$cfg" "$rows" "$ctx"; }
+# --print-details all prints the tables themselves, where this ncu has it
+run --print-details all > "$f" 2>&1 || run > "$f" 2>&1
+grep -E "^  dsa_index|Duration|DRAM Throughput|L1/TEX Cache Throughput|Compute \(SM\) Throughput|Issue Slots Busy|Achieved Occupancy|Stall" "$f" | tail -60

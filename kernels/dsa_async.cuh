@@ -93,9 +93,16 @@ template <int Id, int Count> __device__ __forceinline__ void named_barrier_unali
 {
     asm volatile("barrier.sync %0, %1;" ::"n"(Id), "n"(Count) : "memory");
 }
+// (compiled with DSA_SANITIZE_BARRIERS, the runtime's switch for compute-sanitizer, a full
+// barrier.sync: racecheck misreads barrier.arrive and reports the accesses that later barriers of
+// the same warps order as races; with barrier.sync it reports none)
 template <int Id, int Count> __device__ __forceinline__ void named_barrier_arrive_n()
 {
+#ifdef DSA_SANITIZE_BARRIERS
+    asm volatile("barrier.sync %0, %1;" ::"n"(Id), "n"(Count) : "memory");
+#else
     asm volatile("barrier.arrive %0, %1;" ::"n"(Id), "n"(Count) : "memory");
+#endif
 }
 // setmaxnreg (sm_90a): this warpgroup gives back registers down to, or takes them up to, N per
 // thread (a multiple of 8, 24..256). It takes effect only under a register cap at entry

@@ -38,7 +38,7 @@ typedef struct job {
     const char *names[DSA_MAX_HEADERS + 1];
     int nheaders; /* config.h, then the library's */
     char opts_arch[64];
-    const char *opts[4];
+    const char *opts[5];
     int nopts;
     unsigned char key[32];
     char path[4096];
@@ -501,6 +501,11 @@ dsa_result_t dsa_jit_compile(const dsa_cfg_t *cfg, const char *target, const cha
         j->opts[1] = "-std=c++17";
         j->opts[2] = "--ptxas-options=-v";
         j->nopts = 3;
+        /* compute-sanitizer's racecheck misreads barrier.arrive (a warp-specialised loop's producer
+         * side of a named barrier): with this set the kernels arrive by barrier.sync instead, the
+         * same order and a wait, so that racecheck checks the rest (tests/gpu/run.sh sanitize) */
+        if (getenv("DSA_SANITIZE_BARRIERS") && strcmp(getenv("DSA_SANITIZE_BARRIERS"), "0"))
+            j->opts[j->nopts++] = "-DDSA_SANITIZE_BARRIERS";
         /* NVRTC 12.9 on keeps its own cache of compiled programs, across processes: a hit skips
          * ptxas, whose report (registers, shared and local memory of each entry) the module's
          * checks read, so the module would fail to compile. Ours (above) is what caches here. */

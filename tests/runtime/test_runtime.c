@@ -1047,6 +1047,16 @@ static int fake_nvrtc_main(void)
     CHECK(strstr(err, "source around prologue.cu:12:\n") != NULL);
     CHECK(strstr(err, line12) != NULL);
     CHECK(strstr(err, "     9 | ") != NULL && strstr(err, "    15 | ") != NULL && !strstr(err, "    16 | "));
+    /* the sanitizer switch reaches NVRTC as a define (and so the cache key, which hashes the options) */
+    setenv("DSA_SANITIZE_BARRIERS", "1", 1);
+    r = dsa_jit_compile(p, "sm_90a", "", DSA_LOG_QUIET, out, err, sizeof err);
+    CHECK(r == DSA_ERROR_NVRTC);
+    CHECK(strstr(err, "\noptions: --gpu-architecture=sm_90a -std=c++17 --ptxas-options=-v -DDSA_SANITIZE_BARRIERS "
+                      "--no-cache\n") != NULL);
+    setenv("DSA_SANITIZE_BARRIERS", "0", 1);
+    r = dsa_jit_compile(p, "sm_90a", "", DSA_LOG_QUIET, out, err, sizeof err);
+    CHECK(r == DSA_ERROR_NVRTC && !strstr(err, "SANITIZE"));
+    unsetenv("DSA_SANITIZE_BARRIERS");
     if (check_failed)
         printf("message was:\n%s\n", err);
     CHECK_DONE();

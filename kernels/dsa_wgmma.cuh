@@ -173,7 +173,7 @@ __device__ __forceinline__ void wgmma_consumers(const CtaThread &th, const Atten
     const int r0 = 16 * wl + g;
     const uint32_t full0 = sm.bars, empty0 = sm.bars + 16;
     constexpr uint32_t SBO = Lay::QK_SBO;
-    float *xch = sm.m_s;            // [HB]: at the end group 0's l (group 1 holds no softmax state)
+    float *xch = sm.m_s;            // [2][HB]: at the end each group's l (group 1's is 0)
     float *corr = sm.m_s + 2 * HB;  // [2][HB]: the rows' corrections of the tile in buffer b
     float oacc[Lay::ACC]; // O: (row, dim wg 256 + 8 j + 2 t4 + {0, 1}) at 4 j + {0, 1} (row r0), + {2, 3} (r0 + 8)
 #pragma unroll
@@ -204,13 +204,13 @@ __device__ __forceinline__ void wgmma_consumers(const CtaThread &th, const Atten
     };
     // the end, in each group's code (so within its registers): barrier 1 from two places, so unaligned
     const auto finish = [&] {
-        // O / l: l is group 0's
-        if (wg == 0 && t4 == 0) {
-            xch[r0] = l_lo;
-            xch[r0 + 8] = l_hi;
+        // O / l: l is group 0's (group 1's sums are 0)
+        if (t4 == 0) {
+            xch[wg * HB + r0] = l_lo;
+            xch[wg * HB + r0 + 8] = l_hi;
         }
-        named_barrier_unaligned_n<1, NC>(); // group 0's l; both groups' last wgmma on the key tiles completed
-        const float lt_lo = xch[r0], lt_hi = xch[r0 + 8];
+        named_barrier_unaligned_n<1, NC>(); // both groups' l; both groups' last wgmma on the key tiles completed
+        const float lt_lo = xch[r0] + xch[HB + r0], lt_hi = xch[r0 + 8] + xch[HB + r0 + 8];
         const float inv_lo = lt_lo > 0.0f ? 1.0f / lt_lo : 0.0f, inv_hi = lt_hi > 0.0f ? 1.0f / lt_hi : 0.0f;
         float *const obuf = reinterpret_cast<float *>(sm.k_s);
 #pragma unroll

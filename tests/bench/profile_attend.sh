@@ -4,12 +4,13 @@
 # (8, 4, 2, 1: 16, 32, 64, 128 heads) and ROWS decode rows, with the sections that split the SM's
 # memory pipes: the L1/shared data path's wavefronts by operation (global loads, shared loads and
 # stores, bank conflicts), the warps' stall reasons and the scheduler's issue rate.
-# Usage: tests/bench/profile_attend.sh TP ROWS   writes ncu_attend_tpTP_ROWS.txt to $OUT (or /tmp)
-# and prints its summary lines. ncu locks the clocks (1.35 GHz on the H200): its durations are longer
+# Usage: tests/bench/profile_attend.sh TP ROWS [sass]   writes ncu_attend_tpTP_ROWS.txt to $OUT (or
+# /tmp) and prints its summary lines; with sass also ncu_attend_tpTP_ROWS_sass.csv, the metrics of
+# every SASS instruction (ncu's source page: which loads and stores take the L1's wavefronts). ncu locks the clocks (1.35 GHz on the H200): its durations are longer
 # than bench_attend.py's; compare shares and counts, not microseconds.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-[ $# -eq 2 ] || { echo "usage: $0 TP ROWS" >&2; exit 2; }
+case "$#:${3:-}" in 2: | 3:sass) ;; *) echo "usage: $0 TP ROWS [sass]" >&2; exit 2 ;; esac
 tp=$1 rows=$2 out=${OUT:-/tmp}
 f="$out/ncu_attend_tp${tp}_${rows}.txt"
 # --set full: every section (the memory tables among them), as the profiles in RESULTS.md were taken
@@ -18,3 +19,7 @@ run() { ncu --kernel-name regex:dsa_attend_grid --launch-skip 3 --launch-count 1
 # --print-details all prints the tables themselves (shared wavefronts per operation), where this ncu has it
 run --print-details all > "$f" 2>&1 || run > "$f" 2>&1
 grep -E "Duration|L1/TEX Cache Throughput|DRAM Throughput|Shared (Load|Store)|Global Load|Bank|Wavefronts|Stall" "$f" | head -40
+if [ "${3:-}" = sass ]; then
+  s="$out/ncu_attend_tp${tp}_${rows}_sass.csv"
+  run --page source --print-source sass --csv > "$s" 2>&1 || echo "profile_attend: ncu printed no SASS page (see $s)" >&2
+fi

@@ -36,26 +36,30 @@ __device__ __forceinline__ float relu_keep_nan(float x)
                  : DSA_WG_D##NACC(0)                                                                     \
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate))
 
-// D (+)= A B, m64 x N x k32 e4m3 -> fp32: A (64 keys x 32 dims) in registers (the m16n8k32 A
-// fragment per warp), B (32 dims x N columns: heads, K-major) by descriptor. Accumulate 0: D = A B.
-template <int N> __device__ __forceinline__ void wgmma_e4m3(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t b,
-                                                           int accumulate)
-{
-    static_assert(N == 8 || N == 16 || N == 32 || N == 64 || N == 128 || N == 256,
-                  "columns per wgmma: 8, 16, 32, 64, 128 or 256");
-    if constexpr (N == 8)
-        DSA_SCORE_WGMMA("m64n8k32", "e4m3.e4m3", "", 4);
-    else if constexpr (N == 16)
-        DSA_SCORE_WGMMA("m64n16k32", "e4m3.e4m3", "", 8);
-    else if constexpr (N == 32)
-        DSA_SCORE_WGMMA("m64n32k32", "e4m3.e4m3", "", 16);
-    else if constexpr (N == 64)
-        DSA_SCORE_WGMMA("m64n64k32", "e4m3.e4m3", "", 32);
-    else if constexpr (N == 128)
-        DSA_SCORE_WGMMA("m64n128k32", "e4m3.e4m3", "", 64);
-    else
-        DSA_SCORE_WGMMA("m64n256k32", "e4m3.e4m3", "", 128);
-}
+// D (+)= A B, m64 x N x K -> fp32: A (64 keys x K dims) in registers (the m16n8kK A fragment per
+// warp), B (K dims x N columns: heads, K-major) by descriptor. Accumulate 0: D = A B. wgmma_e4m3:
+// K = 32, e4m3 inputs; wgmma_f16: K = 16, f16 (its trailing 0: B not transposed).
+#define DSA_SCORE_WGMMA_N(NAME, K, TYPES, TAIL)                                                           \
+    template <int N> __device__ __forceinline__ void NAME(float(&d)[N / 2], const uint32_t(&a)[4], uint64_t b, \
+                                                          int accumulate)                                  \
+    {                                                                                                      \
+        static_assert(N == 8 || N == 16 || N == 32 || N == 64 || N == 128 || N == 256,                     \
+                      "columns per wgmma: 8, 16, 32, 64, 128 or 256");                                     \
+        if constexpr (N == 8)                                                                              \
+            DSA_SCORE_WGMMA("m64n8k" #K, TYPES, TAIL, 4);                                                  \
+        else if constexpr (N == 16)                                                                        \
+            DSA_SCORE_WGMMA("m64n16k" #K, TYPES, TAIL, 8);                                                 \
+        else if constexpr (N == 32)                                                                        \
+            DSA_SCORE_WGMMA("m64n32k" #K, TYPES, TAIL, 16);                                                \
+        else if constexpr (N == 64)                                                                        \
+            DSA_SCORE_WGMMA("m64n64k" #K, TYPES, TAIL, 32);                                                \
+        else if constexpr (N == 128)                                                                       \
+            DSA_SCORE_WGMMA("m64n128k" #K, TYPES, TAIL, 64);                                               \
+        else                                                                                               \
+            DSA_SCORE_WGMMA("m64n256k" #K, TYPES, TAIL, 128);                                              \
+    }
+DSA_SCORE_WGMMA_N(wgmma_e4m3, 32, "e4m3.e4m3", "")
+DSA_SCORE_WGMMA_N(wgmma_f16, 16, "f16.f16", ", 0")
 
 // Four e4m3 bytes to two f16x2, exactly: bytes 0, 1 (bits 0-7: the first) into lo, bytes 2, 3 into
 // hi (the halves of the word go to the conversions as they are, with no masking or shifting first)
@@ -65,27 +69,6 @@ __device__ __forceinline__ void e4m3x4_to_f16x2x2(uint32_t word, uint32_t &lo, u
         "cvt.rn.f16x2.e4m3x2 %1, h;\n\t}"
         : "=r"(lo), "=r"(hi)
         : "r"(word));
-}
-
-// D (+)= A B, m64 x N x k16 f16 -> fp32: A (64 keys x 16 dims) in registers (the m16n8k16 A
-// fragment per warp), B (16 dims x N columns: heads, K-major) by descriptor. Accumulate 0: D = A B.
-template <int N> __device__ __forceinline__ void wgmma_f16(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t b,
-                                                          int accumulate)
-{
-    static_assert(N == 8 || N == 16 || N == 32 || N == 64 || N == 128 || N == 256,
-                  "columns per wgmma: 8, 16, 32, 64, 128 or 256");
-    if constexpr (N == 8)
-        DSA_SCORE_WGMMA("m64n8k16", "f16.f16", ", 0", 4);
-    else if constexpr (N == 16)
-        DSA_SCORE_WGMMA("m64n16k16", "f16.f16", ", 0", 8);
-    else if constexpr (N == 32)
-        DSA_SCORE_WGMMA("m64n32k16", "f16.f16", ", 0", 16);
-    else if constexpr (N == 64)
-        DSA_SCORE_WGMMA("m64n64k16", "f16.f16", ", 0", 32);
-    else if constexpr (N == 128)
-        DSA_SCORE_WGMMA("m64n128k16", "f16.f16", ", 0", 64);
-    else
-        DSA_SCORE_WGMMA("m64n256k16", "f16.f16", ", 0", 128);
 }
 
 // The tensor cores' input type for the scores. e4m3 (QGMMA, twice f16's rate) keeps only about

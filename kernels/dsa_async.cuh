@@ -66,14 +66,10 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity)
                      : "r"(bar), "r"(parity)
                      : "memory");
 }
-// Named barrier id (1..15; 0 is __syncthreads) over the first `count` threads that reach it (a
-// multiple of 32): the warp-specialised attend loop synchronises its consumer warpgroups alone.
-__device__ __forceinline__ void named_barrier(int id, int count)
-{
-    asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(count) : "memory");
-}
-// The same with the id and count as immediates: a warp-specialised loop whose groups each sync on
-// their own barrier names it in the instruction (a uniform branch per group), never in a register
+// Named barrier Id (1..15; 0 is __syncthreads) over the first Count threads that reach it (a
+// multiple of 32): the warp-specialised attend loops synchronise some of their warpgroups alone.
+// Id and Count are immediates: a loop whose groups each sync on their own barrier names it in the
+// instruction (a uniform branch per group), never in a register
 template <int Id, int Count> __device__ __forceinline__ void named_barrier_n()
 {
     asm volatile("bar.sync %0, %1;" ::"n"(Id), "n"(Count) : "memory");

@@ -482,6 +482,12 @@ dsa_result_t dsa_jit_compile(const dsa_cfg_t *cfg, const char *target, const cha
                 strerror(errno));
         dir[0] = '\0';
     }
+    /* compute-sanitizer's racecheck misreads barrier.arrive (a warp-specialised loop's producer side
+     * of a named barrier): with DSA_SANITIZE_BARRIERS set (not "0") the kernels arrive by
+     * barrier.sync instead, the same order and a wait, so that racecheck checks the rest
+     * (tests/gpu/run.sh sanitize) */
+    const char *sanitize_env = getenv("DSA_SANITIZE_BARRIERS");
+    const int sanitize = sanitize_env && strcmp(sanitize_env, "0") != 0;
     for (int i = 0; i < DSA_NMODULES; i++) {
         job_t *j = &jobs[i];
         j->cfg = cfg;
@@ -501,10 +507,7 @@ dsa_result_t dsa_jit_compile(const dsa_cfg_t *cfg, const char *target, const cha
         j->opts[1] = "-std=c++17";
         j->opts[2] = "--ptxas-options=-v";
         j->nopts = 3;
-        /* compute-sanitizer's racecheck misreads barrier.arrive (a warp-specialised loop's producer
-         * side of a named barrier): with this set the kernels arrive by barrier.sync instead, the
-         * same order and a wait, so that racecheck checks the rest (tests/gpu/run.sh sanitize) */
-        if (getenv("DSA_SANITIZE_BARRIERS") && strcmp(getenv("DSA_SANITIZE_BARRIERS"), "0"))
+        if (sanitize)
             j->opts[j->nopts++] = "-DDSA_SANITIZE_BARRIERS";
         /* NVRTC 12.9 on keeps its own cache of compiled programs, across processes: a hit skips
          * ptxas, whose report (registers, shared and local memory of each entry) the module's

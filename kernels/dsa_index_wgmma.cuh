@@ -106,14 +106,17 @@ template <int H, int D, bool F16> struct ScoreWgmmaSmem {
     alignas(128) uint8_t ring[S::stages][S::slot_bytes];
     uint64_t full[S::stages], empty[S::stages];
     uint32_t present[S::stages]; // bit c: part c of the slot's tile has a page (its keys landed)
+    alignas(16) float wq[S::heads]; // the row's head weights, as ScoreGroupSmem's
 };
 
 // The grouped score CTA's shared memory (index_score_group, dynamic): the R rows' queries side by
 // side (row j's from byte j q_bytes, so its 8-head groups continue row j - 1's at the same SBO: B of
 // R x the padded heads columns), 4 ring slots (a tile keeps the tensor cores R times as long as one
 // row's, so 4 slots hold more time in flight than the one-row CTA's 3), the barriers, and the R rows'
-// head weights [R][padded heads] (registers at one row; at N = 256 they would take 64 a thread
-// beside the 128 accumulators). 98 KiB at 64 heads x 4 rows and at 32 x 8 (D 128, block 64): two
+// head weights, row j's padded heads at [j][tig][heads / 4] in the order a thread of the quad's
+// lane tig sums them (its heads 8 c + 2 tig + {0, 1} at 2 c + {0, 1}), read per tile: in registers
+// they would take heads / 4 a thread for the whole loop (64 beside the 128 accumulators at N = 256;
+// at one row of 64 heads, the 16 that leave room for the producer warp at 4 CTAs an SM). 98 KiB at 64 heads x 4 rows and at 32 x 8 (D 128, block 64): two
 // CTAs an SM.
 template <int H, int D, int R, bool F16> struct ScoreGroupSmem {
     using S = ScoreWgmmaShape<H, D, F16>;
@@ -308,23 +311,11 @@ __device__ __forceinline__ void score_rows_wgmma(const dsa_index_score_params &p
         }
     }
     fence_proxy_async(); // the queries are read by the tensor cores
-    // the head weights: one row's in registers (this thread's heads 8 j + 2 tig + {0, 1} at 2 j +
-    // {0, 1}); a group's in shared memory, [row][head], read per tile
-    float wq[R == 1 ? N1 / 4 : 1];
-    if constexpr (R == 1) {
-#pragma unroll
-        for (int j = 0; j < N1 / 8; j++)
-#pragma unroll
-            for (int b = 0; b < 2; b++) {
-                const int h = 8 * j + 2 * tig + b;
-                wq[2 * j + b] = h < H ? p.wq[(int64_t)t0 * H + h] : 0.0f;
-            }
-    } else {
-        wq[0] = 0.0f;
-        for (int i = tid; i < R * N1; i += Threads) {
-            const int j = i / N1, h = i % N1;
-            sm.wq[i] = j < rows && h < H ? p.wq[(int64_t)(t0 + j) * H + h] : 0.0f;
-        }
+    // the head weights, in shared memory in each quad lane's order (ScoreGroupSmem)
+    for (int i = tid; i < R * N1; i += Threads) {
+        const int j = i / N1, h = i % N1;
+        sm.wq[j * N1 + (h % 8 / 2) * (N1 / 4) + 2 * (h / 8) + h % 2] =
+            j < rows && h < H ? p.wq[(int64_t)(t0 + j) * H + h] : 0.0f;
     }
     __syncthreads(); // the barriers' initialization, the queries and weights
 
@@ -405,16 +396,17 @@ __device__ __forceinline__ void score_rows_wgmma(const dsa_index_score_params &p
 #pragma unroll
         for (int j = 0; j < R; j++) {
             float w[N1 / 4];
-            if constexpr (R == 1) {
+            const float *wr = &sm.wq[j * N1 + tig * (N1 / 4)];
+            if constexpr (N1 / 4 % 4 == 0) {
 #pragma unroll
-                for (int c = 0; c < N1 / 4; c++)
-                    w[c] = wq[c];
-            } else {
-#pragma unroll
-                for (int c = 0; c < N1 / 8; c++) {
-                    const float2 v = *reinterpret_cast<const float2 *>(&sm.wq[j * N1 + 8 * c + 2 * tig]);
-                    w[2 * c] = v.x, w[2 * c + 1] = v.y;
+                for (int c = 0; c < N1 / 4; c += 4) {
+                    const float4 v = *reinterpret_cast<const float4 *>(wr + c);
+                    w[c] = v.x, w[c + 1] = v.y, w[c + 2] = v.z, w[c + 3] = v.w;
                 }
+            } else {
+                static_assert(N1 / 4 == 2, "8 heads: two weights a thread");
+                const float2 v = *reinterpret_cast<const float2 *>(wr);
+                w[0] = v.x, w[1] = v.y;
             }
             float lo, hi; // rows r0, r0 + 8 of the tile for row t0 + j
             score_sum_heads<N1>(acc, j * (N1 / 2), w, lo, hi);
@@ -451,6 +443,21 @@ template <class C> struct ScoreGroupOf {
     static_assert(!on || sizeof(One) <= sizeof(Smem), "a CTA that scores its row alone fits the group's memory");
     static_assert(!on || sizeof(Smem) <= 227 * 1024, "the group's shared memory fits a CTA");
     static constexpr unsigned int smem = on ? (unsigned int)sizeof(Smem) : 0u;
+};
+
+// index_score's CTAs an SM, the second argument of its __launch_bounds__ (templates/index.cu.in),
+// which caps its registers. On sm_90a: as many CTAs as their shared memory lets an SM hold (228
+// KiB, 1 KiB of it reserved a CTA), at most 5: at 5 the loop fits 96 registers (64 heads) with no
+// spill and the SM keeps 5 warpgroups' tiles in flight, 1-2% faster than 4 at 64 x 128K keys
+// (tests/bench/RESULTS.md); 6 would leave 80. Elsewhere (the mma.sync kernel) the plan's cap, 1
+// where it gives none.
+template <class C> struct ScoreCtasOf {
+    static constexpr int fit =
+        (int)((228u * 1024u) / (sizeof(ScoreWgmmaSmem<C::idx_heads, C::idx_head_dim, kScoreF16>) + 1024u));
+    static constexpr int ctas = kHasWgmma && C::idx_heads <= 64 ? (fit < 5 ? fit : 5)
+                                : C::idx_score_min_ctas > 0     ? C::idx_score_min_ctas
+                                                                : 1;
+    static_assert(ctas >= 1, "a CTA's shared memory fits an SM");
 };
 
 } // namespace dsa

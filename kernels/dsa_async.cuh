@@ -77,14 +77,10 @@ template <int Id, int Count> __device__ __forceinline__ void named_barrier_n()
 // The same where the participating warps reach the barrier from different instructions (the
 // roles of a warp-specialised CTA, each in its own code): barrier.sync without .aligned, since
 // bar.sync promises that every warp of a generation executes the same barrier instruction
-// (compute-sanitizer's synccheck reports a break of that promise as a divergent barrier).
-__device__ __forceinline__ void named_barrier_unaligned(int id, int count)
-{
-    asm volatile("barrier.sync %0, %1;" ::"r"(id), "r"(count) : "memory");
-}
-// The same with the id and count as immediates (racecheck misreads a barrier id held in a register);
-// and its arrival half: this warp counts toward the barrier's Count and goes on (a producer of data
-// that the waiting warps read after their barrier.sync)
+// (compute-sanitizer's synccheck reports a break of that promise as a divergent barrier); the id
+// and count immediates too (racecheck misreads a barrier id held in a register). And its arrival
+// half: this warp counts toward the barrier's Count and goes on (a producer of data that the
+// waiting warps read after their barrier.sync)
 template <int Id, int Count> __device__ __forceinline__ void named_barrier_unaligned_n()
 {
     asm volatile("barrier.sync %0, %1;" ::"n"(Id), "n"(Count) : "memory");

@@ -64,7 +64,7 @@ __device__ __forceinline__ int compact_segment(const CtaThread &th, const Attend
     const int tid = th.tid, warp = th.warp, lane = th.lane;
     const auto sync = [] {
         if constexpr (Roles)
-            named_barrier_unaligned(3, T);
+            named_barrier_unaligned_n<3, T>();
         else
             __syncthreads();
     };

@@ -70,11 +70,9 @@ __device__ __forceinline__ uint4 packed_q_chunk(const dsa_pack_params &p, int t,
             v[k] = float_to_bf16(rope_rotate(x0, x1, c[i], sn[i], first)); // rounded like the CPU reference
         }
     }
-    uint32_t w[4];
-#pragma unroll
-    for (int k = 0; k < 4; k++)
-        w[k] = (uint32_t)v[2 * k] | (uint32_t)v[2 * k + 1] << 16;
-    return make_uint4(w[0], w[1], w[2], w[3]);
+    uint4 chunk; // the 8 values in memory order (little-endian: element 2k in word k's low half)
+    memcpy(&chunk, v, sizeof chunk);
+    return chunk;
 }
 
 // pack_q's check of the token's position: counted once per token (by the thread given), the rope

@@ -896,8 +896,8 @@ void dsg_derive(const dsg_geometry *g, const dsg_config *c, dsg_derived *o)
     /* mma.sync: 4 CTAs per SM caps the score kernel at 128 registers, which up to 32 heads fit
      * without spilling; with more heads NVRTC's own allocation (about 134 registers, 3 CTAs) does
      * best: a cap of 3 CTAs made it spill (0: no minimum given). The wgmma kernel's cap follows
-     * its shared memory, which is the library's (ScoreCtasOf, kernels/dsa_index_wgmma.cuh): 5 CTAs
-     * per SM, 96 registers at 64 heads, 84 at 32. */
+     * its shared memory and loop, which are the library's (ScoreCtasOf, kernels/dsa_index_wgmma.cuh):
+     * 4 CTAs per SM, 124 registers at 64 heads, 108 at 32. */
     o->index_score_min_ctas = g->idx_heads > 32 ? 0 : 4;
     /* Two score kernels: on sm_90a index_score runs on warpgroup MMA fed by bulk copies,
      * index_score_few on mma.sync. On an H200 (tests/bench/RESULTS.md), since the warpgroup loop

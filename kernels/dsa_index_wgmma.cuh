@@ -327,17 +327,13 @@ __device__ __forceinline__ void score_rows_wgmma(const dsa_index_score_params &p
 #pragma unroll
     for (int i = 0; i < N / 2; i++)
         acc[i] = 0.0f;
-    Cursor cur = {(int64_t)blockIdx.y * RUN, 0};
-    int s = 0;
-    uint32_t parity = 0;
-    for (; cur.tile < tiles; advance(cur), s = s + 1 == S ? 0 : s + 1, parity ^= s == 0 ? 1u : 0u) {
-        const int64_t l = cur.tile * TK + r0 + 8 * (tig & 1); // the key this lane writes (tig 0: row r0, 1: r0 + 8)
-        const bool refill = tid == 0 && fill.tile < tiles;
+    // a tile's part for this thread, read from its slot once the copies landed: rows r0, r0 + 8's
+    // pieces, key l's scale and whether it has a page; then the slot is released to the refill
+    auto fetch = [&](int s, uint32_t parity, uint32_t (&u)[2][WORDS], float &ksc, bool &have) {
         mbar_wait(full_s + 8 * s, parity);
         // the key has a page where its part does (a page's keys all lie in the cache or none do)
-        const bool have = tig < 2 && (sm.present[s] >> ((r0 + 8 * (tig & 1)) / CK) & 1u);
+        have = tig < 2 && (sm.present[s] >> ((r0 + 8 * (tig & 1)) / CK) & 1u);
         const uint8_t *slot = sm.ring[s];
-        uint32_t u[2][WORDS]; // this thread's piece of rows r0, r0 + 8
 #pragma unroll
         for (int half = 0; half < 2; half++) {
             const uint8_t *row = slot + (r0 + 8 * half) * D + tig * (D / 4);
@@ -351,6 +347,21 @@ __device__ __forceinline__ void score_rows_wgmma(const dsa_index_score_params &p
                 u[half][4 * c] = x.x, u[half][4 * c + 1] = x.y, u[half][4 * c + 2] = x.z, u[half][4 * c + 3] = x.w;
             }
         }
+        ksc = reinterpret_cast<const float *>(slot + TK * D)[r0 + 8 * (tig & 1)]; // key l's
+        mbar_arrive(empty_s + 8 * s); // this thread is done with the slot
+    };
+    Cursor cur = {(int64_t)blockIdx.y * RUN, 0};
+    int s = 0;
+    uint32_t parity = 0;
+    // the current tile's part (the first one's here; each next one's fetched while the tensor cores
+    // work on the current one, so that its shared loads wait under the MMA instead of before it)
+    uint32_t u[2][WORDS];
+    float ksc;
+    bool have;
+    fetch(0, 0u, u, ksc, have); // the CTA has a tile (it returned above otherwise)
+    for (; cur.tile < tiles; advance(cur), s = s + 1 == S ? 0 : s + 1, parity ^= s == 0 ? 1u : 0u) {
+        const int64_t l = cur.tile * TK + r0 + 8 * (tig & 1); // the key this lane writes (tig 0: row r0, 1: r0 + 8)
+        const bool refill = tid == 0 && fill.tile < tiles;
         // the A fragments (rows r0 / r0 + 8 at registers 0, 2 / 1, 3): e4m3, k-step ks takes words
         // 2 ks, 2 ks + 1; f16, word ks's two byte pairs
         uint32_t a[KS][4];
@@ -365,10 +376,7 @@ __device__ __forceinline__ void score_rows_wgmma(const dsa_index_score_params &p
                     a[ks][2 + half] = u[half][2 * ks + 1];
                 }
             }
-        const float *scale = reinterpret_cast<const float *>(slot + TK * D);
-        const float ksc = scale[r0 + 8 * (tig & 1)]; // key l's
-        mbar_arrive(empty_s + 8 * s); // this thread is done with the slot
-        __syncwarp();                 // the wgmma instructions are warp-aligned
+        __syncwarp(); // the wgmma instructions are warp-aligned
         wgmma_fence();
 #pragma unroll
         for (int ks = 0; ks < KS; ks++)
@@ -385,6 +393,15 @@ __device__ __forceinline__ void score_rows_wgmma(const dsa_index_score_params &p
             advance(fill);
             if (fill.tile < tiles)
                 blocks_of(fill.tile, next);
+        }
+        // the next tile's part, while the MMAs run (u is free: the fragments hold the current one)
+        const float ksc_cur = ksc;
+        const bool have_cur = have;
+        {
+            Cursor nx = cur;
+            advance(nx);
+            if (nx.tile < tiles)
+                fetch(s + 1 == S ? 0 : s + 1, s + 1 == S ? parity ^ 1u : parity, u, ksc, have);
         }
         __syncwarp();
         wgmma_wait();
@@ -411,7 +428,7 @@ __device__ __forceinline__ void score_rows_wgmma(const dsa_index_score_params &p
             float lo, hi; // rows r0, r0 + 8 of the tile for row t0 + j
             score_sum_heads<N1>(acc, j * (N1 / 2), w, lo, hi);
             if (tig < 2 && l < n[j])
-                p.keys[(int64_t)(t0 + j) * p.key_stride + l] = have ? score_key(__fmul_rn(ksc, tig ? hi : lo)) : 0u;
+                p.keys[(int64_t)(t0 + j) * p.key_stride + l] = have_cur ? score_key(__fmul_rn(ksc_cur, tig ? hi : lo)) : 0u;
         }
     }
 }
@@ -447,14 +464,14 @@ template <class C> struct ScoreGroupOf {
 
 // index_score's CTAs an SM, the second argument of its __launch_bounds__ (templates/index.cu.in),
 // which caps its registers. On sm_90a: as many CTAs as their shared memory lets an SM hold (228
-// KiB, 1 KiB of it reserved a CTA), at most 5: at 5 the loop fits 96 registers (64 heads) with no
-// spill and the SM keeps 5 warpgroups' tiles in flight, 1-2% faster than 4 at 64 x 128K keys
-// (tests/bench/RESULTS.md); 6 would leave 80. Elsewhere (the mma.sync kernel) the plan's cap, 1
-// where it gives none.
+// KiB, 1 KiB of it reserved a CTA), at most 4: the loop holds the next tile's key pieces beside the
+// current one's fragments (124 registers at 64 heads, 108 at 32); at 5 CTAs (96 registers) it
+// spills. Measured against the loop without that prefetch at 5 CTAs, 1-4% faster at 64 and 128 rows
+// (tests/bench/RESULTS.md). Elsewhere (the mma.sync kernel) the plan's cap, 1 where it gives none.
 template <class C> struct ScoreCtasOf {
     static constexpr int fit =
         (int)((228u * 1024u) / (sizeof(ScoreWgmmaSmem<C::idx_heads, C::idx_head_dim, kScoreF16>) + 1024u));
-    static constexpr int ctas = kHasWgmma && C::idx_heads <= 64 ? (fit < 5 ? fit : 5)
+    static constexpr int ctas = kHasWgmma && C::idx_heads <= 64 ? (fit < 4 ? fit : 4)
                                 : C::idx_score_min_ctas > 0     ? C::idx_score_min_ctas
                                                                 : 1;
     static_assert(ctas >= 1, "a CTA's shared memory fits an SM");

@@ -116,7 +116,7 @@ template <int H, int D, bool F16> struct ScoreWgmmaSmem {
 // head weights, row j's padded heads at [j][tig][heads / 4] in the order a thread of the quad's
 // lane tig sums them (its heads 8 c + 2 tig + {0, 1} at 2 c + {0, 1}), read per tile: in registers
 // they would take heads / 4 a thread for the whole loop (64 beside the 128 accumulators at N = 256;
-// at one row of 64 heads, the 16 that let the loop fit 96 registers, 5 CTAs an SM: ScoreCtasOf).
+// at one row of 64 heads 16, which the next tile's key pieces take instead: ScoreCtasOf).
 // 98 KiB at 64 heads x 4 rows and at 32 x 8 (D 128, block 64): two CTAs an SM.
 template <int H, int D, int R, bool F16> struct ScoreGroupSmem {
     using S = ScoreWgmmaShape<H, D, F16>;

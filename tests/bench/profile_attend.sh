@@ -6,8 +6,9 @@
 # stores, bank conflicts), the warps' stall reasons and the scheduler's issue rate.
 # Usage: tests/bench/profile_attend.sh TP ROWS [sass]   writes ncu_attend_tpTP_ROWS.txt to $OUT (or
 # /tmp) and prints its summary lines; with sass also ncu_attend_tpTP_ROWS_sass.csv, the metrics of
-# every SASS instruction (ncu's source page: which loads and stores take the L1's wavefronts). ncu locks the clocks (1.35 GHz on the H200): its durations are longer
-# than bench_attend.py's; compare shares and counts, not microseconds.
+# every SASS instruction (ncu's source page: which loads and stores take the L1's wavefronts). ncu
+# locks the clocks (1.35 GHz on the H200): its durations are longer than bench_attend.py's; compare
+# shares and counts, not microseconds.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 case "$#:${3:-}" in 2: | 3:sass) ;; *) echo "usage: $0 TP ROWS [sass]" >&2; exit 2 ;; esac

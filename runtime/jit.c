@@ -283,6 +283,20 @@ static int parse_entries(const char *log, dsa_jit_entry_t *e)
             x->spill_bytes = number_before(log, p);
         s = q;
     }
+    /* ptxas names the function in these lines, which it prints apart from the entry's own */
+    static const char perf[] = "Potential Performance Loss: wgmma.mma_async instructions are serialized";
+    for (const char *p = strstr(log, perf); p; p = strstr(p + 1, perf)) {
+        const char *eol = strchr(p, '\n'), *f = strstr(p, "in the function '"), *code = p;
+        while (code > log && code[-1] != '(' && code[-1] != '\n')
+            code--;
+        if (!f || (eol && f > eol))
+            continue;
+        f += strlen("in the function '");
+        const char *q = strchr(f, '\'');
+        for (int i = 0; q && i < n; i++)
+            if (strlen(e[i].name) == (size_t)(q - f) && !strncmp(e[i].name, f, (size_t)(q - f)))
+                e[i].wgmma_serialized = code > log && code[-1] == '(' && code[0] == 'C' ? atoi(code + 1) : 1;
+    }
     return n;
 }
 

@@ -20,6 +20,9 @@ extern const int dsa_headers_count;
 typedef struct dsa_jit_entry {
     char name[192];
     int registers, stack_bytes, spill_bytes, shared_bytes; /* spill_bytes: spill stores */
+    /* ptxas's code (7510 .. 7599) when it serialized the entry's warpgroup MMAs ("Potential
+     * Performance Loss: wgmma.mma_async instructions are serialized ..."), else 0 */
+    int wgmma_serialized;
 } dsa_jit_entry_t;
 
 typedef struct dsa_jit_out {

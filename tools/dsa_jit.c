@@ -2,8 +2,8 @@
  * kernel module: registers, local memory (stack + spills) of its first entry, shared memory, cubin
  * size, compile time and whether the JIT cache had it; with --entries, every entry function of the
  * module too (its spill stores, which tests/run.sh checks for the score kernels). Exit 1 on any
- * compile error or any spill/stack use of any entry of a compiled module (the rope table's stack
- * excepted, below).
+ * compile error, any spill/stack use of any entry of a compiled module (the rope table's stack
+ * excepted, below) or any entry whose warpgroup MMAs ptxas serialized.
  * Usage: dsa-jit [--cache DIR] [--target sm_90a] [--dump DIR] [--entries] [--dir FOLDER]... [CONFIG...]
  * --dump writes each module's cubin to DIR/<config>.<kernel>.cubin, so that two builds of the kernel
  * library can be compared by their machine code (tools/cubin_text_diff.py). */
@@ -28,7 +28,8 @@ static void print_usage(void)
          "--dump DIR writes each compiled cubin to DIR/<config>.<kernel>.cubin (DIR must exist), e.g. to\n"
          "compare the machine code of two builds with tools/cubin_text_diff.py.\n"
          "Exit 1 on an NVRTC error, a compiled entry that uses local memory (the rope table's stack\n"
-         "excepted: it runs once a context), or a cubin that cannot be written.");
+         "excepted: it runs once a context), an entry whose warpgroup MMAs ptxas serialized (its\n"
+         "C7510..C75xx performance warnings), or a cubin that cannot be written.");
 }
 
 static const char *dump;
@@ -83,6 +84,13 @@ static int compile(const dsa_cfg_t *cfg, const char *target, const char *cache)
             if ((x->stack_bytes != 0 && !table) || x->spill_bytes != 0) {
                 printf("%s: kernel %s: entry %s uses local memory (%d bytes of stack, %d of spill stores)\n",
                        cfg->info.name, in->name, x->name, x->stack_bytes, x->spill_bytes);
+                failed++;
+            }
+            /* a serialized warpgroup MMA pipeline computes the right numbers several times slower:
+             * ptxas says so only in its report, which no one reads at run time */
+            if (x->wgmma_serialized) {
+                printf("%s: kernel %s: entry %s: ptxas serialized its warpgroup MMAs (C%d)\n", cfg->info.name,
+                       in->name, x->name, x->wgmma_serialized);
                 failed++;
             }
         }

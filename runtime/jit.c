@@ -256,9 +256,7 @@ static int number_before(const char *log, const char *p)
     return atoi(p);
 }
 
-/* Every entry function of the log ("Compiling entry function '<name>'"), with its registers,
- * shared memory, stack frame and spill stores, into e (at most DSA_JIT_MAX_ENTRIES); their count. */
-static int parse_entries(const char *log, dsa_jit_entry_t *e)
+int dsa_jit_parse_entries(const char *log, dsa_jit_entry_t *e)
 {
     static const char open[] = "Compiling entry function '";
     int n = 0;
@@ -300,7 +298,7 @@ static int parse_entries(const char *log, dsa_jit_entry_t *e)
     return n;
 }
 
-/* The module's own entry function among those ptxas reported (parse_entries): its registers,
+/* The module's own entry function among those ptxas reported (dsa_jit_parse_entries): its registers,
  * static shared memory and local memory (stack frame and spill stores) into info; 0 when it is
  * not among them. Used where no GPU loads it. */
 static int entry_info(const dsa_jit_entry_t *e, int n, const char *entry, dsa_kernel_info_t *info)
@@ -379,7 +377,7 @@ static void *compile_job(void *arg)
     if (cr != NVRTC_SUCCESS) {
         j->rc = DSA_ERROR_NVRTC;
         explain_failure(j, log ? log : "(no log)");
-    } else if (log && (j->nentries = parse_entries(log, j->entries),
+    } else if (log && (j->nentries = dsa_jit_parse_entries(log, j->entries),
                        !entry_info(j->entries, j->nentries, j->k->entry, &j->info))) {
         /* the module's own entry is what the local-memory check reads: never pass it unread */
         j->rc = DSA_ERROR_NVRTC;

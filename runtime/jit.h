@@ -25,6 +25,11 @@ typedef struct dsa_jit_entry {
     int wgmma_serialized;
 } dsa_jit_entry_t;
 
+/* Every entry function of an NVRTC log with ptxas's report ("Compiling entry function '<name>'"),
+ * with its registers, shared memory, stack frame, spill stores and serialized warpgroup MMAs, into e
+ * (at most DSA_JIT_MAX_ENTRIES); their count. */
+DSA_HIDDEN int dsa_jit_parse_entries(const char *log, dsa_jit_entry_t *e);
+
 typedef struct dsa_jit_out {
     char *cubin; /* malloc'd; the caller frees it */
     size_t len;

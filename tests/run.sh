@@ -301,7 +301,8 @@ for t in build/tests/test_ref build/asan/tests/test_ref build/tests/test_attend_
 done
 
 # ---- the runtime on the CPU: its tests (plain and ASan+UBSan), and every generated kernel
-# compiled with NVRTC (dsa-jit fails on any error, and on local memory: spills or stack) ----
+# compiled with NVRTC (dsa-jit fails on any error, on local memory: spills or stack, and on warpgroup
+# MMAs that ptxas serialized) ----
 if [ -f .cuda/include/cuda.h ] && [ -f .cuda/include/nvrtc.h ]; then
   [ -d .cuda/lib ] && export LD_LIBRARY_PATH=$PWD/.cuda/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   if ninja runtime; then
@@ -343,7 +344,7 @@ if [ -f .cuda/include/cuda.h ] && [ -f .cuda/include/nvrtc.h ]; then
     fi
     if out=$(build/dsa-jit --entries 2>&1); then
       ok
-      echo "NVRTC: every generated module compiles, its first kernel without local memory ($(($(printf '%s\n' "$out" | grep -vc '^ ') - 1)) modules)"
+      echo "NVRTC: every generated module compiles, without local memory or serialized warpgroup MMAs ($(($(printf '%s\n' "$out" | grep -vc '^ ') - 1)) modules)"
     else
       bad "dsa-jit: $(printf '%s\n' "$out" | grep -v '^ ')"
     fi

@@ -685,6 +685,40 @@ static void test_escape(void)
     CHECK(!strchr(dsa_last_error(NULL), '\n') && strstr(dsa_last_error(NULL), "sm_90a\\x0asrc/x.c:1: error:"));
 }
 
+/* ptxas's report as NVRTC logs it: each entry's lines, and its serialization warning apart */
+static void test_jit_report(void)
+{
+    static const char log[] =
+        "ptxas info    : 8 bytes gmem\n"
+        "ptxas info    : Compiling entry function 'dsa_split_merge_x' for 'sm_90a'\n"
+        "ptxas info    : Function properties for dsa_split_merge_x\n"
+        "    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
+        "ptxas info    : Used 84 registers, used 0 barriers, 256 bytes smem, 912 bytes cmem[0]\n"
+        "ptxas info    : (C7514) Potential Performance Loss: wgmma.mma_async instructions are serialized due to "
+        "non wgmma instructions reading accumulator registers of  a wgmma between start and end of the pipeline "
+        "stage in the function 'dsa_attend_x'\n"
+        "ptxas info    : Compiling entry function 'dsa_attend_x' for 'sm_90a'\n"
+        "ptxas info    : Function properties for dsa_attend_x\n"
+        "    8 bytes stack frame, 4 bytes spill stores, 4 bytes spill loads\n"
+        "ptxas info    : Used 168 registers, used 1 barriers, 912 bytes cmem[0]\n";
+    dsa_jit_entry_t e[DSA_JIT_MAX_ENTRIES];
+    CHECK_EQ_INT(dsa_jit_parse_entries(log, e), 2);
+    CHECK(!strcmp(e[0].name, "dsa_split_merge_x") && !strcmp(e[1].name, "dsa_attend_x"));
+    CHECK_EQ_INT(e[0].registers, 84);
+    CHECK_EQ_INT(e[0].shared_bytes, 256);
+    CHECK_EQ_INT(e[0].wgmma_serialized, 0);
+    CHECK_EQ_INT(e[1].registers, 168);
+    CHECK_EQ_INT(e[1].stack_bytes, 8);
+    CHECK_EQ_INT(e[1].spill_bytes, 4);
+    CHECK_EQ_INT(e[1].wgmma_serialized, 7514);
+    /* a warning naming no compiled entry marks none */
+    static const char other[] = "ptxas info    : Compiling entry function 'k' for 'sm_90a'\n"
+                                "ptxas info    : (C7513) Potential Performance Loss: wgmma.mma_async instructions "
+                                "are serialized due to x in the function 'k2'\n";
+    CHECK_EQ_INT(dsa_jit_parse_entries(other, e), 1);
+    CHECK_EQ_INT(e[0].wgmma_serialized, 0);
+}
+
 static void test_jit_target(void)
 {
     const dsa_cfg_t *p = plan_named("tiny_tp4_dcp1_i1_bf16");
@@ -1072,6 +1106,7 @@ int main(int argc, char **argv)
     test_prologue_checks();
     test_attend_checks();
     test_index_checks();
+    test_jit_report();
     test_jit_target();
     test_plan_folders();
     test_plan_errors();

@@ -384,6 +384,11 @@ static void *compile_job(void *arg)
         job_fail(j, "kernel %s: ptxas reported no entry function %s (%d entries read, at most %d)", j->k->name,
                  j->k->entry, j->nentries, DSA_JIT_MAX_ENTRIES);
     } else {
+        for (int e = 0; e < j->nentries; e++) /* correct, but slow: say so where the kernel is built */
+            if (j->entries[e].wgmma_serialized)
+                dsa_log(j->log_level, DSA_LOG_WARN,
+                        "kernel %s: ptxas serialized the warpgroup MMAs of %s (C%d): several times slower", j->k->name,
+                        j->entries[e].name, j->entries[e].wgmma_serialized);
         size_t n = 0;
         dsa_nvrtc.nvrtcGetCUBINSize(prog, &n);
         j->cubin = dsa_malloc(n ? n : 1);

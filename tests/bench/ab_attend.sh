@@ -6,10 +6,12 @@
 # Usage: tests/bench/ab_attend.sh [--rounds N] [--test FILTER] [--format F] TAG=PATCH[,BENCH_OUT] ...
 #   BENCH_OUT: the variant's own dsagen output for the benchmark grid (a variant that changes
 #   plan.txt), swapped in for .bench-out while it runs. --test FILTER: test_attend FILTER on each
-#   variant first (a variant that fails is not timed). --format F: the cache format timed
-#   (fp8_ds_mla, the default; nvfp4_ds_mla; bf16). Lines go to stdout; the tree is restored.
+#   variant first, the tree included (one that fails or hangs is not timed; a failing tree stops
+#   the run). --format F: the cache format timed (fp8_ds_mla, the default; nvfp4_ds_mla; bf16).
+#   Lines go to stdout; the tree is restored. Timeouts are short (a test 150 s, a line 150 s, where
+#   one takes under 60): a kernel that hangs must not eat the device time of the call.
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 rounds=1 filter="" format=fp8_ds_mla
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -26,8 +28,16 @@ for v in "$@"; do
 done
 [ -e .cuda ] || ln -sfn /usr/local/cuda .cuda
 build() { touch kernels/* runtime/* templates/*; ninja gpu > /tmp/ab_build.log 2>&1 || { tail -20 /tmp/ab_build.log; return 1; }; }
-line() { timeout 300 python3 tests/bench/bench_attend.py --line "$1" --format "$format" || echo "$1: failed ($?)"; }
+line() { timeout 150 python3 tests/bench/bench_attend.py --line "$1" --format "$format" || echo "$1: failed ($?)"; }
+# test_attend FILTER, its last line tagged; 1 where it failed or timed out (124)
+check() {
+  PYTHONUNBUFFERED=1 timeout 150 stdbuf -oL build/tests/gpu/test_attend "$filter" | tail -1 | sed "s/^/$1 test_attend $filter: /"
+  local rc=${PIPESTATUS[0]}
+  [ "$rc" = 124 ] && echo "$1 test_attend $filter: timed out (a kernel hangs)"
+  return "$rc"
+}
 build || exit 1
+if [ -n "$filter" ]; then check tree || exit 1; fi
 failed=""
 for r in $(seq "$rounds"); do
   line "base-$r"
@@ -39,8 +49,7 @@ for r in $(seq "$rounds"); do
     ok=1
     build || ok=0
     if [ $ok = 1 ] && [ -n "$filter" ] && [ "$r" = 1 ]; then
-      timeout 300 build/tests/gpu/test_attend "$filter" | tail -1 | sed "s/^/$tag test_attend $filter: /"
-      [ "${PIPESTATUS[0]}" = 0 ] || ok=0
+      check "$tag" || ok=0
     fi
     if [ $ok = 1 ]; then line "$tag-$r"; else failed="$failed $tag"; echo "$tag: not timed"; fi
     git apply -R "$p"

@@ -1,4 +1,4 @@
-"""A model of the barrier protocol of attend_rk_register_keys_590bd82.patch (16 heads, fp8: raw
+"""A model of the barrier protocol of attend_rk_register_keys_d16fe0a.patch (16 heads, fp8: raw
 stages filled by bulk copies, a bf16 V tile written by the producers, two consumer groups on
 alternate tiles), for random interleavings and copies landing in any order: mbarriers as counts
 and completed phases, waits by parity as the hardware does them. It asserts that every consumer

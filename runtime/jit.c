@@ -281,19 +281,20 @@ int dsa_jit_parse_entries(const char *log, dsa_jit_entry_t *e)
             x->spill_bytes = number_before(log, p);
         s = q;
     }
-    /* ptxas names the function in these lines, which it prints apart from the entry's own */
+    /* "(C7514) Potential ... in the function '<name>'": ptxas prints these lines apart from the
+     * entry's own, naming it; the code is the number before ") " (1 where there is none) */
     static const char perf[] = "Potential Performance Loss: wgmma.mma_async instructions are serialized";
+    static const char fn[] = "in the function '";
     for (const char *p = strstr(log, perf); p; p = strstr(p + 1, perf)) {
-        const char *eol = strchr(p, '\n'), *f = strstr(p, "in the function '"), *code = p;
-        while (code > log && code[-1] != '(' && code[-1] != '\n')
-            code--;
+        const char *eol = strchr(p, '\n'), *f = strstr(p, fn);
         if (!f || (eol && f > eol))
             continue;
-        f += strlen("in the function '");
+        f += strlen(fn);
         const char *q = strchr(f, '\'');
+        const int code = p - log >= 2 && p[-2] == ')' ? number_before(log, p - 2) : 0;
         for (int i = 0; q && i < n; i++)
             if (strlen(e[i].name) == (size_t)(q - f) && !strncmp(e[i].name, f, (size_t)(q - f)))
-                e[i].wgmma_serialized = code > log && code[-1] == '(' && code[0] == 'C' ? atoi(code + 1) : 1;
+                e[i].wgmma_serialized = code > 0 ? code : 1;
     }
     return n;
 }

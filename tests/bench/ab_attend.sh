@@ -31,7 +31,7 @@ build() { touch kernels/* runtime/* templates/*; ninja gpu > /tmp/ab_build.log 2
 line() { timeout 150 python3 tests/bench/bench_attend.py --line "$1" --format "$format" || echo "$1: failed ($?)"; }
 # test_attend FILTER, its last line tagged; 1 where it failed or timed out (124)
 check() {
-  PYTHONUNBUFFERED=1 timeout 150 stdbuf -oL build/tests/gpu/test_attend "$filter" | tail -1 | sed "s/^/$1 test_attend $filter: /"
+  timeout 150 stdbuf -oL build/tests/gpu/test_attend "$filter" | tail -1 | sed "s/^/$1 test_attend $filter: /"
   local rc=${PIPESTATUS[0]}
   [ "$rc" = 124 ] && echo "$1 test_attend $filter: timed out (a kernel hangs)"
   return "$rc"

@@ -256,23 +256,21 @@ template <class C> __device__ __forceinline__ void index_score_group(const dsa_i
 template <int W, int K> struct CandidateSink {
     // the fused gather runs at W <= DSA_MAX_PEERS only (the runtime's rule): never index cdest past it
     static constexpr int P = W < DSA_MAX_PEERS ? W : DSA_MAX_PEERS;
-    uint32_t *dst[P];
-    int copies;
-    __device__ __forceinline__ CandidateSink(const dsa_index_topk_params &p, int t) : copies(p.cfused ? P : 1)
-    {
-        const int64_t off = (int64_t)t * K * 2;
-        dst[0] = p.cand_out + off;
-        if (p.cfused)
-#pragma unroll
-            for (int r = 0; r < P; r++)
-                dst[r] = p.cdest[r] + (int64_t)p.rank * p.num_tokens * K * 2 + off;
-    }
+    const dsa_index_topk_params &p; // the kernel's parameters (constant memory)
+    const int t;
+    __device__ __forceinline__ CandidateSink(const dsa_index_topk_params &p_, int t_) : p(p_), t(t_) {}
+    // each destination's address formed at its store from the parameters, so that no more than one
+    // is held in registers (W of them made the split kernel spill under its 64 registers)
     __device__ __forceinline__ void put(int j, uint32_t key, uint32_t pos) const
     {
+        const int64_t at = (int64_t)t * K * 2 + 2 * j;
+        if (!p.cfused) {
+            *reinterpret_cast<uint2 *>(p.cand_out + at) = make_uint2(key, pos);
+            return;
+        }
 #pragma unroll
         for (int r = 0; r < P; r++)
-            if (r < copies)
-                *reinterpret_cast<uint2 *>(dst[r] + 2 * j) = make_uint2(key, pos);
+            *reinterpret_cast<uint2 *>(p.cdest[r] + (int64_t)p.rank * p.num_tokens * K * 2 + at) = make_uint2(key, pos);
     }
 };
 

@@ -20,17 +20,61 @@ __device__ __forceinline__ uint32_t score_key(float s)
 __device__ __forceinline__ float relu_nan(float x) { return x > 0.0f ? x : (x != x ? x : 0.0f); }
 
 // Keys i .. i + 3 (0 past n): one 16-byte load where it can (Stride 1, i a multiple of 4, the row
-// 16-byte aligned), so that a thread has several loads in flight.
-template <int Stride> __device__ __forceinline__ void keys4(const uint32_t *keys, int64_t i, int64_t n, uint32_t (&u)[4])
+// 16-byte aligned), so that a thread has several loads in flight. Checked = false: the caller
+// knows i + 3 < n (a whole step of steps() below), and no bound is tested.
+template <int Stride, bool Checked = true>
+__device__ __forceinline__ void keys4(const uint32_t *keys, int64_t i, int64_t n, uint32_t (&u)[4])
 {
-    if (Stride == 1 && i + 3 < n) {
+    if constexpr (Stride == 1 && !Checked) {
         const uint4 v = *reinterpret_cast<const uint4 *>(keys + i);
         u[0] = v.x, u[1] = v.y, u[2] = v.z, u[3] = v.w;
-        return;
-    }
+    } else {
+        if (Stride == 1 && i + 3 < n) {
+            const uint4 v = *reinterpret_cast<const uint4 *>(keys + i);
+            u[0] = v.x, u[1] = v.y, u[2] = v.z, u[3] = v.w;
+            return;
+        }
 #pragma unroll
-    for (int e = 0; e < 4; e++)
-        u[e] = i + e < n ? keys[(i + e) * Stride] : 0u;
+        for (int e = 0; e < 4; e++)
+            u[e] = !Checked || i + e < n ? keys[(i + e) * Stride] : 0u;
+    }
+}
+
+// body(b, checked) for b = lo, lo + step, .. below hi: checked false for the steps that lie wholly
+// below hi, whose loads then test no bound (keys4<Stride, false>), true for the last, partial one
+// (body is inlined into each loop, so the flag is a constant there). The tests were 3 of a key's
+// 8-16 instructions in the loops over a row of scores.
+template <class Body> __device__ __forceinline__ void steps(int64_t lo, int64_t hi, int64_t step, Body body)
+{
+    int64_t b = lo;
+    for (; b + step <= hi; b += step)
+        body(b, false);
+    for (; b < hi; b += step)
+        body(b, true);
+}
+
+// Keys i .. i + 3 as keys4<Stride> reads them, bound-tested where checked (a constant after inlining)
+template <int Stride> __device__ __forceinline__ void keys4_if(bool checked, const uint32_t *keys, int64_t i, int64_t n, uint32_t (&u)[4])
+{
+    if (checked)
+        keys4<Stride, true>(keys, i, n, u);
+    else
+        keys4<Stride, false>(keys, i, n, u);
+}
+
+// atomicAdd on the shared memory word at shared address a, which the caller computed once (from a
+// generic pointer the compiler forms the shared window's base again at every atomic)
+__device__ __forceinline__ void shared_add(uint32_t a, uint32_t v)
+{
+    asm volatile("red.shared.add.u32 [%0], %1;" ::"r"(a), "r"(v) : "memory");
+}
+
+// The mask of the lanes below this one (read where it is used, not held in a register)
+__device__ __forceinline__ uint32_t lanes_below()
+{
+    uint32_t m;
+    asm volatile("mov.u32 %0, %%lanemask_lt;" : "=r"(m));
+    return m;
 }
 
 // Exclusive prefix sum of v over the warp's lanes; *total gets the sum.
@@ -51,33 +95,35 @@ __device__ __forceinline__ uint32_t warp_exclusive(uint32_t v, uint32_t *total)
 // Counts keys[lo * Stride], .., keys[(hi - 1) * Stride] that are > 0 and match prefix under mask
 // into hist by their digit (key >> shift) & digits; lo a multiple of 4 (16-byte loads where Stride
 // is 1). Keys close in value share their high bits, so most keys of a pass can fall in one bin: a
-// thread counts a run of keys of the same bin in a register and adds the run once. U: 16-byte loads
-// in flight per thread (4 for keys in global memory; 1 does for shared memory).
+// thread counts a run of keys of the same bin in a register and adds the run once. U: 16-byte
+// loads in flight per thread (4 for keys in global memory; 1 does for shared memory).
 template <int Threads, int Stride, int U = 4>
 __device__ __forceinline__ void count_chunk(const uint32_t *keys, int64_t lo, int64_t hi, uint32_t prefix,
                                             uint32_t mask, int shift, uint32_t digits, uint32_t *hist)
 {
+    const uint32_t hist_s = (uint32_t)__cvta_generic_to_shared(hist);
     uint32_t run_bin = 0u, run_n = 0u;
-    for (int64_t base = lo; base < hi; base += (int64_t)Threads * 4 * U) {
+    steps(lo, hi, (int64_t)Threads * 4 * U, [&](int64_t base, bool checked) {
         uint32_t u[U][4];
 #pragma unroll
         for (int j = 0; j < U; j++)
-            keys4<Stride>(keys, base + ((int64_t)j * Threads + threadIdx.x) * 4, hi, u[j]);
+            keys4_if<Stride>(checked, keys, base + ((int64_t)j * Threads + threadIdx.x) * 4, hi, u[j]);
 #pragma unroll
         for (int j = 0; j < U; j++)
 #pragma unroll
             for (int e = 0; e < 4; e++) {
-                if (u[j][e] == 0u || (u[j][e] & mask) != prefix)
+                const uint32_t v = u[j][e];
+                if (v == 0u || (v & mask) != prefix)
                     continue;
-                const uint32_t bin = (u[j][e] >> shift) & digits;
+                const uint32_t bin = (v >> shift) & digits;
                 if (bin != run_bin && run_n) {
-                    atomicAdd(&hist[run_bin], run_n);
+                    shared_add(hist_s + 4u * run_bin, run_n);
                     run_n = 0u;
                 }
                 run_bin = bin;
                 run_n++;
             }
-    }
+    });
     if (run_n)
         atomicAdd(&hist[run_bin], run_n);
 }
@@ -157,34 +203,36 @@ __device__ uint32_t radix_kth(const uint32_t *keys, int64_t n, int K, uint32_t *
 // (ties, taken in position order), and how many keys above kth and equal to it lie before lo
 // (above0, tie0; 0 for a whole row): emit(j, i) with j = the key's place among all selected keys.
 // Each warp takes one contiguous run of the range: it counts its keys above the K-th and equal to
-// it, the block adds up the counts of the warps before, and each warp then emits its run in order
-// with warp scans (no block-wide scan per element). scratch: 2 * Threads / 32 words.
+// it (each lane on its own, one warp sum at the end), the block adds up the counts of the warps
+// before, and each warp then emits its run in order. A step of the run is 128 keys, lane l holding
+// keys 4l .. 4l + 3: the place of key (l, e) among the step's selected keys is what the ballots of
+// the four slots give for the lanes below l, plus the lane's own slots before e (the ties' ranks
+// alike, worked out only in a step that has a tie). Only a few keys in a hundred are selected, so
+// these ballots replaced two warp scans a step (the kernel's largest share of instructions).
+// scratch: 2 * Threads / 32 words.
 template <int Threads, int Stride, class Emit>
 __device__ void emit_range(const uint32_t *keys, int64_t lo, int64_t hi, uint32_t kth, uint32_t ties, uint32_t above0,
                            uint32_t tie0, Emit emit, uint32_t *scratch)
 {
     constexpr int WARPS = Threads / 32;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    // runs of 128 keys a step: lane holds keys 4 lane .. 4 lane + 3 of the step (ascending)
+    // no key equals tie (score_key never gives all ones) when there is no K-th; a key above kth
+    // is not 0
+    const uint32_t tie = kth != 0u ? kth : 0xffffffffu;
     const int64_t len = hi > lo ? hi - lo : 0;
     const int64_t run = ((len + WARPS - 1) / WARPS + 127) / 128 * 128, wlo = lo + warp * run,
                   whi = wlo + run < hi ? wlo + run : hi;
-    uint32_t n_above = 0, n_tie = 0;
+    uint32_t ca = 0, ct = 0;
     for (int64_t b = wlo; b < whi; b += 128) {
         uint32_t u[4];
         keys4<Stride>(keys, b + 4 * lane, whi, u);
-        uint32_t ca = 0, ct = 0;
 #pragma unroll
         for (int e = 0; e < 4; e++) {
-            ca += u[e] != 0u && u[e] > kth;
-            ct += kth != 0u && u[e] == kth;
+            ca += u[e] > kth;
+            ct += u[e] == tie;
         }
-        uint32_t ta, tt;
-        warp_exclusive(ca, &ta);
-        warp_exclusive(ct, &tt);
-        n_above += ta;
-        n_tie += tt;
     }
+    const uint32_t n_above = __reduce_add_sync(0xffffffffu, ca), n_tie = __reduce_add_sync(0xffffffffu, ct);
     if (lane == 0) {
         scratch[warp] = n_above;
         scratch[WARPS + warp] = n_tie;
@@ -200,28 +248,40 @@ __device__ void emit_range(const uint32_t *keys, int64_t lo, int64_t hi, uint32_
     for (int64_t b = wlo; b < whi; b += 128) {
         uint32_t u[4];
         keys4<Stride>(keys, b + 4 * lane, whi, u);
-        uint32_t ct = 0;
-#pragma unroll
-        for (int e = 0; e < 4; e++)
-            ct += kth != 0u && u[e] == kth;
-        uint32_t tt, ts;
-        uint32_t tie_rank = tie_before + warp_exclusive(ct, &tt); // ties before this lane's first
         bool sel[4];
-        uint32_t cs = 0;
+        uint32_t any_tie = 0u;
 #pragma unroll
         for (int e = 0; e < 4; e++) {
-            const bool is_tie = kth != 0u && u[e] == kth;
-            sel[e] = (u[e] != 0u && u[e] > kth) || (is_tie && tie_rank < ties);
-            tie_rank += is_tie;
-            cs += sel[e];
+            sel[e] = u[e] > kth;
+            any_tie |= __ballot_sync(0xffffffffu, u[e] == tie);
         }
-        uint32_t j = at + warp_exclusive(cs, &ts);
+        if (any_tie != 0u) { // the same in every lane; rare, so the ballots are taken again
+            uint32_t rank = tie_before, in_step = 0u; // rank: of this lane's first key among the ties
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const uint32_t tb = __ballot_sync(0xffffffffu, u[e] == tie);
+                rank += (uint32_t)__popc(tb & lanes_below());
+                in_step += (uint32_t)__popc(tb);
+            }
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const bool is_tie = u[e] == tie;
+                sel[e] = sel[e] || (is_tie && rank < ties);
+                rank += is_tie;
+            }
+            tie_before += in_step;
+        }
+        uint32_t j = at;
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const uint32_t sb = __ballot_sync(0xffffffffu, sel[e]);
+            j += (uint32_t)__popc(sb & lanes_below());
+            at += (uint32_t)__popc(sb);
+        }
 #pragma unroll
         for (int e = 0; e < 4; e++)
             if (sel[e])
                 emit((int)j++, b + 4 * lane + e);
-        at += ts;
-        tie_before += tt;
     }
     __syncthreads(); // scratch is the caller's again
 }
@@ -362,25 +422,24 @@ __device__ uint32_t find_bin(const uint32_t *g, uint32_t remaining, uint32_t *re
     return all;
 }
 
-// f(i, keys[i]) for every i in lo .. hi - 1 (lo a multiple of 4), each thread with two 16-byte
-// loads in flight (four, as count_chunk has, made the split kernel spill at 64 registers).
+// f(i, keys[i]) for every i in lo .. hi - 1 (lo a multiple of 4), and f(i, 0) for a few i past
+// it (keys4 reads 0 there; f ignores keys of 0, which the caller's test saves a 64-bit compare a
+// key); each thread with two 16-byte loads in flight (four, as count_chunk has, made the split
+// kernel spill at 64 registers).
 template <int Threads, class F> __device__ __forceinline__ void each_key(const uint32_t *keys, int64_t lo, int64_t hi, F f)
 {
     constexpr int U = 2;
-    for (int64_t base = lo; base < hi; base += (int64_t)Threads * 4 * U) {
+    steps(lo, hi, (int64_t)Threads * 4 * U, [&](int64_t base, bool checked) {
         uint32_t u[U][4];
 #pragma unroll
         for (int j = 0; j < U; j++)
-            keys4<1>(keys, base + ((int64_t)j * Threads + threadIdx.x) * 4, hi, u[j]);
+            keys4_if<1>(checked, keys, base + ((int64_t)j * Threads + threadIdx.x) * 4, hi, u[j]);
 #pragma unroll
         for (int j = 0; j < U; j++)
 #pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int64_t i = base + ((int64_t)j * Threads + threadIdx.x) * 4 + e;
-                if (i < hi)
-                    f(i, u[j][e]);
-            }
-    }
+            for (int e = 0; e < 4; e++)
+                f(base + ((int64_t)j * Threads + threadIdx.x) * 4 + e, u[j][e]);
+    });
 }
 
 // select_topk's selection (the same set, emitted at the same places) by the S = gridDim.y CTAs of

@@ -359,7 +359,7 @@ __device__ __forceinline__ void score_rows_wgmma(const dsa_index_score_params &p
     float ksc;
     bool have;
     fetch(0, 0u, u, ksc, have); // the CTA has a tile (it returned above otherwise)
-    for (; cur.tile < tiles; advance(cur), s = s + 1 == S ? 0 : s + 1, parity ^= s == 0 ? 1u : 0u) {
+    while (cur.tile < tiles) { // cur, s and parity move to the next tile at its prefetch below
         const int64_t l = cur.tile * TK + r0 + 8 * (tig & 1); // the key this lane writes (tig 0: row r0, 1: r0 + 8)
         const bool refill = tid == 0 && fill.tile < tiles;
         // the A fragments (rows r0 / r0 + 8 at registers 0, 2 / 1, 3): e4m3, k-step ks takes words
@@ -397,12 +397,11 @@ __device__ __forceinline__ void score_rows_wgmma(const dsa_index_score_params &p
         // the next tile's part, while the MMAs run (u is free: the fragments hold the current one)
         const float ksc_cur = ksc;
         const bool have_cur = have;
-        {
-            Cursor nx = cur;
-            advance(nx);
-            if (nx.tile < tiles)
-                fetch(s + 1 == S ? 0 : s + 1, s + 1 == S ? parity ^ 1u : parity, u, ksc, have);
-        }
+        advance(cur);
+        s = s + 1 == S ? 0 : s + 1;
+        parity ^= s == 0 ? 1u : 0u;
+        if (cur.tile < tiles)
+            fetch(s, parity, u, ksc, have);
         __syncwarp();
         wgmma_wait();
         wg_pin(acc);

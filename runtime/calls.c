@@ -417,6 +417,7 @@ static int64_t topk_splits(dsa_ctx_t ctx, int64_t n, int64_t max_keys)
     s = s > (int64_t)cfg->index_topk_split_max ? (int64_t)cfg->index_topk_split_max : s;
     const int64_t by_keys = (max_keys + cfg->index_topk_split_keys - 1) / cfg->index_topk_split_keys;
     s = s > by_keys ? by_keys : s;
+    s = ctx->topk_cap && s > ctx->topk_cap ? ctx->topk_cap : s;
     return s >= (ctx->force_topk == 2 ? 2 : (int64_t)cfg->index_topk_split_min) ? s : 1;
 }
 
@@ -514,6 +515,17 @@ dsa_result_t dsa_testing_force_index_score(dsa_ctx_t ctx, int which)
 {
     return force_choice(ctx, "dsa_testing_force_index_score", which, "index_score_few", "index_score",
                         "index_score_group", ctx ? &ctx->force_score : NULL);
+}
+
+dsa_result_t dsa_testing_index_topk_cap(dsa_ctx_t ctx, int cap)
+{
+    if (!ctx)
+        return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT, "dsa_testing_index_topk_cap: ctx is NULL");
+    if (cap < 0 || cap == 1)
+        return dsa_fail(ctx, DSA_ERROR_INVALID_ARGUMENT,
+                        "dsa_testing_index_topk_cap: cap is %d, must be 0 (the automatic choice) or at least 2", cap);
+    ctx->topk_cap = cap;
+    return DSA_SUCCESS;
 }
 
 int64_t dsa_index_topk_splits(dsa_ctx_t ctx, int64_t rows, int64_t max_blocks)

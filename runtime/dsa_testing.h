@@ -84,6 +84,11 @@ DSA_API int64_t dsa_index_topk_splits(dsa_ctx_t ctx, int64_t rows, int64_t max_b
  * so tests and benchmarks can run both kernels on the same rows in one process. */
 DSA_API dsa_result_t dsa_testing_force_index_topk(dsa_ctx_t ctx, int which);
 
+/* Every later dsa_index call of ctx gives each row's split top-k at most `cap` CTAs (0: no cap, the
+ * automatic choice again; 1 is refused: dsa_testing_force_index_topk(ctx, 1) is one CTA a row), so a
+ * benchmark can time the split at fewer CTAs a row than the plan's keys per CTA give. */
+DSA_API dsa_result_t dsa_testing_index_topk_cap(dsa_ctx_t ctx, int cap);
+
 /* DSA_NCCL_WINDOWS in the environment at dsa_ctx_create (NCCL DCP groups): 0 allocates the
  * collectives' buffers as plain device memory, 1 or unset as NCCL symmetric windows where the
  * library has them (2.27 on; the context's log says which, at DSA_LOG_INFO). A benchmark hook: both

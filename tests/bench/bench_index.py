@@ -9,9 +9,10 @@ same with L2 flushed (a 256 MiB write) before each call. Each row's keys are its
 The configuration's shapes come from libdsa (dsa_config_info, through tests/bench/dsa_ctypes.py).
 Each point runs with the top-k kernels (dsa_testing_force_index_topk: `auto`, the runtime's choice,
 which spreads a row over several CTAs when there are few rows; `split`, split from 2 CTAs a row;
-`one`, a CTA per row), says how many CTAs a row got, and checks that they give the same rows.
+`one`, a CTA per row; `capN`, the runtime's choice with at most N CTAs a row, dsa_testing_index_topk_cap;
+several, comma-separated), says how many CTAs a row got, and checks that they give the same rows.
 
-Usage: python3 tests/bench/bench_index.py [--quick] [--topk auto|split|one|both] [--rows 1,64,128]
+Usage: python3 tests/bench/bench_index.py [--quick] [--topk auto|split|one|both|capN,..] [--rows 1,64,128]
 [--context 8192,32768,131072] [--no-peer] [--score auto|few|main|group] [--plain]   (from the repository root, after `ninja gpu`; default:
 both top-k kernels, every row count and context, the peer where its scores fit; --plain: kernels
 launched plainly, not as programmatic dependent launches, to measure what those buy)
@@ -81,12 +82,16 @@ def point(name, B, L):
 
 
 def context(name, opts, mode):
-    """A context of the configuration with the top-k path `mode` (auto, one, split) and SCORE forced."""
+    """A context of the configuration with the top-k path `mode` (auto, one, split, or capN: auto with at
+    most N CTAs a row) and SCORE forced."""
     ctx = ctypes.c_void_p()
     if lib.dsa_ctx_create(name.encode(), ctypes.byref(opts), ctypes.byref(ctx)) != 0:
         sys.exit(f"dsa_ctx_create: {lib.dsa_last_error(None).decode()}")
     lib.dsa_testing_force_index_score(ctx, SCORE)
-    lib.dsa_testing_force_index_topk(ctx, {"auto": 0, "one": 1, "split": 2}[mode])
+    cap = int(mode[3:]) if mode.startswith("cap") else 0
+    lib.dsa_testing_force_index_topk(ctx, 0 if cap else {"auto": 0, "one": 1, "split": 2}[mode])
+    if lib.dsa_testing_index_topk_cap(ctx, cap) != 0:
+        sys.exit(f"dsa_testing_index_topk_cap: {lib.dsa_last_error(ctx).decode()}")
     lib.dsa_testing_programmatic_launch(ctx, 0 if "--plain" in sys.argv else 1)
     return ctx
 
@@ -150,7 +155,7 @@ def main():
         return calls(sys.argv[i + 1], int(sys.argv[i + 2]), int(sys.argv[i + 3]))
     quick = "--quick" in sys.argv
     topk_arg = sys.argv[sys.argv.index("--topk") + 1] if "--topk" in sys.argv else "both"
-    modes = ["auto", "split", "one"] if topk_arg == "both" else [topk_arg]
+    modes = ["auto", "split", "one"] if topk_arg == "both" else topk_arg.split(",")
     global SCORE
     SCORE = {"auto": 0, "few": 1, "main": 2, "group": 3}[sys.argv[sys.argv.index("--score") + 1] if "--score" in sys.argv else "auto"]
 

@@ -664,6 +664,21 @@ static void test_index_checks(void)
                "2 CTAs a row)");
     WANT_ERROR(dsa_testing_force_index_score(NULL, 1), NULL, "dsa_testing_force_index_score: ctx is NULL");
     CHECK(ctx->force_score == 3 && ctx->force_topk == 0);
+    /* the cap on a row's top-k CTAs: 0 or at least 2; one row of 128K keys on a device that holds
+     * 528 split CTAs gets the plan's keys per CTA's count, the cap's, or one CTA below 2 */
+    ctx->topk_slots = 528, ctx->idx_tokens = 64;
+    const int64_t blocks = 131072 / ctx->cfg->info.block_size, by_keys = 131072 / ctx->cfg->index_topk_split_keys;
+    const int64_t auto1 = dsa_index_topk_splits(ctx, 1, blocks);
+    CHECK(auto1 == (by_keys < ctx->cfg->index_topk_split_max ? by_keys : ctx->cfg->index_topk_split_max) && auto1 > 4);
+    CHECK(dsa_testing_index_topk_cap(ctx, 4) == DSA_SUCCESS && ctx->topk_cap == 4 && dsa_index_topk_splits(ctx, 1, blocks) == 4);
+    CHECK(dsa_testing_index_topk_cap(ctx, 16) == DSA_SUCCESS && ctx->topk_cap == 16);
+    CHECK(dsa_index_topk_splits(ctx, 64, blocks) == 528 / 64); /* fewer than the cap: unchanged */
+    CHECK(dsa_testing_index_topk_cap(ctx, 0) == DSA_SUCCESS && ctx->topk_cap == 0 && dsa_index_topk_splits(ctx, 1, blocks) == auto1);
+    WANT_ERROR(dsa_testing_index_topk_cap(ctx, 1), ctx,
+               "dsa_testing_index_topk_cap: cap is 1, must be 0 (the automatic choice) or at least 2");
+    WANT_ERROR(dsa_testing_index_topk_cap(ctx, -3), ctx,
+               "dsa_testing_index_topk_cap: cap is -3, must be 0 (the automatic choice) or at least 2");
+    WANT_ERROR(dsa_testing_index_topk_cap(NULL, 2), NULL, "dsa_testing_index_topk_cap: ctx is NULL");
     free(ctx);
 }
 

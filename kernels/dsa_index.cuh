@@ -203,13 +203,17 @@ template <class C> __device__ __forceinline__ void index_score_mma_sync(const ds
 // as an orderable key (score_key; 0 where the key has no page). sm_90a: warpgroup MMA fed by bulk
 // copies (dsa_index_wgmma.cuh), up to 64 heads; elsewhere mma.sync. Every CTA and rank of one
 // build computes a key's score the same way, bit for bit.
+// The kernel waits for the query kernel ahead of it (after_prior_grid) itself: on wgmma, after its
+// first key tiles' copies are issued (score_rows_wgmma).
 template <class C> __device__ __forceinline__ void index_score(const dsa_index_score_params &p)
 {
     if constexpr (kHasWgmma && C::idx_heads <= 64) {
         const int64_t last = row_last(p.positions, p.req_of_token, p.seq_lens, p.num_requests, blockIdx.x);
         index_score_wgmma<C>(p, last < 0 ? 0 : owned_count<C::dcp, C::interleave>(last, p.rank));
-    } else
+    } else {
+        after_prior_grid();
         index_score_mma_sync<C>(p);
+    }
 }
 
 // B.2 for rows that share a request (prefill), on the same grid as index_score (CTA x = row t,

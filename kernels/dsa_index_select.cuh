@@ -336,6 +336,15 @@ __device__ __forceinline__ uint32_t add_acq_rel(uint32_t *p, uint32_t v)
     return old;
 }
 
+// *p += v with release semantics only, returning the sum before: the thread goes on without waiting
+// for it until it uses the value (an acquire would hold its later accesses back).
+__device__ __forceinline__ uint32_t add_release(uint32_t *p, uint32_t v)
+{
+    uint32_t old;
+    asm volatile("atom.release.gpu.add.u32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
+    return old;
+}
+
 // Waits until all S CTAs of a row have arrived at this barrier (*counter counts them from 0); what
 // any of them wrote to global memory before arriving is visible to all after. The S CTAs must be
 // resident at once: the runtime launches the kernel cooperatively, which guarantees it. The CTA's
@@ -543,6 +552,10 @@ __device__ void select_topk_split(const uint32_t *keys, int64_t n, int K, Emit e
                 cands[mine_at + atomicAdd(&mine_n, 1u)] = make_uint2(u, (uint32_t)i);
         });
         group_sync(state + St::LAST, S);
+        // the counts of the chunks before this one, loaded now so that they arrive with the candidates
+        uint32_t a = 0u, t = 0u;
+        for (uint32_t c = threadIdx.x; c < part; c += Threads)
+            a += __ldcg(counts + 2 * c);
         // every candidate's key of the row, and a bit for each: before this chunk (a warp's 32
         // consecutive candidates make one word); two loads in flight a thread
         for (uint32_t b = 0; b < in_bin; b += 2 * Threads) {
@@ -578,11 +591,8 @@ __device__ void select_topk_split(const uint32_t *keys, int64_t n, int K, Emit e
         }
         kth = prefix;
         ties = (uint32_t)K - larger;
-        // the keys above the K-th before this chunk: above the first pass's bin (the chunks' counts)
-        // or candidates above it; the ties before it: candidates
-        uint32_t a = 0u, t = 0u;
-        for (uint32_t c = threadIdx.x; c < part; c += Threads)
-            a += __ldcg(counts + 2 * c);
+        // the keys above the K-th before this chunk: above the first pass's bin (the chunks' counts,
+        // in a) or candidates above it; the ties before it: candidates
         for (uint32_t i = threadIdx.x; i < in_bin; i += Threads)
             if ((before_s[i / 32] >> (i % 32)) & 1u) {
                 a += key_s[i] > kth;
@@ -606,20 +616,26 @@ __device__ void select_topk_split(const uint32_t *keys, int64_t n, int K, Emit e
         above0 = block_sum<Threads>(a, red);
         tie0 = block_sum<Threads>(t, red);
     }
+    // this CTA is done with the row's state (block_sum's barrier follows every thread's last read):
+    // it leaves now, and the emit below runs while the arrival travels. The last CTA to leave zeroes
+    // the counters and histograms for the next call: by then every CTA has passed every barrier and
+    // read every count (each CTA's reads come before its release of LEFT; the last one's acquire
+    // fence, after it saw every other arrival, comes before its stores)
+    uint32_t left = 0u;
+    if (threadIdx.x == 0)
+        left = add_release(state + St::LEFT, 1u);
     emit_range<Threads, 1>(keys, lo, hi, kth, ties, above0, tie0, emit, red);
     const int written = (int)(total < (uint32_t)K ? total : (uint32_t)K);
     for (int64_t j = written + (int64_t)part * Threads + threadIdx.x; j < K; j += (int64_t)S * Threads)
         pad((int)j);
-    // the last CTA to leave zeroes the counters and histograms for the next call: by then every CTA
-    // has passed every barrier and read every count (each CTA's reads come before its release of
-    // LEFT, the last one's acquire of it before its stores)
-    __syncthreads();
     if (threadIdx.x == 0)
-        red[0] = add_acq_rel(state + St::LEFT, 1u) == S - 1;
+        mine_n = left == S - 1; // mine_n is free after the gather
     __syncthreads();
-    if (red[0])
+    if (mine_n) {
+        __threadfence(); // acquire: every other CTA's reads of the state came before their arrivals
         for (int i = threadIdx.x; i < St::COUNTS; i += Threads)
             state[i] = 0u;
+    }
 }
 
 } // namespace dsa

@@ -4,6 +4,7 @@
 #pragma once
 #include "dsa_async.cuh"
 #include "dsa_index_select.cuh"
+#include "dsa_launch.cuh"
 
 namespace dsa {
 
@@ -265,6 +266,20 @@ __device__ __forceinline__ void score_rows_wgmma(const dsa_index_score_params &p
     for (int c = 0; c < PARTS; c++)
         next[c] = -1;
     if (tid == 0) {
+        // the block-table entries of the first S + 1 tiles, all loads issued before any is used
+        // (the barriers' operations are ordered with every memory access, so a look-up between two
+        // copies would wait for the copies before it); -1 past the CTA's tiles
+        int32_t first[S + 1][PARTS];
+        Cursor c = fill;
+#pragma unroll
+        for (int s = 0; s <= S; s++) {
+#pragma unroll
+            for (int k = 0; k < PARTS; k++)
+                first[s][k] = -1;
+            if (c.tile < tiles)
+                blocks_of(c.tile, first[s]);
+            advance(c);
+        }
 #pragma unroll
         for (int s = 0; s < S; s++) {
             mbar_init(full_s + 8 * s, 1);
@@ -273,15 +288,19 @@ __device__ __forceinline__ void score_rows_wgmma(const dsa_index_score_params &p
         mbar_init_fence();
 #pragma unroll
         for (int s = 0; s < S; s++) {
-            if (fill.tile < tiles) {
-                blocks_of(fill.tile, next);
-                issue(s, fill.tile, next);
-            }
+            if (fill.tile < tiles)
+                issue(s, fill.tile, first[s]);
             advance(fill);
         }
-        if (fill.tile < tiles)
-            blocks_of(fill.tile, next);
+#pragma unroll
+        for (int k = 0; k < PARTS; k++)
+            next[k] = first[S][k];
     }
+    // Everything above read only the call's inputs and the cache, never what the query kernel ahead
+    // of this one writes; that kernel lets this one launch only after its own wait for the kernels
+    // ahead of it (the prologue, which writes the cache), so the first tiles' copies ran under it.
+    // The queries and weights below are its output.
+    after_prior_grid();
     // B: head h of row j's query, its dims in the keys' permutation, at row j's columns. Byte b of a
     // query row is byte b % 4 of word r / 4 (r = b % (D/4)) of thread tq = b / (D/4)'s piece; the A
     // fragment puts that word at logical dims k (of the k-step) 4 tq + 16 ((r/4) % 2) + {0..3} of
@@ -289,17 +308,41 @@ __device__ __forceinline__ void score_rows_wgmma(const dsa_index_score_params &p
     // r / 4 (f16: 16 bytes of the row a load, each word two f16 pairs; their dims k0, k0 + 1 and
     // k0 + 8, k0 + 9 lie in core matrices 128 bytes apart)
     uint8_t *const qb = sm.q;
-    if constexpr (F16) {
-        for (int i = tid; i < R * N1 * (D / 16); i += Threads) {
-            const int j = i / (N1 * (D / 16)), h = (i / (D / 16)) % N1, b = 16 * (i % (D / 16));
-            const uint4 v = j < rows && h < H ? load16(p.q8 + ((int64_t)(t0 + j) * H + h) * D + b)
-                                              : make_uint4(0u, 0u, 0u, 0u);
-            const uint32_t word[4] = {v.x, v.y, v.z, v.w};
+    // the head weights, in shared memory in each quad lane's order (ScoreGroupSmem); loaded first,
+    // with the queries' pieces below, so that the CTA waits for one round of loads, not one per piece
+    constexpr int WPER = (R * N1 + Threads - 1) / Threads;
+    float wv[WPER];
 #pragma unroll
-            for (int c = 0; c < 4; c++) {
-                const int tq = (b + 4 * c) / (D / 4), r = (b + 4 * c) % (D / 4), k0 = 16 * (r / 4) + 2 * tq;
-                uint8_t *at = qb + j * Shape::q_bytes + (h / 8) * SBO + (k0 / 8) * 128 + (h % 8) * 16 + (k0 % 8) * 2;
-                e4m3x4_to_f16x2x2(word[c], *reinterpret_cast<uint32_t *>(at), *reinterpret_cast<uint32_t *>(at + 128));
+    for (int u = 0; u < WPER; u++) {
+        const int i = u * Threads + tid, j = i / N1, h = i % N1;
+        wv[u] = i < R * N1 && j < rows && h < H ? p.wq[(int64_t)(t0 + j) * H + h] : 0.0f;
+    }
+    if constexpr (F16) {
+        // a query piece i (16 bytes of head h of row j from byte b), or zeros for a padded head
+        constexpr int ITEMS = R * N1 * (D / 16), BATCH = 4;
+        auto piece = [&](int i) -> uint4 {
+            const int j = i / (N1 * (D / 16)), h = (i / (D / 16)) % N1, b = 16 * (i % (D / 16));
+            return i < ITEMS && j < rows && h < H ? load16(p.q8 + ((int64_t)(t0 + j) * H + h) * D + b)
+                                                  : make_uint4(0u, 0u, 0u, 0u);
+        };
+        for (int i0 = 0; i0 < ITEMS; i0 += BATCH * Threads) {
+            uint4 v[BATCH];
+#pragma unroll
+            for (int u = 0; u < BATCH; u++)
+                v[u] = piece(i0 + u * Threads + tid);
+#pragma unroll
+            for (int u = 0; u < BATCH; u++) {
+                const int i = i0 + u * Threads + tid;
+                if (i >= ITEMS)
+                    break;
+                const int j = i / (N1 * (D / 16)), h = (i / (D / 16)) % N1, b = 16 * (i % (D / 16));
+                const uint32_t word[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
+#pragma unroll
+                for (int c = 0; c < 4; c++) {
+                    const int tq = (b + 4 * c) / (D / 4), r = (b + 4 * c) % (D / 4), k0 = 16 * (r / 4) + 2 * tq;
+                    uint8_t *at = qb + j * Shape::q_bytes + (h / 8) * SBO + (k0 / 8) * 128 + (h % 8) * 16 + (k0 % 8) * 2;
+                    e4m3x4_to_f16x2x2(word[c], *reinterpret_cast<uint32_t *>(at), *reinterpret_cast<uint32_t *>(at + 128));
+                }
             }
         }
     } else {
@@ -311,11 +354,11 @@ __device__ __forceinline__ void score_rows_wgmma(const dsa_index_score_params &p
         }
     }
     fence_proxy_async(); // the queries are read by the tensor cores
-    // the head weights, in shared memory in each quad lane's order (ScoreGroupSmem)
-    for (int i = tid; i < R * N1; i += Threads) {
-        const int j = i / N1, h = i % N1;
-        sm.wq[j * N1 + (h % 8 / 2) * (N1 / 4) + 2 * (h / 8) + h % 2] =
-            j < rows && h < H ? p.wq[(int64_t)(t0 + j) * H + h] : 0.0f;
+#pragma unroll
+    for (int u = 0; u < WPER; u++) {
+        const int i = u * Threads + tid, j = i / N1, h = i % N1;
+        if (i < R * N1)
+            sm.wq[j * N1 + (h % 8 / 2) * (N1 / 4) + 2 * (h / 8) + h % 2] = wv[u];
     }
     __syncthreads(); // the barriers' initialization, the queries and weights
 

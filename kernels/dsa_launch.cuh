@@ -3,7 +3,9 @@
 // still finishing. after_prior_grid() is therefore the first statement of every entry: it waits
 // until that kernel has completed and its memory is visible (griddepcontrol.wait; it returns at
 // once for a plain launch), then lets the next kernel begin its launch. Nothing a kernel reads or
-// writes is touched before it, so the overlap is the launch's latency only, never the data.
+// writes is touched before it, so the overlap is the launch's latency only, never the data; the one
+// exception is the index score kernel, which starts its first key tiles' copies first (it reads
+// only what the query kernel ahead of it does not write: score_rows_wgmma says why that is safe).
 #pragma once
 
 namespace dsa {

@@ -125,7 +125,7 @@ __device__ __forceinline__ void count_chunk(const uint32_t *keys, int64_t lo, in
             }
     });
     if (run_n)
-        atomicAdd(&hist[run_bin], run_n);
+        shared_add(hist_s + 4u * run_bin, run_n);
 }
 
 // One radix pass's histogram: hist[0 .. BINS) zeroed, then count_chunk's counts of keys lo .. hi

@@ -619,8 +619,8 @@ __device__ void select_topk_split(const uint32_t *keys, int64_t n, int K, Emit e
     // this CTA is done with the row's state (block_sum's barrier follows every thread's last read):
     // it leaves now, and the emit below runs while the arrival travels. The last CTA to leave zeroes
     // the counters and histograms for the next call: by then every CTA has passed every barrier and
-    // read every count (each CTA's reads come before its release of LEFT; the last one's acquire
-    // fence, after it saw every other arrival, comes before its stores)
+    // read every count (each CTA's reads come before its release of LEFT; the last one's thread 0
+    // fences after it saw every other arrival, and the CTA's barrier puts its stores after that)
     uint32_t left = 0u;
     if (threadIdx.x == 0)
         left = add_release(state + St::LEFT, 1u);
@@ -628,14 +628,16 @@ __device__ void select_topk_split(const uint32_t *keys, int64_t n, int K, Emit e
     const int written = (int)(total < (uint32_t)K ? total : (uint32_t)K);
     for (int64_t j = written + (int64_t)part * Threads + threadIdx.x; j < K; j += (int64_t)S * Threads)
         pad((int)j);
-    if (threadIdx.x == 0)
+    if (threadIdx.x == 0) {
+        if (left == S - 1)
+            __threadfence(); // acquire, after the read of LEFT: every other CTA's reads of the state
+                             // came before its arrival; the barrier below orders the zeroing after it
         mine_n = left == S - 1; // mine_n is free after the gather
+    }
     __syncthreads();
-    if (mine_n) {
-        __threadfence(); // acquire: every other CTA's reads of the state came before their arrivals
+    if (mine_n)
         for (int i = threadIdx.x; i < St::COUNTS; i += Threads)
             state[i] = 0u;
-    }
 }
 
 } // namespace dsa

@@ -210,8 +210,12 @@ __device__ __forceinline__ void score_rows_wgmma(const dsa_index_score_params &p
             c.tile++;
         }
     };
-    if ((int64_t)blockIdx.y * RUN >= tiles)
+    if ((int64_t)blockIdx.y * RUN >= tiles) {
+        // no tile: the CTA still waits, so that the grid never ends before the query kernel ahead
+        // of it (the kernels after this one wait for this grid alone)
+        after_prior_grid();
         return;
+    }
     const int32_t req = p.req_of_token[t0];
     const int32_t *blocks = p.block_table + (int64_t)req * p.max_blocks;
     // the page holding local key l, or null: past the longest row, no block, or a block beyond the

@@ -482,6 +482,7 @@ __device__ void select_topk_split(const uint32_t *keys, int64_t n, int K, Emit e
     static_assert(RB >= 8 && RB <= 12, "a pass's histogram fits in shared memory; select_topk's hist needs 256");
     static_assert(SplitKeys % 4 == 0 && Cands % 4 == 0, "chunks and the candidates' keys on 16-byte boundaries");
     __shared__ uint32_t mine_n, mine_at; // the chunk's candidates, and their place in cands
+    __shared__ uint32_t last_out;        // this CTA is the last of the row to leave
     const uint32_t S = gridDim.y, part = blockIdx.y;
     if (n <= SplitKeys) {
         if (part != 0)
@@ -632,10 +633,10 @@ __device__ void select_topk_split(const uint32_t *keys, int64_t n, int K, Emit e
         if (left == S - 1)
             __threadfence(); // acquire, after the read of LEFT: every other CTA's reads of the state
                              // came before its arrival; the barrier below orders the zeroing after it
-        mine_n = left == S - 1; // mine_n is free after the gather
+        last_out = left == S - 1;
     }
     __syncthreads();
-    if (mine_n)
+    if (last_out)
         for (int i = threadIdx.x; i < St::COUNTS; i += Threads)
             state[i] = 0u;
 }

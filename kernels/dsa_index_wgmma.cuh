@@ -324,10 +324,14 @@ __device__ __forceinline__ void score_rows_wgmma(const dsa_index_score_params &p
     if constexpr (F16) {
         // a query piece i (16 bytes of head h of row j from byte b), or zeros for a padded head
         constexpr int ITEMS = R * N1 * (D / 16), BATCH = 4;
+        struct Piece {
+            int j, h, b; // row j of the group, head h, byte b of the head's query
+        };
+        auto place = [&](int i) -> Piece { return {i / (N1 * (D / 16)), (i / (D / 16)) % N1, 16 * (i % (D / 16))}; };
         auto piece = [&](int i) -> uint4 {
-            const int j = i / (N1 * (D / 16)), h = (i / (D / 16)) % N1, b = 16 * (i % (D / 16));
-            return i < ITEMS && j < rows && h < H ? load16(p.q8 + ((int64_t)(t0 + j) * H + h) * D + b)
-                                                  : make_uint4(0u, 0u, 0u, 0u);
+            const Piece q = place(i);
+            return i < ITEMS && q.j < rows && q.h < H ? load16(p.q8 + ((int64_t)(t0 + q.j) * H + q.h) * D + q.b)
+                                                      : make_uint4(0u, 0u, 0u, 0u);
         };
         for (int i0 = 0; i0 < ITEMS; i0 += BATCH * Threads) {
             uint4 v[BATCH];
@@ -339,7 +343,8 @@ __device__ __forceinline__ void score_rows_wgmma(const dsa_index_score_params &p
                 const int i = i0 + u * Threads + tid;
                 if (i >= ITEMS)
                     break;
-                const int j = i / (N1 * (D / 16)), h = (i / (D / 16)) % N1, b = 16 * (i % (D / 16));
+                const Piece q = place(i);
+                const int j = q.j, h = q.h, b = q.b;
                 const uint32_t word[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
 #pragma unroll
                 for (int c = 0; c < 4; c++) {

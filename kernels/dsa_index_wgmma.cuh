@@ -273,16 +273,20 @@ __device__ __forceinline__ void score_rows_wgmma(const dsa_index_score_params &p
         // the block-table entries of the first S + 1 tiles, all loads issued before any is used
         // (the barriers' operations are ordered with every memory access, so a look-up between two
         // copies would wait for the copies before it); -1 past the CTA's tiles
+        // (the cursor walks them once: their tiles are kept for the copies, and fill ends S ahead)
         int32_t first[S + 1][PARTS];
-        Cursor c = fill;
+        int64_t at[S];
 #pragma unroll
         for (int s = 0; s <= S; s++) {
 #pragma unroll
             for (int k = 0; k < PARTS; k++)
                 first[s][k] = -1;
-            if (c.tile < tiles)
-                blocks_of(c.tile, first[s]);
-            advance(c);
+            if (fill.tile < tiles)
+                blocks_of(fill.tile, first[s]);
+            if (s < S) {
+                at[s] = fill.tile;
+                advance(fill);
+            }
         }
 #pragma unroll
         for (int s = 0; s < S; s++) {
@@ -291,11 +295,9 @@ __device__ __forceinline__ void score_rows_wgmma(const dsa_index_score_params &p
         }
         mbar_init_fence();
 #pragma unroll
-        for (int s = 0; s < S; s++) {
-            if (fill.tile < tiles)
-                issue(s, fill.tile, first[s]);
-            advance(fill);
-        }
+        for (int s = 0; s < S; s++)
+            if (at[s] < tiles)
+                issue(s, at[s], first[s]);
 #pragma unroll
         for (int k = 0; k < PARTS; k++)
             next[k] = first[S][k];
@@ -315,11 +317,19 @@ __device__ __forceinline__ void score_rows_wgmma(const dsa_index_score_params &p
     // the head weights, in shared memory in each quad lane's order (ScoreGroupSmem); loaded first,
     // with the queries' pieces below, so that the CTA waits for one round of loads, not one per piece
     constexpr int WPER = (R * N1 + Threads - 1) / Threads;
+    // this thread's u-th weight: column i of the group's R x N1, row j's padded head h
+    struct Weight {
+        int i, j, h;
+    };
+    auto weight_of = [&](int u) -> Weight {
+        const int i = u * Threads + tid;
+        return {i, i / N1, i % N1};
+    };
     float wv[WPER];
 #pragma unroll
     for (int u = 0; u < WPER; u++) {
-        const int i = u * Threads + tid, j = i / N1, h = i % N1;
-        wv[u] = i < R * N1 && j < rows && h < H ? p.wq[(int64_t)(t0 + j) * H + h] : 0.0f;
+        const Weight q = weight_of(u);
+        wv[u] = q.i < R * N1 && q.j < rows && q.h < H ? p.wq[(int64_t)(t0 + q.j) * H + q.h] : 0.0f;
     }
     if constexpr (F16) {
         // a query piece i (16 bytes of head h of row j from byte b), or zeros for a padded head
@@ -365,9 +375,9 @@ __device__ __forceinline__ void score_rows_wgmma(const dsa_index_score_params &p
     fence_proxy_async(); // the queries are read by the tensor cores
 #pragma unroll
     for (int u = 0; u < WPER; u++) {
-        const int i = u * Threads + tid, j = i / N1, h = i % N1;
-        if (i < R * N1)
-            sm.wq[j * N1 + (h % 8 / 2) * (N1 / 4) + 2 * (h / 8) + h % 2] = wv[u];
+        const Weight q = weight_of(u);
+        if (q.i < R * N1)
+            sm.wq[q.j * N1 + (q.h % 8 / 2) * (N1 / 4) + 2 * (q.h / 8) + q.h % 2] = wv[u];
     }
     __syncthreads(); // the barriers' initialization, the queries and weights
 

@@ -8,6 +8,55 @@ namespace dsa {
 
 __device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
 
+// 2^x, the multi-function unit's approximation (what __expf(y) computes for x = y log2(e)); 2^-inf = 0
+__device__ __forceinline__ float exp2_approx(float x)
+{
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
+// The online softmax of the attend loops (a row's running maximum m and sum l), in one of two forms.
+// Base2: the scores stay unscaled and m with them; exp(scale (s - m)) = 2^(s l2 - m l2), l2 = scale
+// log2(e): one fused multiply-add and one 2^x a score. Otherwise the scores are scaled first and
+// exp(s - m) is __expf (a multiply and a 2^x). The 64-128-head loop and 32 heads take Base2; at 16
+// heads it was 4% slower at 128 rows (tests/bench/RESULTS.md, ninth session), so 16 keeps the other.
+// scale > 0, so the maximum of the scores is the maximum of the scaled ones.
+template <bool Base2> struct OnlineSoftmax {
+    float scale, l2;
+    __device__ __forceinline__ explicit OnlineSoftmax(float softmax_scale)
+        : scale(softmax_scale), l2(softmax_scale * 1.4426950408889634f)
+    {
+    }
+    // a score as the maximum is taken over it
+    __device__ __forceinline__ float score(float s) const { return Base2 ? s : s * scale; }
+    // the operand of p() for a row whose maximum is m (every score of a row with m = -inf is -inf)
+    __device__ __forceinline__ float bias(float m) const { return Base2 ? (m == neg_inf() ? 0.0f : m * l2) : m; }
+    // exp(scale s - scale m), for b = bias(m); 0 where m = -inf
+    __device__ __forceinline__ float p(float s, float b) const
+    {
+        if constexpr (Base2)
+            return exp2_approx(__fmaf_rn(s, l2, -b));
+        else
+            return b == neg_inf() ? 0.0f : __expf(s - b);
+    }
+    // the factor of the sums so far as the maximum moves from m_old to m_new (1 while both are -inf)
+    __device__ __forceinline__ float correction(float m_old, float m_new) const
+    {
+        return m_new == neg_inf() ? 1.0f : Base2 ? exp2_approx((m_old - m_new) * l2) : __expf(m_old - m_new);
+    }
+    // the weight of a part whose maximum is m in a merge whose maximum is mm (0 for an empty part)
+    __device__ __forceinline__ float weight(float m, float mm) const
+    {
+        return m == neg_inf() ? 0.0f : Base2 ? exp2_approx((m - mm) * l2) : __expf(m - mm);
+    }
+    // the natural-log LSE of scale s over the row (-inf for a row with no kept key)
+    __device__ __forceinline__ float lse(float m, float l) const
+    {
+        return l > 0.0f ? (Base2 ? m * scale : m) + logf(l) : neg_inf();
+    }
+};
+
 __device__ __forceinline__ float bf16_to_float(uint16_t b) { return __uint_as_float((uint32_t)b << 16); }
 
 __device__ __forceinline__ uint16_t float_to_bf16(float x)

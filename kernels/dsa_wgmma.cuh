@@ -179,7 +179,8 @@ __device__ __forceinline__ void wgmma_consumers(const CtaThread &th, const Atten
 #pragma unroll
     for (int i = 0; i < Lay::ACC; i++)
         oacc[i] = 0.0f;
-    float m_lo = neg_inf(), m_hi = neg_inf(), l_lo = 0.0f, l_hi = 0.0f;
+    float m_lo = neg_inf(), m_hi = neg_inf(), l_lo = 0.0f, l_hi = 0.0f; // m: of the unscaled scores
+    const OnlineSoftmax<true> smx(softmax_scale);
     // each group's loop (and end) is its own code, so that ptxas allocates group 0's within its 192
     // registers (code shared by both would be compiled within group 1's 176)
     const auto tile_done = [&](int buf) {
@@ -220,8 +221,8 @@ __device__ __forceinline__ void wgmma_consumers(const CtaThread &th, const Atten
             *reinterpret_cast<float2 *>(obuf + (r0 + 8) * Lay::OP + d) = make_float2(oacc[4 * j + 2] * inv_hi, oacc[4 * j + 3] * inv_hi);
         }
         if (wg == 0 && t4 == 0) { // d = -1: the LSE (natural log; -inf for a head with no kept key)
-            store(r0, -1, lt_lo > 0.0f ? m_lo + logf(lt_lo) : neg_inf(), 0.0f);
-            store(r0 + 8, -1, lt_hi > 0.0f ? m_hi + logf(lt_hi) : neg_inf(), 0.0f);
+            store(r0, -1, smx.lse(m_lo, lt_lo), 0.0f);
+            store(r0 + 8, -1, smx.lse(m_hi, lt_hi), 0.0f);
         }
         named_barrier_unaligned_n<1, NC>(); // O of every head
 #pragma unroll 1
@@ -264,8 +265,8 @@ __device__ __forceinline__ void wgmma_consumers(const CtaThread &th, const Atten
 #pragma unroll
                     for (int e = 0; e < 2; e++) {
                         const bool in = 8 * j + 2 * t4 + e < nk;
-                        sacc[4 * j + e] = in ? sacc[4 * j + e] * softmax_scale : neg_inf();
-                        sacc[4 * j + 2 + e] = in ? sacc[4 * j + 2 + e] * softmax_scale : neg_inf();
+                        sacc[4 * j + e] = in ? smx.score(sacc[4 * j + e]) : neg_inf();
+                        sacc[4 * j + 2 + e] = in ? smx.score(sacc[4 * j + 2 + e]) : neg_inf();
                         mx_lo = fmaxf(mx_lo, sacc[4 * j + e]);
                         mx_hi = fmaxf(mx_hi, sacc[4 * j + 2 + e]);
                     }
@@ -274,8 +275,8 @@ __device__ __forceinline__ void wgmma_consumers(const CtaThread &th, const Atten
                 mx_lo = fmaxf(mx_lo, __shfl_xor_sync(0xffffffffu, mx_lo, 2));
                 mx_hi = fmaxf(mx_hi, __shfl_xor_sync(0xffffffffu, mx_hi, 2));
                 const float mn_lo = fmaxf(m_lo, mx_lo), mn_hi = fmaxf(m_hi, mx_hi);
-                const float c_lo = mn_lo == neg_inf() ? 1.0f : __expf(m_lo - mn_lo); // m_old = -inf: 0
-                const float c_hi = mn_hi == neg_inf() ? 1.0f : __expf(m_hi - mn_hi);
+                const float c_lo = smx.correction(m_lo, mn_lo), c_hi = smx.correction(m_hi, mn_hi);
+                const float b_lo = smx.bias(mn_lo), b_hi = smx.bias(mn_hi);
                 m_lo = mn_lo, m_hi = mn_hi;
                 // P as bf16 pairs: at once the A fragments of P V (k-step kk: keys 16 kk ..) and, in
                 // the tile's rope columns, group 1's A
@@ -285,10 +286,8 @@ __device__ __forceinline__ void wgmma_consumers(const CtaThread &th, const Atten
 #pragma unroll
                 for (int j = 0; j < 8; j++) {
                     const int k = 8 * j + 2 * t4;
-                    const float p0 = mn_lo == neg_inf() ? 0.0f : __expf(sacc[4 * j] - mn_lo);
-                    const float p1 = mn_lo == neg_inf() ? 0.0f : __expf(sacc[4 * j + 1] - mn_lo);
-                    const float p2 = mn_hi == neg_inf() ? 0.0f : __expf(sacc[4 * j + 2] - mn_hi);
-                    const float p3 = mn_hi == neg_inf() ? 0.0f : __expf(sacc[4 * j + 3] - mn_hi);
+                    const float p0 = smx.p(sacc[4 * j], b_lo), p1 = smx.p(sacc[4 * j + 1], b_lo);
+                    const float p2 = smx.p(sacc[4 * j + 2], b_hi), p3 = smx.p(sacc[4 * j + 3], b_hi);
                     sum_lo += p0 + p1;
                     sum_hi += p2 + p3;
                     const uint32_t lo = bf16x2(p0, p1), hi = bf16x2(p2, p3);

@@ -70,6 +70,7 @@ __device__ __forceinline__ void wgmma_t_main_loop(const CtaThread &th, const Att
             named_barrier_n<2, NG>();
     };
     const int r0 = 16 * wl + g;
+    const OnlineSoftmax<(HB > 16)> smx(softmax_scale);
     float *xch = sm.m_s; // [2][4][HB]: each warp's column maxima of a tile; at the end its l
     // [2][2][HB]: each group's m, in shared memory (at 32 heads the registers hold O^T and S^T with
     // little to spare): the group's v-th tile reads m at parity v % 2 and its warp 0 writes the
@@ -125,7 +126,7 @@ __device__ __forceinline__ void wgmma_t_main_loop(const CtaThread &th, const Att
             wgmma_wait();
             wg_pin(sacc);
 
-            // 3. online softmax per head (column): scale, mask the keys past nk, the column max over
+            // 3. online softmax per head (column; smx: its form): mask the keys past nk, the column max over
             // this thread's two rows, the lanes of the column (g), then the group's 4 warps. One head
             // at a time, so that at 32 heads little more than O^T, S^T, m and l is live at once
             const bool in0 = r0 < nk, in1 = r0 + 8 < nk;
@@ -133,8 +134,8 @@ __device__ __forceinline__ void wgmma_t_main_loop(const CtaThread &th, const Att
             for (int j = 0; j < HB / 8; j++)
 #pragma unroll
                 for (int e = 0; e < 2; e++) {
-                    sacc[4 * j + e] = in0 ? sacc[4 * j + e] * softmax_scale : neg_inf();
-                    sacc[4 * j + 2 + e] = in1 ? sacc[4 * j + 2 + e] * softmax_scale : neg_inf();
+                    sacc[4 * j + e] = in0 ? smx.score(sacc[4 * j + e]) : neg_inf();
+                    sacc[4 * j + 2 + e] = in1 ? smx.score(sacc[4 * j + 2 + e]) : neg_inf();
                     float mx = fmaxf(sacc[4 * j + e], sacc[4 * j + 2 + e]);
 #pragma unroll
                     for (int o = 4; o < 32; o *= 2)
@@ -160,11 +161,10 @@ __device__ __forceinline__ void wgmma_t_main_loop(const CtaThread &th, const Att
 #pragma unroll
                     for (int w = 0; w < 4; w++)
                         mn = fmaxf(mn, xch[(4 * wg + w) * HB + head]);
-                    const float c = mn == neg_inf() ? 1.0f : __expf(mo - mn); // m_old = -inf: 0
+                    const float c = smx.correction(mo, mn), b = smx.bias(mn);
                     if (wl == 0 && g == 0)
                         msh[(1 - par) * HB + head] = mn;
-                    const float p0 = mn == neg_inf() ? 0.0f : __expf(sacc[4 * j + e] - mn);
-                    const float p1 = mn == neg_inf() ? 0.0f : __expf(sacc[4 * j + 2 + e] - mn);
+                    const float p0 = smx.p(sacc[4 * j + e], b), p1 = smx.p(sacc[4 * j + 2 + e], b);
                     lsh[h * NG] = lsh[h * NG] * c + (p0 + p1);
                     const uint32_t p01 = bf16x2(p0, p1); // keys r0 and r0 + 8: two core matrices
                     st_shared_u16(pt + 2u * (64 * j + 8 * e), (uint16_t)p01);
@@ -201,7 +201,7 @@ __device__ __forceinline__ void wgmma_t_main_loop(const CtaThread &th, const Att
     }
 
     // The merge of the two groups, each head's m = max(m_0, m_1), l = l_0 c_0 + l_1 c_1 (c_i =
-    // exp(m_i - m)), O = O_0 c_0 / l + O_1 c_1 / l, always in this order. The groups meet on the
+    // exp(scale (m_i - m)), smx.weight), O = O_0 c_0 / l + O_1 c_1 / l, always in this order. The groups meet on the
     // mbarrier done (256 arrivals a phase, each a release; the waits acquire), not on a named barrier:
     // they arrive here having passed different numbers of barriers 1 and 2 (at one tile a CTA, group 1
     // none), and racecheck did not take a 256-thread bar.sync as ordering group 0's writes before
@@ -236,8 +236,7 @@ __device__ __forceinline__ void wgmma_t_main_loop(const CtaThread &th, const Att
 #pragma unroll
         for (int w = 0; w < 4; w++)
             l0 += xch[w * HB + head], l1 += xch[(4 + w) * HB + head];
-        const float c0 = m0 == neg_inf() ? 0.0f : __expf(m0 - mm);
-        const float c1 = m1 == neg_inf() ? 0.0f : __expf(m1 - mm);
+        const float c0 = smx.weight(m0, mm), c1 = smx.weight(m1, mm);
         lt = l0 * c0 + l1 * c1;
         f = lt > 0.0f ? (wg == 0 ? c0 : c1) * (1.0f / lt) : 0.0f;
     };
@@ -259,7 +258,7 @@ __device__ __forceinline__ void wgmma_t_main_loop(const CtaThread &th, const Att
                     for (int r = 0; r < 2; r++)
                         mine[(8 * j + e) * OP + 64 * b + 8 * r] = oacc[b][4 * j + 2 * r + e] * f;
                 if (wg == 0 && wl == 0 && g == 0) // d = -1: the LSE (natural log; -inf for a head with no kept key)
-                    store(8 * j + 2 * t4 + e, -1, lt > 0.0f ? mm + logf(lt) : neg_inf(), 0.0f);
+                    store(8 * j + 2 * t4 + e, -1, smx.lse(mm, lt), 0.0f);
             }
     }
     mbar_arrive(done);

@@ -40,6 +40,8 @@ build || exit 1
 if [ -n "$filter" ]; then check tree || exit 1; fi
 failed=""
 for r in $(seq "$rounds"); do
+  # the last variant of the round before left its build: the tree's again (its sources are restored)
+  if [ "$r" -gt 1 ]; then build || exit 1; fi
   line "base-$r"
   for v in "$@"; do
     tag=${v%%=*} rest=${v#*=}; p=${rest%%,*}; bo=""; [ "$rest" != "$p" ] && bo=${rest#*,}

@@ -164,7 +164,13 @@ __device__ __forceinline__ void wgmma_t_main_loop(const CtaThread &th, const Att
                     const float c = smx.correction(mo, mn), b = smx.bias(mn);
                     if (wl == 0 && g == 0)
                         msh[(1 - par) * HB + head] = mn;
-                    const float p0 = smx.p(sacc[4 * j + e], b), p1 = smx.p(sacc[4 * j + 2 + e], b);
+                    float p0, p1;
+                    if constexpr (HB > 16) {
+                        p0 = smx.p(sacc[4 * j + e], b), p1 = smx.p(sacc[4 * j + 2 + e], b);
+                    } else { // the scaled form's exponentials (OnlineSoftmax says why they are here)
+                        p0 = mn == neg_inf() ? 0.0f : __expf(sacc[4 * j + e] - mn);
+                        p1 = mn == neg_inf() ? 0.0f : __expf(sacc[4 * j + 2 + e] - mn);
+                    }
                     lsh[h * NG] = lsh[h * NG] * c + (p0 + p1);
                     const uint32_t p01 = bf16x2(p0, p1); // keys r0 and r0 + 8: two core matrices
                     st_shared_u16(pt + 2u * (64 * j + 8 * e), (uint16_t)p01);

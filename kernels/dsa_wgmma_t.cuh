@@ -126,9 +126,9 @@ __device__ __forceinline__ void wgmma_t_main_loop(const CtaThread &th, const Att
             wgmma_wait();
             wg_pin(sacc);
 
-            // 3. online softmax per head (column; smx: its form): mask the keys past nk, the column max over
-            // this thread's two rows, the lanes of the column (g), then the group's 4 warps. One head
-            // at a time, so that at 32 heads little more than O^T, S^T, m and l is live at once
+            // 3. online softmax per head (column; smx: its form): mask the keys past nk, the column
+            // max over this thread's two rows, the lanes of the column (g), then the group's 4 warps.
+            // One head at a time, so that at 32 heads little more than O^T, S^T, m and l is live at once
             const bool in0 = r0 < nk, in1 = r0 + 8 < nk;
 #pragma unroll
             for (int j = 0; j < HB / 8; j++)
@@ -207,17 +207,18 @@ __device__ __forceinline__ void wgmma_t_main_loop(const CtaThread &th, const Att
     }
 
     // The merge of the two groups, each head's m = max(m_0, m_1), l = l_0 c_0 + l_1 c_1 (c_i =
-    // exp(scale (m_i - m)), smx.weight), O = O_0 c_0 / l + O_1 c_1 / l, always in this order. The groups meet on the
-    // mbarrier done (256 arrivals a phase, each a release; the waits acquire), not on a named barrier:
-    // they arrive here having passed different numbers of barriers 1 and 2 (at one tile a CTA, group 1
-    // none), and racecheck did not take a 256-thread bar.sync as ordering group 0's writes before
-    // group 1's reads. Phase 0: each group's l (summed over its lanes, written per warp into xch) and
-    // m (in msh, at the parity after its last tile; group g took (u + 1 - g) / 2 tiles). Phase 1: each
-    // group's O^T, scaled by c_g / l, in its own key tile as rows of heads (obuf_g: no longer read by
-    // the tensor cores, nor written by the producer, once the group has consumed every tile in it);
-    // group 1 writes nothing when it took no tile (u < 2: a CTA of one tile, its m is -inf, c_1 = 0).
-    // Then the 256 consumer threads store O = obuf_0 (+ obuf_1) a row of 4 dims at a time, in a loop:
-    // at 1-2 tiles a CTA the end runs once per CTA, and the code it fetches is its cost.
+    // exp(scale (m_i - m)), smx.weight), O = O_0 c_0 / l + O_1 c_1 / l, always in this order. The
+    // groups meet on the mbarrier done (256 arrivals a phase, each a release; the waits acquire),
+    // not on a named barrier: they arrive here having passed different numbers of barriers 1 and 2
+    // (at one tile a CTA, group 1 none), and racecheck did not take a 256-thread bar.sync as
+    // ordering group 0's writes before group 1's reads. Phase 0: each group's l (summed over its
+    // lanes, written per warp into xch) and m (in msh, at the parity after its last tile; group g
+    // took (u + 1 - g) / 2 tiles). Phase 1: each group's O^T, scaled by c_g / l, in its own key
+    // tile as rows of heads (obuf_g: no longer read by the tensor cores, nor written by the
+    // producer, once the group has consumed every tile in it); group 1 writes nothing when it took
+    // no tile (u < 2: a CTA of one tile, its m is -inf, c_1 = 0). Then the 256 consumer threads
+    // store O = obuf_0 (+ obuf_1) a row of 4 dims at a time, in a loop: at 1-2 tiles a CTA the end
+    // runs once per CTA, and the code it fetches is its cost.
     float l[NH];
 #pragma unroll
     for (int h = 0; h < NH; h++) {

@@ -18,6 +18,9 @@ both top-k kernels, every row count and context, the peer where its scores fit; 
 launched plainly, not as programmatic dependent launches, to measure what those buy)
        python3 tests/bench/bench_index.py --calls CONFIG ROWS CONTEXT   4 calls of one point (the
 runtime's top-k choice), for tests/bench/profile_index.sh
+       python3 tests/bench/bench_index.py --line TAG [--rows 1,8,64,128] [--context 32768,131072]
+[--score ..] [--plain]   one line "TAG: deepseek 1x32K: us/us | ..." of the runtime's choice, back to back /
+L2 flushed, every configuration x rows x context (tests/bench/ab.sh --bench index)
 """
 import ctypes
 import os
@@ -149,6 +152,21 @@ def run(name, B, L, copy_bw, peer, modes):
     return results, same, floor_us, us_p
 
 
+def line(tag, rows, contexts):
+    """--line: the runtime's choice at every configuration x rows x context point, us back to back /
+    L2 flushed, on one line (A/B runs of two trees in one device call, tests/bench/ab.sh)."""
+    res = []
+    for name in CONFIGS:
+        short = name.split("_")[0]
+        for B in rows:
+            for L in contexts:
+                results, _, _, _ = run(name, B, L, 1.0, False, ["auto"])
+                us, us_f, _ = results["auto"]
+                res.append(f"{short} {B}x{L // 1024}K: {us:.1f}/{us_f:.1f}")
+                torch.cuda.empty_cache()
+    print(f"{tag}: " + " | ".join(res), flush=True)
+
+
 def main():
     if "--calls" in sys.argv:
         i = sys.argv.index("--calls")
@@ -161,6 +179,9 @@ def main():
 
     def ints(flag, default):
         return tuple(int(x) for x in sys.argv[sys.argv.index(flag) + 1].split(",")) if flag in sys.argv else default
+    if "--line" in sys.argv:
+        return line(sys.argv[sys.argv.index("--line") + 1], ints("--rows", (1, 8, 64, 128)),
+                    ints("--context", (32768, 131072)))
     rows = ints("--rows", (1, 64) if quick else (1, 64, 128))
     contexts = ints("--context", (8192, 32768) if quick else (8192, 32768, 131072))
     no_peer = "--no-peer" in sys.argv

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# A/B runs on an H200 machine, the method of RESULTS.md: the tree as it is and each variant (a patch
+# against it, applied with `git apply`, which needs no repository) built and timed back to back in
+# one call, one benchmark line each, the whole sequence ROUNDS times so that run-to-run drift shows.
+# --bench attend (the default): `bench_attend.py --line` (the sparse MLA, L2 flushed, every heads x
+# rows point of the grid); --bench index: `bench_index.py --line` (stage B at decode, back to back /
+# L2 flushed, both models x rows x context).
+# Usage: tests/bench/ab.sh [--bench attend|index] [--rounds N] [--test ARGS] [--format F]
+#                          [--rows R] [--context C] TAG=PATCH[,BENCH_OUT] ...
+#   BENCH_OUT: the variant's own dsagen output for the attend grid (a variant that changes
+#   plan.txt), swapped in for .bench-out while it runs. --test ARGS: the bench's GPU test on each
+#   variant first, the tree included (test_attend ARGS or test_index ARGS; `all`: no argument, every
+#   case; one that fails or hangs is not timed; a failing tree stops the run). --format F (attend):
+#   the cache format timed (fp8_ds_mla, the default; nvfp4_ds_mla; bf16). --rows, --context (index):
+#   bench_index.py's lists (default 1,8,64,128 and 32768,131072).
+#   Lines go to stdout; the tree is restored. Timeouts are short (a test 150 s, a line 150 s, where
+#   one takes under 60): a kernel that hangs must not eat the device time of the call.
+set -uo pipefail
+cd "$(dirname "$0")/../.." || exit 1
+bench=attend rounds=1 targs="" format=fp8_ds_mla rows=1,8,64,128 context=32768,131072
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --bench) bench=$2; shift 2 ;;
+    --rounds) rounds=$2; shift 2 ;;
+    --test) targs=$2; shift 2 ;;
+    --format) format=$2; shift 2 ;;
+    --rows) rows=$2; shift 2 ;;
+    --context) context=$2; shift 2 ;;
+    *) break ;;
+  esac
+done
+case "$bench" in attend | index) ;; *) echo "ab: --bench attend or index, not $bench" >&2; exit 2 ;; esac
+[ $# -gt 0 ] || { echo "usage: $0 [--bench attend|index] [--rounds N] [--test ARGS] [--format F] [--rows R] [--context C] TAG=PATCH[,BENCH_OUT] ..." >&2; exit 2; }
+for v in "$@"; do
+  p=${v#*=}; p=${p%%,*}
+  git apply --check "$p" || { echo "ab: $p does not apply to this tree" >&2; exit 2; }
+done
+[ -e .cuda ] || ln -sfn /usr/local/cuda .cuda
+build() { touch kernels/* runtime/* templates/*; ninja gpu > /tmp/ab_build.log 2>&1 || { tail -20 /tmp/ab_build.log; return 1; }; }
+line() {
+  if [ "$bench" = attend ]; then
+    timeout 150 python3 tests/bench/bench_attend.py --line "$1" --format "$format" || echo "$1: failed ($?)"
+  else
+    timeout 150 python3 tests/bench/bench_index.py --line "$1" --rows "$rows" --context "$context" || echo "$1: failed ($?)"
+  fi
+}
+# the bench's test with ARGS (all: none), its last line tagged; 1 where it failed or timed out (124)
+check() {
+  local args=() t=build/tests/gpu/test_$bench
+  [ "$targs" = all ] || read -r -a args <<< "$targs"
+  timeout 150 stdbuf -oL "$t" "${args[@]}" | tail -1 | sed "s/^/$1 test_$bench $targs: /"
+  local rc=${PIPESTATUS[0]}
+  [ "$rc" = 124 ] && echo "$1 test_$bench $targs: timed out (a kernel hangs)"
+  return "$rc"
+}
+build || exit 1
+if [ -n "$targs" ]; then check tree || exit 1; fi
+failed=""
+for r in $(seq "$rounds"); do
+  # the last variant of the round before left its build: the tree's again (its sources are restored)
+  if [ "$r" -gt 1 ]; then build || exit 1; fi
+  line "base-$r"
+  for v in "$@"; do
+    tag=${v%%=*} rest=${v#*=}; p=${rest%%,*}; bo=""; [ "$rest" != "$p" ] && bo=${rest#*,}
+    case " $failed " in *" $tag "*) continue ;; esac
+    git apply "$p" || { echo "$tag: patch failed"; continue; }
+    [ -n "$bo" ] && mv .bench-out .bench-out.ab && cp -r "$bo" .bench-out
+    ok=1
+    build || ok=0
+    if [ $ok = 1 ] && [ -n "$targs" ] && [ "$r" = 1 ]; then
+      check "$tag" || ok=0
+    fi
+    if [ $ok = 1 ]; then line "$tag-$r"; else failed="$failed $tag"; echo "$tag: not timed"; fi
+    git apply -R "$p"
+    [ -n "$bo" ] && rm -rf .bench-out && mv .bench-out.ab .bench-out
+  done
+done
+build > /dev/null

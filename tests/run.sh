@@ -403,6 +403,9 @@ else
   skip=$((skip + 1))
 fi
 
+# ---- the device tools' own logic: ab.sh's A/B loop with stub build, benchmark and test ----
+if out=$(tests/bench/test_ab.sh 2>&1); then ok; else bad "tests/bench/test_ab.sh: $out"; fi
+
 # ---- GPU tests: only where a GPU is present; they say so loudly when skipped ----
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
   if tests/gpu/run.sh; then ok; else bad "GPU tests (tests/gpu/run.sh)"; fi

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# ab.sh's loop on the CPU (tests/run.sh): in a scratch tree with stub ninja, python3 and test binary,
+# an A/B of two rounds must test the tree and the variant, time each round's base on a build of the
+# restored sources (a later round's base once ran on the last variant's build) and each variant on
+# its own, pass --test's arguments through, and leave the tree as it was. Prints nothing and exits 0
+# when it does; else what differs.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+tmp=$(mktemp -d /tmp/dsagen-ab-test.XXXXXX) || exit 1
+trap 'rm -rf "$tmp"' EXIT
+mkdir -p "$tmp/tests/bench" "$tmp/kernels" "$tmp/runtime" "$tmp/templates" "$tmp/build/tests/gpu" "$tmp/stub"
+cp "$root/tests/bench/ab.sh" "$tmp/tests/bench/ab.sh"
+echo tree > "$tmp/kernels/k.cuh"
+: > "$tmp/runtime/r.c"
+: > "$tmp/templates/t.in"
+cat > "$tmp/v.patch" <<'P'
+--- a/kernels/k.cuh
++++ b/kernels/k.cuh
+@@ -1 +1 @@
+-tree
++variant
+P
+# ninja records what it built; the benchmark's line says which build it ran on
+printf '#!/bin/sh\ncat kernels/k.cuh >> build/built\n' > "$tmp/stub/ninja"
+printf '#!/bin/sh\necho "$3: $(tail -1 build/built) $2 $4 $5 $6 $7"\n' > "$tmp/stub/python3"
+printf '#!/bin/sh\necho "args [$*]"\necho "1 passed, 0 failed"\n' > "$tmp/build/tests/gpu/test_index"
+chmod +x "$tmp/stub/ninja" "$tmp/stub/python3" "$tmp/build/tests/gpu/test_index"
+got=$(PATH="$tmp/stub:$PATH" "$tmp/tests/bench/ab.sh" --bench index --rounds 2 --test "paths tiny" --rows 1,64 \
+      v="$tmp/v.patch" 2>&1)
+want="tree test_index paths tiny: 1 passed, 0 failed
+base-1: tree --line 1,64 32768,131072
+v test_index paths tiny: 1 passed, 0 failed
+v-1: variant --line 1,64 32768,131072
+base-2: tree --line 1,64 32768,131072
+v-2: variant --line 1,64 32768,131072"
+got=$(printf '%s\n' "$got" | sed 's/--rows //; s/--context //')
+status=0
+if [ "$got" != "$want" ]; then
+  printf 'ab.sh printed:\n%s\nwanted:\n%s\n' "$got" "$want"
+  status=1
+fi
+[ "$(cat "$tmp/kernels/k.cuh")" = tree ] || { echo "ab.sh left the variant applied"; status=1; }
+[ "$(tail -1 "$tmp/build/built")" = tree ] || { echo "ab.sh ended on the variant's build"; status=1; }
+exit $status

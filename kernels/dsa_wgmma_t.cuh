@@ -161,11 +161,12 @@ __device__ __forceinline__ void wgmma_t_main_loop(const CtaThread &th, const Att
 #pragma unroll
                     for (int w = 0; w < 4; w++)
                         mn = fmaxf(mn, xch[(4 * wg + w) * HB + head]);
-                    const float c = smx.correction(mo, mn), b = smx.bias(mn);
+                    const float c = smx.correction(mo, mn);
                     if (wl == 0 && g == 0)
                         msh[(1 - par) * HB + head] = mn;
                     float p0, p1;
                     if constexpr (HB > 16) {
+                        const float b = smx.bias(mn);
                         p0 = smx.p(sacc[4 * j + e], b), p1 = smx.p(sacc[4 * j + 2 + e], b);
                     } else { // the scaled form's exponentials (OnlineSoftmax says why they are here)
                         p0 = mn == neg_inf() ? 0.0f : __expf(sacc[4 * j + e] - mn);

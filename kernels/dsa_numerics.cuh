@@ -41,6 +41,15 @@ template <bool Base2> struct OnlineSoftmax {
         static_assert(Base2, "the scaled form's exponential is its loop's");
         return exp2_approx(__fmaf_rn(s, l2, -b));
     }
+    // Base 2, lazily: the row's reference after a tile whose maximum is mx, m_old before it. It stays
+    // m_old while the tile's scores are within 2^8 of it (p <= 256: no overflow in P's bf16 nor in
+    // the fp32 sums), so that the sums are rescaled only where the maximum moved that far; the LSE
+    // and O / l take the reference, whatever it is (FlashAttention-4's conditional rescaling)
+    __device__ __forceinline__ float reference(float m_old, float mx) const
+    {
+        static_assert(Base2, "the scaled form keeps the running maximum");
+        return (mx - m_old) * l2 > 8.0f ? mx : m_old; // -inf - -inf = NaN: stays -inf
+    }
     // the factor of the sums so far as the maximum moves from m_old to m_new (1 while both are -inf)
     __device__ __forceinline__ float correction(float m_old, float m_new) const
     {

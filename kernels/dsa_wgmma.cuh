@@ -179,7 +179,8 @@ __device__ __forceinline__ void wgmma_consumers(const CtaThread &th, const Atten
 #pragma unroll
     for (int i = 0; i < Lay::ACC; i++)
         oacc[i] = 0.0f;
-    float m_lo = neg_inf(), m_hi = neg_inf(), l_lo = 0.0f, l_hi = 0.0f; // m: of the unscaled scores
+    // m: the rows' references, of the unscaled scores, moved lazily (smx.reference)
+    float m_lo = neg_inf(), m_hi = neg_inf(), l_lo = 0.0f, l_hi = 0.0f;
     const OnlineSoftmax<true> smx(softmax_scale);
     // each group's loop (and end) is its own code, so that ptxas allocates group 0's within its 192
     // registers (code shared by both would be compiled within group 1's 176)
@@ -194,11 +195,14 @@ __device__ __forceinline__ void wgmma_consumers(const CtaThread &th, const Atten
                 mbar_arrive_remote(peer_empty0 + 8 * buf);
         }
     };
+    // O's rows by their corrections, skipped where both are 1 (the reference stayed: smx.reference)
     const auto rescale = [&](float c_lo, float c_hi) {
+        if (c_lo != 1.0f || c_hi != 1.0f) {
 #pragma unroll
-        for (int j = 0; j < Lay::ACC / 4; j++) {
-            oacc[4 * j] *= c_lo, oacc[4 * j + 1] *= c_lo;
-            oacc[4 * j + 2] *= c_hi, oacc[4 * j + 3] *= c_hi;
+            for (int j = 0; j < Lay::ACC / 4; j++) {
+                oacc[4 * j] *= c_lo, oacc[4 * j + 1] *= c_lo;
+                oacc[4 * j + 2] *= c_hi, oacc[4 * j + 3] *= c_hi;
+            }
         }
         wg_pin(oacc);
         wgmma_fence();
@@ -274,8 +278,10 @@ __device__ __forceinline__ void wgmma_consumers(const CtaThread &th, const Atten
                 mx_hi = fmaxf(mx_hi, __shfl_xor_sync(0xffffffffu, mx_hi, 1));
                 mx_lo = fmaxf(mx_lo, __shfl_xor_sync(0xffffffffu, mx_lo, 2));
                 mx_hi = fmaxf(mx_hi, __shfl_xor_sync(0xffffffffu, mx_hi, 2));
-                const float mn_lo = fmaxf(m_lo, mx_lo), mn_hi = fmaxf(m_hi, mx_hi);
-                const float c_lo = smx.correction(m_lo, mn_lo), c_hi = smx.correction(m_hi, mn_hi);
+                const float mn_lo = smx.reference(m_lo, mx_lo), mn_hi = smx.reference(m_hi, mx_hi);
+                // exactly 1 where the reference stayed (rescale skips those rows)
+                const float c_lo = mn_lo == m_lo ? 1.0f : smx.correction(m_lo, mn_lo);
+                const float c_hi = mn_hi == m_hi ? 1.0f : smx.correction(m_hi, mn_hi);
                 const float b_lo = smx.bias(mn_lo), b_hi = smx.bias(mn_hi);
                 m_lo = mn_lo, m_hi = mn_hi;
                 // P as bf16 pairs: at once the A fragments of P V (k-step kk: keys 16 kk ..) and, in

@@ -148,9 +148,9 @@ __device__ __forceinline__ void wgmma_t_main_loop(const CtaThread &th, const Att
             // its second barrier.
             group_sync();
             // per head: the new m, the factor c of the old O^T and l (O^T rescaled here: the tensor
-            // cores are done with it), P^T in bf16. Always rescaled: registers the tensor cores
-            // accumulate into must not change on a path the compiler cannot prove uniform (it would
-            // serialize every wgmma)
+            // cores are done with it), P^T in bf16. Always rescaled: the 64-128-head loop's lazy
+            // reference (skipping the rescale where c is 1; ptxas kept the wgmmas unserialized) was
+            // 2% slower here at 32 heads x 128 rows (tests/bench/RESULTS.md, tenth session)
 #pragma unroll
             for (int j = 0; j < HB / 8; j++)
 #pragma unroll

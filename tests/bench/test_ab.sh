@@ -23,13 +23,14 @@ P
 # ninja records what it built; the benchmark's line says which build it ran on
 printf '#!/bin/sh\ncat kernels/k.cuh >> build/built\n' > "$tmp/stub/ninja"
 printf '#!/bin/sh\necho "$3: $(tail -1 build/built) $2 $4 $5 $6 $7"\n' > "$tmp/stub/python3"
-printf '#!/bin/sh\necho "args [$*]"\necho "1 passed, 0 failed"\n' > "$tmp/build/tests/gpu/test_index"
+# the test's last line (all ab.sh keeps) carries the arguments it got
+printf '#!/bin/sh\necho "1 passed, 0 failed [$*]"\n' > "$tmp/build/tests/gpu/test_index"
 chmod +x "$tmp/stub/ninja" "$tmp/stub/python3" "$tmp/build/tests/gpu/test_index"
 got=$(PATH="$tmp/stub:$PATH" "$tmp/tests/bench/ab.sh" --bench index --rounds 2 --test "paths tiny" --rows 1,64 \
       v="$tmp/v.patch" 2>&1)
-want="tree test_index paths tiny: 1 passed, 0 failed
+want="tree test_index paths tiny: 1 passed, 0 failed [paths tiny]
 base-1: tree --line 1,64 32768,131072
-v test_index paths tiny: 1 passed, 0 failed
+v test_index paths tiny: 1 passed, 0 failed [paths tiny]
 v-1: variant --line 1,64 32768,131072
 base-2: tree --line 1,64 32768,131072
 v-2: variant --line 1,64 32768,131072"

@@ -205,7 +205,9 @@ __device__ __forceinline__ void mma_sync_main_loop(const CtaThread &th, const At
         }
     }
     __syncthreads(); // the last tile's l
-    // O / l; the LSE is the caller's
+    // O / l; the LSE is the caller's. The empty head (OnlineSoftmax::lse): 0 where l is 0 or NaN
+    // (inv 0), whatever the accumulators hold
+    const auto o = [](float a, float inv) { return inv != 0.0f ? a * inv : 0.0f; };
 #pragma unroll
     for (int mb = 0; mb < MB; mb++) {
         const int h_lo = rg * WM + mb * 16 + g, h_hi = h_lo + 8;
@@ -214,8 +216,8 @@ __device__ __forceinline__ void mma_sync_main_loop(const CtaThread &th, const At
 #pragma unroll
         for (int nb = 0; nb < NB; nb++) {
             const int d = dg * Lay::DW + nb * 8 + 2 * t4;
-            store(h_lo, d, acc[mb][nb][0] * inv_lo, acc[mb][nb][1] * inv_lo);
-            store(h_hi, d, acc[mb][nb][2] * inv_hi, acc[mb][nb][3] * inv_hi);
+            store(h_lo, d, o(acc[mb][nb][0], inv_lo), o(acc[mb][nb][1], inv_lo));
+            store(h_hi, d, o(acc[mb][nb][2], inv_hi), o(acc[mb][nb][3], inv_hi));
         }
     }
 }

@@ -60,7 +60,10 @@ template <bool Base2> struct OnlineSoftmax {
     {
         return m == neg_inf() ? 0.0f : Base2 ? exp2_approx((m - mm) * l2) : __expf(m - mm);
     }
-    // the natural-log LSE of scale s over the row (-inf for a row with no kept key)
+    // the natural-log LSE of scale s over the row. The empty head: -inf where no key was kept (l = 0)
+    // and where a score was not a number (l NaN: a NaN or inf in the host's query or in a key), and
+    // every loop outputs such a head as 0, whatever its accumulators hold, as the DCP merge takes a
+    // NaN partial for an empty one (docs/design.md, step 4)
     __device__ __forceinline__ float lse(float m, float l) const
     {
         return l > 0.0f ? (Base2 ? m * scale : m) + logf(l) : neg_inf();

@@ -216,13 +216,17 @@ __device__ __forceinline__ void wgmma_consumers(const CtaThread &th, const Atten
         }
         named_barrier_unaligned_n<1, NC>(); // both groups' l; both groups' last wgmma on the key tiles completed
         const float lt_lo = xch[r0] + xch[HB + r0], lt_hi = xch[r0 + 8] + xch[HB + r0 + 8];
-        const float inv_lo = lt_lo > 0.0f ? 1.0f / lt_lo : 0.0f, inv_hi = lt_hi > 0.0f ? 1.0f / lt_hi : 0.0f;
+        // the empty head (OnlineSoftmax::lse): no kept key (l = 0) or a score not a number (l NaN): 0
+        const bool ok_lo = lt_lo > 0.0f, ok_hi = lt_hi > 0.0f;
+        const float inv_lo = ok_lo ? 1.0f / lt_lo : 0.0f, inv_hi = ok_hi ? 1.0f / lt_hi : 0.0f;
         float *const obuf = reinterpret_cast<float *>(sm.k_s);
 #pragma unroll
         for (int j = 0; j < Lay::ACC / 4; j++) {
             const int d = wg * Lay::DW + 8 * j + 2 * t4;
-            *reinterpret_cast<float2 *>(obuf + r0 * Lay::OP + d) = make_float2(oacc[4 * j] * inv_lo, oacc[4 * j + 1] * inv_lo);
-            *reinterpret_cast<float2 *>(obuf + (r0 + 8) * Lay::OP + d) = make_float2(oacc[4 * j + 2] * inv_hi, oacc[4 * j + 3] * inv_hi);
+            *reinterpret_cast<float2 *>(obuf + r0 * Lay::OP + d) =
+                ok_lo ? make_float2(oacc[4 * j] * inv_lo, oacc[4 * j + 1] * inv_lo) : make_float2(0.0f, 0.0f);
+            *reinterpret_cast<float2 *>(obuf + (r0 + 8) * Lay::OP + d) =
+                ok_hi ? make_float2(oacc[4 * j + 2] * inv_hi, oacc[4 * j + 3] * inv_hi) : make_float2(0.0f, 0.0f);
         }
         if (wg == 0 && t4 == 0) { // d = -1: the LSE (natural log; -inf for a head with no kept key)
             store(r0, -1, smx.lse(m_lo, lt_lo), 0.0f);

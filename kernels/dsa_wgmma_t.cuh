@@ -259,12 +259,12 @@ __device__ __forceinline__ void wgmma_t_main_loop(const CtaThread &th, const Att
 #pragma unroll
             for (int e = 0; e < 2; e++) {
                 float mm, lt, f;
-                merged(8 * j + 2 * t4 + e, mm, lt, f);
+                merged(8 * j + 2 * t4 + e, mm, lt, f); // f = 0: 0, the empty head (OnlineSoftmax::lse) included
 #pragma unroll
                 for (int b = 0; b < OB; b++)
 #pragma unroll
                     for (int r = 0; r < 2; r++)
-                        mine[(8 * j + e) * OP + 64 * b + 8 * r] = oacc[b][4 * j + 2 * r + e] * f;
+                        mine[(8 * j + e) * OP + 64 * b + 8 * r] = f != 0.0f ? oacc[b][4 * j + 2 * r + e] * f : 0.0f;
                 if (wg == 0 && wl == 0 && g == 0) // d = -1: the LSE (natural log; -inf for a head with no kept key)
                     store(8 * j + 2 * t4 + e, -1, smx.lse(mm, lt), 0.0f);
             }

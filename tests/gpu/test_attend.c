@@ -1,8 +1,9 @@
 /* GPU tests of stage C through libdsa, on the CPU's batch (tests/ref/world.c): for every linked
  * configuration, W = dcp ranks on one GPU (the in-process group, one thread per rank, as DCP
  * ranks would be processes) run dsa_attend on their shards, and each rank's output equals DCP = 1
- * of the CPU reference on the same inputs. Then the edge cases: keys all on one rank, a rank
- * with none, rows with no valid key. `test_attend CONFIG RANK W` (the NCCL test uses it) runs one
+ * of the CPU reference on the same inputs, two query heads of which the host made NaN (the empty
+ * head: 0 and LSE -inf). Then the edge cases: keys all on one rank, a rank with none, rows with no
+ * valid key. `test_attend CONFIG RANK W` (the NCCL test uses it) runs one
  * rank of a group whose ncclUniqueId is read from stdin.
  *
  * Tolerances, as FlashMLA's tests compare bf16 output against an fp32 reference over the same
@@ -258,6 +259,15 @@ static void run_world(const char *name, int mode, unsigned seed, const void *ncc
     build_world(&w, &g, mode, seed);
     uint16_t *q_lat[8], *q_pe[8];
     make_queries(&w, &g, q_lat, q_pe);
+    /* the host's NaN in a query head (row 1, every rank's last head; row 2, rank 0's head 0): every
+     * score of it NaN, so the empty head, output exactly 0 and LSE -inf (compare: no reference
+     * value) at every W, through every loop and the merges */
+    for (int r = 0; r < W; r++) {
+        q_lat[r][(1 * (size_t)H + (size_t)H - 1) * (size_t)g.L] = 0x7fc0;
+        world_poison_query(&w, r, 1, H - 1);
+    }
+    q_lat[0][(2 * (size_t)H + 0) * (size_t)g.L] = 0x7fc0;
+    world_poison_query(&w, 0, 2, 0);
     size_t n = (size_t)W * (size_t)w.T * (size_t)H;
     float *eo = malloc(n * (size_t)g.L * 4), *el = malloc(n * 4);
     world_expect(&w, eo, el);

@@ -366,9 +366,13 @@ void ref_sparse_mla(const float *q, int H, const float *keys, int n, int kv_dim,
             for (int d = 0; d < latent; d++)
                 acc[d] += p * keys[(size_t)j * (size_t)kv_dim + (size_t)d];
         }
-        for (int d = 0; d < latent; d++)
-            oh[d] = (float)(acc[d] / l);
-        lse[h] = (float)(m + log(l));
+        if (isfinite(l)) {
+            for (int d = 0; d < latent; d++)
+                oh[d] = (float)(acc[d] / l);
+            lse[h] = (float)(m + log(l));
+        } else { /* a score not a number (a NaN or inf in q or a key): the empty head, 0 and -inf */
+            lse[h] = -INFINITY;
+        }
         free(acc);
         free(s);
     }

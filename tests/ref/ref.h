@@ -69,7 +69,9 @@ int64_t ref_dcp_slot(int64_t local, const int32_t *block_row, int64_t row_len, i
 
 /* Attention of H heads of one token over n keys (each kv_dim = latent + rope floats, the first
  * latent of which are the values): scores (q . k) * scale in fp32, softmax, out = sum p v
- * (latent dims), lse natural log. n == 0: out 0, lse -inf. */
+ * (latent dims), lse natural log. The empty head, out 0 and lse -inf: n == 0, and a head whose
+ * softmax sum is not finite (a NaN or inf in its query or in a key), as the merge takes a NaN
+ * partial for an empty one. */
 void ref_sparse_mla(const float *q, int H, const float *keys, int n, int kv_dim, int latent, float scale, float *out,
                     float *lse);
 

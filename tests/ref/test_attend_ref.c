@@ -25,6 +25,11 @@ static void compare(const char *what, int W, int I, int fmt, int mode, unsigned 
     /* a small world of the shipped latent and rope widths: block 16, 4 heads per rank, top-k 64 */
     const world_shape_t shape = {W, I, 16, fmt, 512, 64, world_cache_bytes(fmt, 512, 64), 4, 64, 0};
     world_build(&w, &shape, mode, seed);
+    /* the host's NaN in one head of row 1 of every rank (its last) and in head 0 of row 2 of rank 0:
+     * the empty head, output 0 and LSE -inf, on both sides */
+    for (int r = 0; r < W; r++)
+        world_poison_query(&w, r, 1, w.H - 1);
+    world_poison_query(&w, 0, 2, 0);
     size_t n = (size_t)W * (size_t)w.T * (size_t)w.H, lat = (size_t)w.latent;
     float *eo = malloc(sizeof(float) * n * lat), *el = malloc(sizeof(float) * n);
     float *so = malloc(sizeof(float) * n * lat), *sl = malloc(sizeof(float) * n);
@@ -47,8 +52,14 @@ static void compare(const char *what, int W, int I, int fmt, int mode, unsigned 
             worst_l = fmax(worst_l, e / fmax(fabs(el[i]), 1.0));
             bad += !(e <= 2e-6 * fmax(fabs(el[i]), 1.0));
         }
-        if (mode == TOPK_EMPTY) /* no valid key: output 0 and LSE -inf, on both sides */
-            bad += !(el[i] == -INFINITY && sl[i] == -INFINITY && m == 0);
+        const size_t t = i / (size_t)w.H % (size_t)w.T, h = i % (size_t)w.H, r = i / ((size_t)w.H * (size_t)w.T);
+        const int poisoned = (t == 1 && h == (size_t)w.H - 1) || (r == 0 && t == 2 && h == 0);
+        if (mode == TOPK_EMPTY || poisoned) { /* no valid key, or a NaN query: output 0 and LSE -inf, on both sides */
+            float ms = 0;
+            for (size_t d = 0; d < lat; d++)
+                ms = fmaxf(ms, fabsf(so[i * lat + d]));
+            bad += !(el[i] == -INFINITY && sl[i] == -INFINITY && m == 0 && ms == 0);
+        }
     }
     if (bad)
         printf("FAIL %s W=%d I=%d fmt=%d: %d values differ\n", what, W, I, fmt, bad);
@@ -73,6 +84,27 @@ static void test_mapping(void)
     CHECK_EQ_INT(ref_dcp_slot(5, row, 3, 4), 2 * 4 + 1);
     CHECK_EQ_INT(ref_dcp_slot(9, row, 3, 4), -1); /* a block the table does not have */
     CHECK_EQ_INT(ref_dcp_slot(12, row, 3, 4), -1);
+}
+
+/* The empty head of ref_sparse_mla: a NaN or inf in the query or in a key makes its head 0 and -inf */
+static void test_empty_head(void)
+{
+    enum { H = 2, N = 3, KV = 4, LAT = 3 };
+    float q[H * KV] = {1, 0, 0, 0, 0, 1, 0, 0}, keys[N * KV], out[H * LAT], lse[H];
+    for (int i = 0; i < N * KV; i++)
+        keys[i] = 0.25f * (float)(i % 5);
+    ref_sparse_mla(q, H, keys, N, KV, LAT, 1.0f, out, lse);
+    CHECK(isfinite(lse[0]) && isfinite(lse[1]) && out[1] > 0); /* finite: a softmax of the keys */
+    q[KV] = NAN; /* head 1's query */
+    ref_sparse_mla(q, H, keys, N, KV, LAT, 1.0f, out, lse);
+    CHECK(isfinite(lse[0]) && lse[1] == -INFINITY && out[3] == 0 && out[4] == 0 && out[5] == 0);
+    q[KV] = INFINITY;
+    ref_sparse_mla(q, H, keys, N, KV, LAT, 1.0f, out, lse);
+    CHECK(lse[1] == -INFINITY && out[3] == 0);
+    q[KV] = 0;
+    keys[KV + 1] = NAN; /* key 1: every head's score of it */
+    ref_sparse_mla(q, H, keys, N, KV, LAT, 1.0f, out, lse);
+    CHECK(lse[0] == -INFINITY && lse[1] == -INFINITY && out[0] == 0 && out[5] == 0);
 }
 
 static void test_merge_edges(void)
@@ -101,6 +133,7 @@ int main(void)
     printf("test_attend_ref: seed %u\n", seed);
     test_mapping();
     test_merge_edges();
+    test_empty_head();
     const int Ws[] = {1, 2, 4, 8}, Is[] = {1, 4};
     for (int i = 0; i < 4; i++)
         for (int j = 0; j < 2; j++)

@@ -256,6 +256,11 @@ void world_score_absmax(const world_t *w, int r, int t, float *out)
     free(keys);
 }
 
+void world_poison_query(world_t *w, int r, int t, int h)
+{
+    w->q[(((size_t)r * (size_t)w->T + (size_t)t) * (size_t)w->H + (size_t)h) * (size_t)w->kv_dim] = NAN;
+}
+
 void world_expect(const world_t *w, float *out, float *lse)
 {
     float *keys = malloc(sizeof(float) * (size_t)w->K * (size_t)w->kv_dim);

@@ -68,6 +68,9 @@ float world_row_vmax(const world_t *w, int t);
  * the dot product), so it scales the LSE's tolerance. */
 void world_score_absmax(const world_t *w, int r, int t, float *out);
 
+/* Makes head h of row t of rank r's queries NaN (its first dim), as a host's NaN would be: every
+ * score of that head is NaN, and it must come out as the empty head (ref_sparse_mla) at every W. */
+void world_poison_query(world_t *w, int r, int t, int h);
 /* Expected output of DCP = 1 for every rank's heads: out [W][T][H][latent], lse [W][T][H]. */
 void world_expect(const world_t *w, float *out, float *lse);
 

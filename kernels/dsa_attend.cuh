@@ -73,9 +73,29 @@ __device__ __forceinline__ void sparse_mla(uint8_t *smem, const uint8_t *cache, 
     if (!Lay::WG && tid >= kAttendThreads)
         return;
     constexpr int T = Lay::WG ? Threads : kAttendThreads;
-    for (int i = tid; i < HB * (KV / 8); i += T) { // 8 neighbouring threads on 8 heads
-        const int h = 8 * (i / 8 / (KV / 8)) + i % 8, c = i / 8 % (KV / 8);
-        store16(sm.q_s + Lay::qk_at(h, 8 * c), q_chunk(h, c));
+    {
+        // the latent chunks (plain loads) of a thread are all read before any is stored, so their
+        // loads are in flight together (the compiler cannot move a load through a generic pointer
+        // above a store to shared memory); then the rope chunks, one at a time. 8 neighbouring
+        // threads on 8 heads.
+        constexpr int CL = LAT / 8, CR = (KV - LAT) / 8, NL = HB * CL, PER = (NL + T - 1) / T;
+        uint4 chunk[PER];
+#pragma unroll
+        for (int j = 0; j < PER; j++) {
+            const int i = tid + j * T, h = 8 * (i / 8 / CL) + i % 8, c = i / 8 % CL;
+            if (i < NL)
+                chunk[j] = q_chunk(h, c);
+        }
+#pragma unroll
+        for (int j = 0; j < PER; j++) {
+            const int i = tid + j * T, h = 8 * (i / 8 / CL) + i % 8, c = i / 8 % CL;
+            if (i < NL)
+                store16(sm.q_s + Lay::qk_at(h, 8 * c), chunk[j]);
+        }
+        for (int i = tid; i < HB * CR; i += T) {
+            const int h = 8 * (i / 8 / CR) + i % 8, c = CL + i / 8 % CR;
+            store16(sm.q_s + Lay::qk_at(h, 8 * c), q_chunk(h, c));
+        }
     }
     if constexpr (Lay::WG) {
         constexpr bool Pair = Cluster == 2;

@@ -72,35 +72,36 @@ __device__ __forceinline__ void sparse_mla(uint8_t *smem, const uint8_t *cache, 
     // third warpgroup leaves; barriers for all threads no longer wait for exited ones
     if (!Lay::WG && tid >= kAttendThreads)
         return;
-    constexpr int T = Lay::WG ? Threads : kAttendThreads;
-    {
-        // the latent chunks (plain loads) of a thread are all read before any is stored, so their
-        // loads are in flight together (the compiler cannot move a load through a generic pointer
-        // above a store to shared memory); then the rope chunks, one at a time. 8 neighbouring
-        // threads on 8 heads.
-        constexpr int CL = LAT / 8, CR = (KV - LAT) / 8, NL = HB * CL, PER = (NL + T - 1) / T;
-        uint4 chunk[PER];
+    // Q in q_s, by the 256 threads that run the mma.sync loop or the wgmma loops' consumers: q_load
+    // reads a thread's latent chunks (plain loads) into registers, all before any is stored, so that
+    // they are in flight together (the compiler cannot move a load through a generic pointer above a
+    // store to shared memory); q_store stores them, then forms the rope chunks, one at a time. 8
+    // neighbouring threads on 8 heads.
+    constexpr int CL = LAT / 8, CR = (KV - LAT) / 8, NL = HB * CL, PER = (NL + kAttendThreads - 1) / kAttendThreads;
+    uint4 qlat[PER];
+    const auto q_load = [&] {
 #pragma unroll
         for (int j = 0; j < PER; j++) {
-            const int i = tid + j * T, h = 8 * (i / 8 / CL) + i % 8, c = i / 8 % CL;
+            const int i = tid + j * kAttendThreads, h = 8 * (i / 8 / CL) + i % 8, c = i / 8 % CL;
             if (i < NL)
-                chunk[j] = q_chunk(h, c);
+                qlat[j] = q_chunk(h, c);
         }
+    };
+    const auto q_store = [&] {
 #pragma unroll
         for (int j = 0; j < PER; j++) {
-            const int i = tid + j * T, h = 8 * (i / 8 / CL) + i % 8, c = i / 8 % CL;
+            const int i = tid + j * kAttendThreads, h = 8 * (i / 8 / CL) + i % 8, c = i / 8 % CL;
             if (i < NL)
-                store16(sm.q_s + Lay::qk_at(h, 8 * c), chunk[j]);
+                store16(sm.q_s + Lay::qk_at(h, 8 * c), qlat[j]);
         }
-        for (int i = tid; i < HB * CR; i += T) {
+        for (int i = tid; i < HB * CR; i += kAttendThreads) {
             const int h = 8 * (i / 8 / CR) + i % 8, c = CL + i / 8 % CR;
             store16(sm.q_s + Lay::qk_at(h, 8 * c), q_chunk(h, c));
         }
-    }
+    };
     if constexpr (Lay::WG) {
         constexpr bool Pair = Cluster == 2;
         static_assert(!Pair || (!Lay::TR && Format != 0), "pairs: 64-head CTAs on quantised keys");
-        fence_proxy_async(); // the tensor cores read q_s after the first segment's barriers
         if (tid == 0) {
             for (int b = 0; b < 2; b++) {
                 // full[b]: the producer warpgroups' threads (a pair: the peer's bytes too, expected by
@@ -114,22 +115,37 @@ __device__ __forceinline__ void sparse_mla(uint8_t *smem, const uint8_t *cache, 
                 mbar_init(sm.bars + 32, 256); // the consumer groups' end of loop: their threads
             mbar_init_fence();
         }
-        // the barriers and q_s are published by the first segment's CTA barrier (compact_segment),
-        // before any thread uses either; a pair's barriers to the peer by the cluster's barrier,
-        // whose wait comes after the first compaction (its loads overlap the peer's arrival). The
-        // main loop stores O and the LSE
+        // the barriers are published by the first segment's CTA barrier (compact_segment), before
+        // any thread uses them; a pair's barriers to the peer by the cluster's barrier, whose wait
+        // comes after the first compaction (its loads overlap the peer's arrival). The main loop
+        // stores O and the LSE
         if constexpr (Pair)
             cluster_arrive_relaxed(); // waited on where a role first reaches into the peer (the main loop)
+        // the keys first: the producer issues the first tile's loads as soon as the first segment
+        // is compacted; the consumers issue their query loads before that compaction and store Q
+        // after it, while the keys' loads are in flight, then meet on named barrier 6 (their 256
+        // threads) before any reads q_s
+        if (tid < kAttendThreads)
+            q_load();
+        const auto consumers_q = [&] {
+            q_store();
+            fence_proxy_async(); // the tensor cores read q_s
+            named_barrier_unaligned_n<6, kAttendThreads>();
+        };
         if constexpr (Lay::TR)
-            wgmma_t_main_loop<Lay, TOPK, ScaleOffset, RopeOffset>(th, sm, cache, softmax_scale, slot_of, store);
+            wgmma_t_main_loop<Lay, TOPK, ScaleOffset, RopeOffset>(th, sm, cache, softmax_scale, slot_of, store,
+                                                                  consumers_q);
         else
-            wgmma_main_loop<Lay, TOPK, ScaleOffset, RopeOffset, Pair>(th, sm, cache, softmax_scale, slot_of, store);
+            wgmma_main_loop<Lay, TOPK, ScaleOffset, RopeOffset, Pair>(th, sm, cache, softmax_scale, slot_of, store,
+                                                                      consumers_q);
         // a pair: neither CTA leaves while the other may still store into its tiles or arrive on
         // its barriers
         if constexpr (Pair)
             cluster_sync();
         return;
     }
+    q_load(); // published by the first compaction's barriers
+    q_store();
     if (tid < HB) {
         sm.m_s[tid] = neg_inf();
         sm.l_s[tid] = 0.0f;

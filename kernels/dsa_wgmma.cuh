@@ -159,9 +159,10 @@ __device__ __forceinline__ void wgmma_producer(const CtaThread &th, const Attend
 // softmax state: m and l are group 0's. Group 0 takes 192 registers (O 128, S 32), group 1 176,
 // the producer 136.
 constexpr int kConsumerGroup0Regs = 192, kConsumerGroup1Regs = 176; // with the producer's 136: 504, the CTA's 3 x 168
-template <class Lay, int TOPK, bool Pair, class SlotOf, class Store>
+template <class Lay, int TOPK, bool Pair, class SlotOf, class Store, class FormQ>
 __device__ __forceinline__ void wgmma_consumers(const CtaThread &th, const AttendSmem<Lay> &sm, float softmax_scale,
-                                                const SlotOf &slot_of, const Store &store, uint32_t peer_empty0)
+                                                const SlotOf &slot_of, const Store &store, const FormQ &form_q,
+                                                uint32_t peer_empty0)
 {
     constexpr int HB = Lay::heads, KT = Lay::KT, KSTEPS = Lay::KSTEPS, LAT = Lay::lat;
     constexpr int NC = 2 * 128;
@@ -246,6 +247,8 @@ __device__ __forceinline__ void wgmma_consumers(const CtaThread &th, const Atten
         regs_inc<kConsumerGroup0Regs>();
         for (int seg0 = 0; seg0 < TOPK; seg0 += kAttendSegment) {
             const int n = compact_segment<Lay, TOPK, Lay::threads, true>(th, sm, seg0, slot_of);
+            if (seg0 == 0)
+                form_q(); // Q in q_s, while the producer's first loads are in flight (sparse_mla)
             if (Pair && seg0 == 0)
                 cluster_wait(); // the peer's barriers are initialised (sparse_mla)
             for (int t0 = 0; t0 < n; t0 += KT, u++) {
@@ -337,6 +340,8 @@ __device__ __forceinline__ void wgmma_consumers(const CtaThread &th, const Atten
         regs_inc<kConsumerGroup1Regs>();
         for (int seg0 = 0; seg0 < TOPK; seg0 += kAttendSegment) {
             const int n = compact_segment<Lay, TOPK, Lay::threads, true>(th, sm, seg0, slot_of);
+            if (seg0 == 0)
+                form_q(); // Q in q_s, while the producer's first loads are in flight (sparse_mla)
             if (Pair && seg0 == 0)
                 cluster_wait(); // the peer's barriers are initialised (sparse_mla)
             for (int t0 = 0; t0 < n; t0 += KT, u++) {
@@ -365,10 +370,12 @@ __device__ __forceinline__ void wgmma_consumers(const CtaThread &th, const Atten
 // tile waits on its full barrier's phase v (parity v % 2); empty counts the consumers' 256 arrivals
 // (each after its last wgmma on the tile completed).
 // All roles meet on named barrier 3 (384 threads) in each segment's compaction; the consumers on
-// named barriers 4 and 5 (a tile's P, group 0 arriving, group 1 waiting) and on 1 at the end.
-template <class Lay, int TOPK, int ScaleOffset, int RopeOffset, bool Pair, class SlotOf, class Store>
+// named barriers 6 once (Q formed, after the first compaction), 4 and 5 (a tile's P, group 0
+// arriving, group 1 waiting) and 1 at the end.
+template <class Lay, int TOPK, int ScaleOffset, int RopeOffset, bool Pair, class SlotOf, class Store, class FormQ>
 __device__ __forceinline__ void wgmma_main_loop(const CtaThread &th, const AttendSmem<Lay> &sm, const uint8_t *cache,
-                                                float softmax_scale, const SlotOf &slot_of, const Store &store)
+                                                float softmax_scale, const SlotOf &slot_of, const Store &store,
+                                                const FormQ &form_q)
 {
     static_assert(Lay::threads == 3 * 128, "two consumer warpgroups and a producer warpgroup");
     if (th.warp / 4 == 2) {
@@ -377,7 +384,7 @@ __device__ __forceinline__ void wgmma_main_loop(const CtaThread &th, const Atten
     }
     // Pair: the peer's empty barriers (its producer writes this CTA's tiles too)
     const uint32_t peer_empty0 = Pair ? cluster_addr(sm.bars + 16, cluster_rank() ^ 1u) : 0u;
-    wgmma_consumers<Lay, TOPK, Pair>(th, sm, softmax_scale, slot_of, store, peer_empty0);
+    wgmma_consumers<Lay, TOPK, Pair>(th, sm, softmax_scale, slot_of, store, form_q, peer_empty0);
 }
 
 } // namespace dsa

@@ -39,13 +39,15 @@ __device__ __forceinline__ void wgmma_t(float (&d)[HB / 2], uint64_t a, uint64_t
 // row) and 4 j + 2 + e (second row), j < HB / 8, e < 2; so its heads are the HB / 4 ones
 // h(2 j + e) = 8 j + 2 t4 + e, and per head it keeps m (the group's, the same in all its threads)
 // and its own share of l (over its rows), summed over the group's threads at the end.
-// Barriers: all roles meet on named barrier 3 (384 threads) in each segment's compaction; group wg
+// Barriers: all roles meet on named barrier 3 (384 threads) in each segment's compaction; the
+// consumers on named barrier 6 (256 threads) once, Q formed after the first compaction; group wg
 // meets on named barrier 1 + wg (128 threads) twice a tile (the column maxima, then P^T); both
 // groups on the mbarrier done (256 arrivals) twice at the end (the merge). empty[b] counts the 128
 // arrivals of group b, each after its last wgmma on the tile completed.
-template <class Lay, int TOPK, int ScaleOffset, int RopeOffset, class SlotOf, class Store>
+template <class Lay, int TOPK, int ScaleOffset, int RopeOffset, class SlotOf, class Store, class FormQ>
 __device__ __forceinline__ void wgmma_t_main_loop(const CtaThread &th, const AttendSmem<Lay> &sm, const uint8_t *cache,
-                                                  float softmax_scale, const SlotOf &slot_of, const Store &store)
+                                                  float softmax_scale, const SlotOf &slot_of, const Store &store,
+                                                  const FormQ &form_q)
 {
     constexpr int HB = Lay::heads, KT = Lay::KT, KSTEPS = Lay::KSTEPS, KV = Lay::kv, LAT = Lay::lat, OB = Lay::OB;
     constexpr int NA = HB / 2, NH = HB / 4; // accumulators per m64 x HB block, heads per thread
@@ -95,6 +97,8 @@ __device__ __forceinline__ void wgmma_t_main_loop(const CtaThread &th, const Att
     int u = 0;
     for (int seg0 = 0; seg0 < TOPK; seg0 += kAttendSegment) {
         const int n = compact_segment<Lay, TOPK, Lay::threads, true>(th, sm, seg0, slot_of);
+        if (seg0 == 0)
+            form_q(); // Q in q_s, while the producers' first loads are in flight (sparse_mla)
         for (int t0 = 0; t0 < n; t0 += KT, u++) {
             if (u % 2 != wg)
                 continue; // the other group's tile

@@ -16,7 +16,8 @@ template <int N> __device__ __forceinline__ void mma(float (&d)[N / 2], uint64_t
     else if constexpr (N == 32) wgmma_n32<0>(d, a, b);
     else wgmma_n64<0>(d, a, b);
 }
-template <int N, int CHAIN, bool SPLITWAIT>
+// TWO: the k-steps alternate between two accumulator sets (two independent chains, added at the end)
+template <int N, int CHAIN, bool SPLITWAIT, bool TWO = false>
 __global__ void __launch_bounds__(256) chain(int groups, int reps, long long *out, float *sink)
 {
     extern __shared__ __align__(128) uint8_t smem[];
@@ -29,15 +30,18 @@ __global__ void __launch_bounds__(256) chain(int groups, int reps, long long *ou
         return;
     constexpr uint32_t SBO = 576 / 8 * 128;
     const uint32_t ka = smem_addr(smem), qb = smem_addr(smem + 64 * 576 * 2);
-    float acc[N / 2];
-    for (int i = 0; i < N / 2; i++) acc[i] = 0.f;
+    float acc[N / 2], acc1[N / 2];
+    for (int i = 0; i < N / 2; i++) acc[i] = 0.f, acc1[i] = 0.f;
     const long long t0 = clock64();
     for (int r = 0; r < reps; r++) {
         wgmma_fence();
         const uint64_t a = wg_desc(ka, 128u, SBO), b = wg_desc(qb, 128u, SBO);
 #pragma unroll
         for (int ks = 0; ks < CHAIN; ks++) {
-            mma<N>(acc, a + 16u * ks, b + 16u * ks);
+            if (TWO && ks % 2)
+                mma<N>(acc1, a + 16u * ks, b + 16u * ks);
+            else
+                mma<N>(acc, a + 16u * ks, b + 16u * ks);
             if (SPLITWAIT && ks == CHAIN / 2 - 1) { wgmma_commit(); wgmma_wait(); wgmma_fence(); }
         }
         wgmma_commit();
@@ -45,27 +49,27 @@ __global__ void __launch_bounds__(256) chain(int groups, int reps, long long *ou
     }
     const long long t1 = clock64();
     float s = 0.f;
-    for (int i = 0; i < N / 2; i++) s += acc[i];
+    for (int i = 0; i < N / 2; i++) s += acc[i] + acc1[i];
     if (s != 0.f) sink[threadIdx.x] = s;
     if (threadIdx.x % 128 == 0) out[blockIdx.x * 2 + wg] = t1 - t0;
 }
-template <int N, int CHAIN, bool SW> void run(int groups, int blocks)
+template <int N, int CHAIN, bool SW, bool TWO = false> void run(int groups, int blocks)
 {
     long long *out; float *sink;
     cudaMalloc(&out, sizeof(long long) * 2 * blocks); cudaMalloc(&sink, 4 * 256);
     const int smem = (64 + 64) * 576 * 2, reps = 200;
-    cudaFuncSetAttribute(chain<N, CHAIN, SW>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-    chain<N, CHAIN, SW><<<blocks, 256, smem>>>(groups, 2, out, sink);
+    cudaFuncSetAttribute(chain<N, CHAIN, SW, TWO>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    chain<N, CHAIN, SW, TWO><<<blocks, 256, smem>>>(groups, 2, out, sink);
     cudaEvent_t e0, e1; cudaEventCreate(&e0); cudaEventCreate(&e1);
     cudaEventRecord(e0);
-    chain<N, CHAIN, SW><<<blocks, 256, smem>>>(groups, reps, out, sink);
+    chain<N, CHAIN, SW, TWO><<<blocks, 256, smem>>>(groups, reps, out, sink);
     cudaEventRecord(e1); cudaEventSynchronize(e1);
     float ms; cudaEventElapsedTime(&ms, e0, e1);
     long long h[2]; cudaMemcpy(h, out, sizeof h, cudaMemcpyDeviceToHost);
     const double per = (double)h[0] / reps / CHAIN;
-    printf("n%-3d chain %2d%s groups %d blocks %3d: %.1f cycles a wgmma (%.0f a chain of %d, wait included), "
+    printf("n%-3d chain %2d%s%s groups %d blocks %3d: %.1f cycles a wgmma (%.0f a chain of %d, wait included), "
            "%.2f us a chain; %.0f TFLOP/s over the grid; err %s\n",
-           N, CHAIN, SW ? " (wait mid-chain)" : "", groups, blocks, per, per * CHAIN, CHAIN, ms * 1e3 / reps,
+           N, CHAIN, SW ? " (wait mid-chain)" : "", TWO ? " (two accumulator sets)" : "", groups, blocks, per, per * CHAIN, CHAIN, ms * 1e3 / reps,
            2.0 * 64 * N * 16 * CHAIN * reps * groups * blocks / (ms * 1e-3) / 1e12, cudaGetErrorString(cudaGetLastError()));
     cudaFree(out); cudaFree(sink);
 }
@@ -76,5 +80,6 @@ int main()
     run<32, 36, false>(1, 1); run<32, 36, false>(2, 1); run<32, 36, false>(2, 132);
     run<64, 36, false>(1, 1); run<64, 36, false>(2, 1); run<64, 36, false>(2, 132);
     run<16, 68, true>(1, 1); run<16, 68, true>(2, 1);
+    run<16, 36, false, true>(1, 1); run<16, 36, false, true>(2, 1); run<16, 36, false, true>(2, 132);
     return 0;
 }

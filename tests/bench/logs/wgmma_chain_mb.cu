@@ -10,14 +10,15 @@
 #include <cstdint>
 #include "dsa_wgmma.cuh"
 using namespace dsa;
-template <int N> __device__ __forceinline__ void mma(float (&d)[N / 2], uint64_t a, uint64_t b)
+// TA: A read M-major (transposed), as O^T = V^T P^T reads V^T from the key tile
+template <int N, int TA> __device__ __forceinline__ void mma(float (&d)[N / 2], uint64_t a, uint64_t b)
 {
-    if constexpr (N == 16) wgmma_n16<0>(d, a, b);
-    else if constexpr (N == 32) wgmma_n32<0>(d, a, b);
-    else wgmma_n64<0>(d, a, b);
+    if constexpr (N == 16) wgmma_n16<0, TA>(d, a, b);
+    else if constexpr (N == 32) wgmma_n32<0, TA>(d, a, b);
+    else wgmma_n64<0, TA>(d, a, b);
 }
 // TWO: the k-steps alternate between two accumulator sets (two independent chains, added at the end)
-template <int N, int CHAIN, bool SPLITWAIT, bool TWO = false>
+template <int N, int CHAIN, bool SPLITWAIT, bool TWO = false, int TA = 0>
 __global__ void __launch_bounds__(256) chain(int groups, int reps, long long *out, float *sink)
 {
     extern __shared__ __align__(128) uint8_t smem[];
@@ -39,9 +40,9 @@ __global__ void __launch_bounds__(256) chain(int groups, int reps, long long *ou
 #pragma unroll
         for (int ks = 0; ks < CHAIN; ks++) {
             if (TWO && ks % 2)
-                mma<N>(acc1, a + 16u * ks, b + 16u * ks);
+                mma<N, TA>(acc1, a + 16u * ks, b + 16u * ks);
             else
-                mma<N>(acc, a + 16u * ks, b + 16u * ks);
+                mma<N, TA>(acc, a + 16u * ks, b + 16u * ks);
             if (SPLITWAIT && ks == CHAIN / 2 - 1) { wgmma_commit(); wgmma_wait(); wgmma_fence(); }
         }
         wgmma_commit();
@@ -53,23 +54,23 @@ __global__ void __launch_bounds__(256) chain(int groups, int reps, long long *ou
     if (s != 0.f) sink[threadIdx.x] = s;
     if (threadIdx.x % 128 == 0) out[blockIdx.x * 2 + wg] = t1 - t0;
 }
-template <int N, int CHAIN, bool SW, bool TWO = false> void run(int groups, int blocks)
+template <int N, int CHAIN, bool SW, bool TWO = false, int TA = 0> void run(int groups, int blocks)
 {
     long long *out; float *sink;
     cudaMalloc(&out, sizeof(long long) * 2 * blocks); cudaMalloc(&sink, 4 * 256);
     const int smem = (64 + 64) * 576 * 2, reps = 200;
-    cudaFuncSetAttribute(chain<N, CHAIN, SW, TWO>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-    chain<N, CHAIN, SW, TWO><<<blocks, 256, smem>>>(groups, 2, out, sink);
+    cudaFuncSetAttribute(chain<N, CHAIN, SW, TWO, TA>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    chain<N, CHAIN, SW, TWO, TA><<<blocks, 256, smem>>>(groups, 2, out, sink);
     cudaEvent_t e0, e1; cudaEventCreate(&e0); cudaEventCreate(&e1);
     cudaEventRecord(e0);
-    chain<N, CHAIN, SW, TWO><<<blocks, 256, smem>>>(groups, reps, out, sink);
+    chain<N, CHAIN, SW, TWO, TA><<<blocks, 256, smem>>>(groups, reps, out, sink);
     cudaEventRecord(e1); cudaEventSynchronize(e1);
     float ms; cudaEventElapsedTime(&ms, e0, e1);
     long long h[2]; cudaMemcpy(h, out, sizeof h, cudaMemcpyDeviceToHost);
     const double per = (double)h[0] / reps / CHAIN;
-    printf("n%-3d chain %2d%s%s groups %d blocks %3d: %.1f cycles a wgmma (%.0f a chain of %d, wait included), "
+    printf("n%-3d chain %2d%s%s%s groups %d blocks %3d: %.1f cycles a wgmma (%.0f a chain of %d, wait included), "
            "%.2f us a chain; %.0f TFLOP/s over the grid; err %s\n",
-           N, CHAIN, SW ? " (wait mid-chain)" : "", TWO ? " (two accumulator sets)" : "", groups, blocks, per, per * CHAIN, CHAIN, ms * 1e3 / reps,
+           N, CHAIN, SW ? " (wait mid-chain)" : "", TWO ? " (two accumulator sets)" : "", TA ? " (A transposed)" : "", groups, blocks, per, per * CHAIN, CHAIN, ms * 1e3 / reps,
            2.0 * 64 * N * 16 * CHAIN * reps * groups * blocks / (ms * 1e-3) / 1e12, cudaGetErrorString(cudaGetLastError()));
     cudaFree(out); cudaFree(sink);
 }
@@ -81,5 +82,6 @@ int main()
     run<64, 36, false>(1, 1); run<64, 36, false>(2, 1); run<64, 36, false>(2, 132);
     run<16, 68, true>(1, 1); run<16, 68, true>(2, 1);
     run<16, 36, false, true>(1, 1); run<16, 36, false, true>(2, 1); run<16, 36, false, true>(2, 132);
+    run<16, 32, false, false, 1>(1, 1); run<16, 32, false, false, 1>(2, 1); run<16, 32, false, false, 1>(2, 132);
     return 0;
 }

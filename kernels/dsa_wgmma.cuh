@@ -370,8 +370,8 @@ __device__ __forceinline__ void wgmma_consumers(const CtaThread &th, const Atten
 // tile waits on its full barrier's phase v (parity v % 2); empty counts the consumers' 256 arrivals
 // (each after its last wgmma on the tile completed).
 // All roles meet on named barrier 3 (384 threads) in each segment's compaction; the consumers on
-// named barriers 6 once (Q formed, after the first compaction), 4 and 5 (a tile's P, group 0
-// arriving, group 1 waiting) and 1 at the end.
+// named barrier 6 once (Q formed, after the first compaction), on 4 and 5 (a tile's P, group 0
+// arriving, group 1 waiting) and on 1 at the end.
 template <class Lay, int TOPK, int ScaleOffset, int RopeOffset, bool Pair, class SlotOf, class Store, class FormQ>
 __device__ __forceinline__ void wgmma_main_loop(const CtaThread &th, const AttendSmem<Lay> &sm, const uint8_t *cache,
                                                 float softmax_scale, const SlotOf &slot_of, const Store &store,

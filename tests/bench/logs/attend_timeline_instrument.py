@@ -4,7 +4,8 @@
 # CTA, every split z: the CTA's start, the first compaction and Q formed (consumer thread 0), the
 # producers' first loads issued and each tile's full arrival (per producer half), and per tile u < 4
 # of the consumer group that takes it: its full wait over, S^T done, P^T written (the softmax), and
-# its empty arrival (O^T done); the CTA's end; and the split merge CTA (0, 0)'s start and end. The
+# its empty arrival (O^T done); the end's two phases (consumer thread 0), its first and last partial
+# store and the CTA's end; and the split merge CTA (0, 0)'s start, LSE barrier and end. The
 # merge CTA prints them at the 8th call of each row count (past the warm-up), in ns from the earliest
 # CTA start, min..max over the splits; a stamp outside [that start, + 100 ms] is another call's and
 # is not counted (the first version's garbage). All stamps are cleared at every merge.
@@ -21,6 +22,9 @@ G = '''namespace dsa {
 __device__ __forceinline__ unsigned long long xa_now() { unsigned long long t; asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); return t; }
 // [split]: start, first compaction, Q formed, end; [split][half]: producers' first loads issued
 __device__ unsigned long long xa_wait[64], xa_cmp[64], xa_q[64], xa_end[64], xa_pld[64][2];
+// [split]: the end's two phases over (consumer thread 0: done phase 0, done phase 1), its first and
+// last partial store issued; the merge CTA's LSE barrier passed
+__device__ unsigned long long xa_d0[64], xa_d1[64], xa_st0[64], xa_st1[64], xa_mlse;
 // [split][tile < 4]: consumer stamps; [split][tile][half]: the producers' full arrival
 __device__ unsigned long long xa_f[64][4], xa_s[64][4], xa_p[64][4], xa_e[64][4], xa_put[64][4][2];
 __device__ int xa_seen[1025];
@@ -63,8 +67,13 @@ patch('kernels/dsa_merge.cuh', [
             rng(&xa_pld[0][0], 2, a0, a1); printf(" | loads issued h0 %lld..%lld", a0, a1);
             rng(&xa_pld[0][1], 2, a0, a1); printf(" h1 %lld..%lld", a0, a1);
             rng(xa_q, 1, a0, a1); printf(" | Q formed %lld..%lld", a0, a1);
+            rng(xa_d0, 1, a0, a1); printf(" | end: phase 0 %lld..%lld", a0, a1);
+            rng(xa_d1, 1, a0, a1); printf(" phase 1 %lld..%lld", a0, a1);
+            rng(xa_st0, 1, a0, a1); printf(" first store %lld..%lld", a0, a1);
+            rng(xa_st1, 1, a0, a1); printf(" last store %lld..%lld", a0, a1);
             rng(xa_end, 1, a0, a1); printf(" | CTA end %lld..%lld", a0, a1);
-            printf(" | merge CTA (0, 0) %lld..%lld\\n", o == ~0ull ? -1ll : (long long)(xw - o), o == ~0ull ? -1ll : (long long)(xe - o));
+            printf(" | merge CTA (0, 0) %lld..%lld, its LSE barrier %lld\\n", o == ~0ull ? -1ll : (long long)(xw - o), o == ~0ull ? -1ll : (long long)(xe - o),
+                   o == ~0ull || xa_mlse < o ? -1ll : (long long)(xa_mlse - o));
             for (int k = 0; k < 4; k++) {
                 printf("XA   tile %d:", k);
                 rng(&xa_put[0][k][0], 8, a0, a1); printf(" put h0 %lld..%lld", a0, a1);
@@ -77,10 +86,23 @@ patch('kernels/dsa_merge.cuh', [
         }
         for (int z = 0; z < 64; z++) {
             xa_wait[z] = xa_cmp[z] = xa_q[z] = xa_end[z] = xa_pld[z][0] = xa_pld[z][1] = 0;
+            xa_d0[z] = xa_d1[z] = xa_st0[z] = xa_st1[z] = 0;
             for (int k = 0; k < 4; k++) xa_f[z][k] = xa_s[z][k] = xa_p[z][k] = xa_e[z][k] = xa_put[z][k][0] = xa_put[z][k][1] = 0;
         }
     }
 }'''),
+])
+
+patch('kernels/dsa_merge.cuh', [
+('''        lse_s[tid] = (x != x || x == -neg_inf()) ? neg_inf() : x;
+    }
+    __syncthreads();
+''', '''        lse_s[tid] = (x != x || x == -neg_inf()) ? neg_inf() : x;
+    }
+    __syncthreads();
+    if (blockIdx.x == 0 && blockIdx.y == 0 && tid == 0)
+        xa_mlse = xa_now();
+'''),
 ])
 
 patch('kernels/dsa_attend.cuh', [
@@ -125,12 +147,32 @@ patch('kernels/dsa_wgmma_t.cuh', [
             if (xa_on(HB) && gt == 0 && u < 4)
                 xa_e[blockIdx.z][u] = xa_now();
 '''),
+('''    mbar_arrive(done);
+    mbar_wait(done, 0);
+''', '''    mbar_arrive(done);
+    mbar_wait(done, 0);
+    if (xa_on(HB) && th.tid == 0)
+        xa_d0[blockIdx.z] = xa_now();
+'''),
+('''    mbar_arrive(done);
+    mbar_wait(done, 1);
+#pragma unroll 1
+''', '''    mbar_arrive(done);
+    mbar_wait(done, 1);
+    if (xa_on(HB) && th.tid == 0)
+        xa_d1[blockIdx.z] = xa_now();
+#pragma unroll 1
+'''),
 ('''        store(head, d, o.x, o.y);
         store(head, d + 2, o.z, o.w);
     }
-}''', '''        store(head, d, o.x, o.y);
+}''', '''        if (xa_on(HB) && th.tid == 0 && i == 0)
+            xa_st0[blockIdx.z] = xa_now();
+        store(head, d, o.x, o.y);
         store(head, d + 2, o.z, o.w);
     }
+    if (xa_on(HB) && th.tid == 0)
+        xa_st1[blockIdx.z] = xa_now();
     if (xa_on(HB) && th.tid == 0)
         xa_end[blockIdx.z] = xa_now();
 }'''),

@@ -172,9 +172,7 @@ patch('kernels/dsa_wgmma_t.cuh', [
         store(head, d + 2, o.z, o.w);
     }
     if (xa_on(HB) && th.tid == 0)
-        xa_st1[blockIdx.z] = xa_now();
-    if (xa_on(HB) && th.tid == 0)
-        xa_end[blockIdx.z] = xa_now();
+        xa_st1[blockIdx.z] = xa_end[blockIdx.z] = xa_now();
 }'''),
 ])
 

@@ -251,6 +251,7 @@ static void push_env(lua_State *L, const loaded *l, const dsg_config *c, const c
     set_int(L, "rope_threads", dv.rope_threads);
     set_int(L, "pack_threads", dv.pack_threads);
     set_int(L, "merge_threads", dv.merge_threads);
+    set_int(L, "split_merge_few", dv.split_merge_few);
     set_int(L, "pack_ctas_per_token", dv.pack_ctas_per_token);
     set_int(L, "attend_ctas_per_token", dv.attend_ctas_per_token);
     set_int(L, "attend_max_splits", dv.attend_max_splits);
@@ -287,7 +288,7 @@ static void push_env(lua_State *L, const loaded *l, const dsg_config *c, const c
     /* kernel entry names: the instantiations define them, the plan names them */
     lua_newtable(L);
     static const char *const entries[] = {"prologue",    "rope_table",  "pack_q",     "attend",     "merge",
-                                          "split_merge", "attend_smem", "attend_threads", "index_q",     "index_score", "index_score_few", "index_score_group", "index_score_group_smem", "index_topk",
+                                          "split_merge", "split_merge_few", "attend_smem", "attend_threads", "index_q",     "index_score", "index_score_few", "index_score_group", "index_score_group_smem", "index_topk",
                                           "index_topk_split", "index_merge", "barrier"};
     for (size_t i = 0; i < sizeof entries / sizeof entries[0]; i++) {
         char e[192];

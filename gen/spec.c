@@ -827,6 +827,12 @@ void dsg_derive(const dsg_geometry *g, const dsg_config *c, dsg_derived *o)
     o->rope_threads = 256;
     o->pack_threads = 256;
     o->merge_threads = 128;
+    /* The split merge in two entries: rows of 2 splits (many rows: thousands of merge CTAs of two
+     * partials each) take one whose threads load 2 partials at once (32 registers, 16 CTAs an SM
+     * instead of 6: 64 heads x 64 rows 82 -> 77 us); more splits (few rows, few CTAs) the one with
+     * 8 in flight, since 2 at a time waits on 8 rounds of loads at 16 splits (8 rows 6-7 us slower;
+     * tests/bench/RESULTS.md, thirteenth session). */
+    o->split_merge_few = 2;
     o->pack_ctas_per_token = (o->heads_local * (o->kv_dim / 8) + o->pack_threads - 1) / o->pack_threads;
     o->attend_ctas_per_token = (o->heads_gathered + o->attend_heads_per_cta - 1) / o->attend_heads_per_cta;
     /* Where a row's heads take an even number of 64-head CTAs and the keys are quantised, two CTAs

@@ -78,6 +78,7 @@ typedef struct dsg_derived {
     int q_lat_row, q_pe_row, out_row, lse_row, idx_q_row;
     /* launch shapes: threads per CTA of each kernel, CTAs per token where a token spans several */
     int prologue_threads, rope_threads, pack_threads, merge_threads;
+    int split_merge_few; /* the most splits the few-splits merge entry takes (its loads in flight a thread) */
     int pack_ctas_per_token, attend_ctas_per_token;
     long long rope_entries; /* cos/sin table entries: max_positions * qk_rope_dim / 2 */
     /* stage B: keys per row on one rank at most; workspaces per row (bytes); launch shapes */

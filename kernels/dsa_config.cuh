@@ -50,6 +50,7 @@ struct Config {
         attend_producers = DSA_ATTEND_PRODUCERS,
         attend_cluster = DSA_ATTEND_CLUSTER,
         attend_max_splits = DSA_ATTEND_MAX_SPLITS,
+        split_merge_few = DSA_SPLIT_MERGE_FEW, // the few-splits merge entry: splits up to this, as many loads in flight
         exchange_row = DSA_EXCHANGE_ROW_BYTES, // bytes per row of one rank's block of the DCP exchange
         // MLA cache entry: format (CacheFormat, dsa_cache_format.cuh), bytes per token, offsets in it
         cache_format = DSA_CACHE_DTYPE,

@@ -52,6 +52,7 @@ template <class C> struct ExchangeTarget {
 };
 
 constexpr int kMergeMax = DSA_MERGE_MAX; // the most partials one merge takes (attend_max_splits, DCP ranks)
+constexpr int kMergeLoads = 8;            // partials a merge thread loads at once, unless told fewer
 
 // The merge of the n <= kMergeMax partials of one (token, head) by the whole CTA, IN THE ORDER r = 0
 // .. n - 1 and in fp32, so the result is bit-for-bit repeatable: lse_at(r) is partial r's LSE,
@@ -62,15 +63,19 @@ constexpr int kMergeMax = DSA_MERGE_MAX; // the most partials one merge takes (a
 // kernel writes each, 0 where empty, but a -inf partial's is never added). The LSEs are read once,
 // by n threads (a merge CTA has at least 32, the plan's merge_threads), and their weights computed
 // once, in shared memory: the loops run to n, not to the most there can be (unrolled to 32, the
-// merge held 128 registers a thread). A thread's loads of 8 partials go out at once, 4 dims each:
+// merge held 128 registers a thread). A thread's loads of G partials go out at once, 4 dims each:
 // one dim a thread and 8 partials at a time, a 1-row call's merge of 16 splits waited on 8 rounds
-// of memory latency (12 us, as long as the attention it merged). 16 at once (159 registers, 3 CTAs
-// an SM) merged 1-8 rows faster still but 64 rows of 2 splits 2-5 us slower; 8: 84 registers.
-template <int L, class LseAt, class Part4, class Put4>
+// of memory latency (12 us, as long as the attention it merged). G = 8: 84 registers. 16 (159
+// registers, 3 CTAs an SM): one row no faster, 8 rows of 64-128 heads 3-4 us and 64 rows of 2 splits
+// 2-10 us slower. 2 (32 registers, 16 CTAs an SM): 64 rows of 2 splits 2-5 us faster at 32-64 heads,
+// 8 rows of 16 splits 6-7 us slower; hence the split merge's two entries (tests/bench/RESULTS.md,
+// thirteenth session). G changes which loads are in flight together, never the sums: the result is
+// the same bits whatever G.
+template <int L, int G = kMergeLoads, class LseAt, class Part4, class Put4>
 __device__ __forceinline__ float lse_merge(int n, LseAt lse_at, Part4 part4, Put4 put4)
 {
     static_assert(L % 4 == 0, "4 latent dims a thread");
-    constexpr int G = 8; // partials loaded at once
+    static_assert(G >= 1 && G <= kMergeMax, "partials loaded at once");
     __shared__ float lse_s[kMergeMax], w_s[kMergeMax];
     const int tid = threadIdx.x;
     if (tid < n) {
@@ -142,8 +147,9 @@ template <class C> __device__ __forceinline__ void merge(const dsa_merge_params 
 
 // C.4b: for each (token, gathered head), the row's splits in split order, to what attend writes
 // with one split: bf16 out and lse (DCP = 1), or the partial and LSE of the rank that owns the head,
-// in the exchange's layout (DCP > 1; dsa_attend.cuh, StorePartial). Grid (T, heads_gathered).
-template <class C> __device__ __forceinline__ void split_merge(const dsa_split_merge_params &p)
+// in the exchange's layout (DCP > 1; dsa_attend.cuh, StorePartial). Grid (T, heads_gathered). G:
+// the partials a thread loads at once (lse_merge).
+template <class C, int G> __device__ __forceinline__ void split_merge(const dsa_split_merge_params &p)
 {
     constexpr int HG = C::heads_gathered, H = C::heads_local, L = C::kv_lora_rank;
     static_assert(C::attend_max_splits <= kMergeMax, "a row's splits in one merge");
@@ -164,7 +170,7 @@ template <class C> __device__ __forceinline__ void split_merge(const dsa_split_m
         o = x.out(t, hg % H);
         lse = x.lse(t, hg % H);
     }
-    const float total = lse_merge<L>(p.splits, lse_at, part4, [&](int d, float4 v) { bf16x4_store(o + d, v); });
+    const float total = lse_merge<L, G>(p.splits, lse_at, part4, [&](int d, float4 v) { bf16x4_store(o + d, v); });
     if (threadIdx.x == 0 && lse)
         *lse = total;
 }

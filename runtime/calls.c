@@ -362,7 +362,9 @@ static dsa_result_t attend_chunk(dsa_ctx_t ctx, const dsa_attend_args_t *a, cons
         sm.rank = at.rank;
         sm.num_tokens = (int32_t)n;
         sm.splits = at.splits;
-        if ((rc = launch(ctx, "dsa_attend", ctx->split_merge_fn, (unsigned)n, (unsigned)cfg->info.heads_gathered,
+        /* rows of few splits (many rows): the entry with fewer loads in flight a thread, more CTAs an SM */
+        CUfunction f = (unsigned)at.splits <= cfg->split_merge_few ? ctx->split_merge_few_fn : ctx->split_merge_fn;
+        if ((rc = launch(ctx, "dsa_attend", f, (unsigned)n, (unsigned)cfg->info.heads_gathered,
                          cfg->merge_threads, 0, &sm, stream, "split merge")) != DSA_SUCCESS)
             return rc;
     }

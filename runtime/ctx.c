@@ -287,6 +287,7 @@ static dsa_result_t prepare_calls(dsa_ctx_t ctx)
         CU_CHECK(ctx, dsa_cu.cuModuleGetFunction(&ctx->pack_fn, att, cfg->entry_pack_q));
     CU_CHECK(ctx, dsa_cu.cuModuleGetFunction(&ctx->attend_fn, att, cfg->entry_attend));
     CU_CHECK(ctx, dsa_cu.cuModuleGetFunction(&ctx->split_merge_fn, att, cfg->entry_split_merge));
+    CU_CHECK(ctx, dsa_cu.cuModuleGetFunction(&ctx->split_merge_few_fn, att, cfg->entry_split_merge_few));
     if (cfg->entry_merge[0])
         CU_CHECK(ctx, dsa_cu.cuModuleGetFunction(&ctx->merge_fn, att, cfg->entry_merge));
     if (cfg->entry_barrier[0])

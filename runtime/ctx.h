@@ -18,7 +18,7 @@ struct dsa_ctx {
     CUcontext cu;
     CUmodule modules[DSA_NMODULES];
     dsa_kernel_info_t info[DSA_NMODULES]; /* what dsa_ctx_kernels reports */
-    CUfunction prologue_fn, pack_fn, attend_fn, split_merge_fn, merge_fn, barrier_fn;
+    CUfunction prologue_fn, pack_fn, attend_fn, split_merge_fn, split_merge_few_fn, merge_fn, barrier_fn;
     CUfunction index_q_fn, index_score_fn, index_score_few_fn, index_score_group_fn, index_topk_fn, index_topk_split_fn,
         index_merge_fn;
     int sms;                        /* the device's multiprocessors, read once at creation */

@@ -490,6 +490,9 @@ int main(int argc, char **argv)
         test_config("glm5.2_tp4_dcp1_i1_fp8_ds_mla", TOPK_SKIP_LAST, seed++, 1);
         test_config("glm5.2_tp2_dcp2_i1_nvfp4_ds_mla", TOPK_MIXED, seed++, 1);
         test_config("glm5.2_tp1_dcp1_i1_bf16", TOPK_EMPTY, seed++, 2);
+        /* two splits a row, the few-splits merge entry: into out (DCP = 1) and into the exchange */
+        test_config("deepseek_v32_tp8_dcp1_i1_fp8_ds_mla", TOPK_MIXED, seed++, 2);
+        test_config("glm5.2_tp2_dcp2_i1_nvfp4_ds_mla", TOPK_SKIP_LAST, seed++, 2);
         fused_exchange = 0; /* the all-to-all exchange, as groups without load/store reach run it */
         test_config("tiny_tp4_dcp4_i1_fp8_ds_mla", TOPK_MIXED, seed++, 0);
         test_config("glm5.2_tp2_dcp2_i1_nvfp4_ds_mla", TOPK_MIXED, seed++, 1);

@@ -78,24 +78,27 @@ __device__ __forceinline__ void sparse_mla(uint8_t *smem, const uint8_t *cache, 
     // store to shared memory); q_store stores them, then forms the rope chunks, one at a time. 8
     // neighbouring threads on 8 heads.
     constexpr int CL = LAT / 8, CR = (KV - LAT) / 8, NL = HB * CL, PER = (NL + kAttendThreads - 1) / kAttendThreads;
+    // item i of a run of N chunks a head: its head (8 neighbouring items on 8 heads) and chunk
+    const auto head_of = [](int i, int n) { return 8 * (i / 8 / n) + i % 8; };
+    const auto chunk_of = [](int i, int n) { return i / 8 % n; };
     uint4 qlat[PER];
     const auto q_load = [&] {
 #pragma unroll
         for (int j = 0; j < PER; j++) {
-            const int i = tid + j * kAttendThreads, h = 8 * (i / 8 / CL) + i % 8, c = i / 8 % CL;
+            const int i = tid + j * kAttendThreads;
             if (i < NL)
-                qlat[j] = q_chunk(h, c);
+                qlat[j] = q_chunk(head_of(i, CL), chunk_of(i, CL));
         }
     };
     const auto q_store = [&] {
 #pragma unroll
         for (int j = 0; j < PER; j++) {
-            const int i = tid + j * kAttendThreads, h = 8 * (i / 8 / CL) + i % 8, c = i / 8 % CL;
+            const int i = tid + j * kAttendThreads;
             if (i < NL)
-                store16(sm.q_s + Lay::qk_at(h, 8 * c), qlat[j]);
+                store16(sm.q_s + Lay::qk_at(head_of(i, CL), 8 * chunk_of(i, CL)), qlat[j]);
         }
         for (int i = tid; i < HB * CR; i += kAttendThreads) {
-            const int h = 8 * (i / 8 / CR) + i % 8, c = CL + i / 8 % CR;
+            const int h = head_of(i, CR), c = CL + chunk_of(i, CR);
             store16(sm.q_s + Lay::qk_at(h, 8 * c), q_chunk(h, c));
         }
     };

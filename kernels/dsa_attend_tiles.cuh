@@ -138,12 +138,15 @@ template <class Lay, int ScaleOffset, int RopeOffset> struct KeyStage {
             const int key = t0 + 32 * half + j;
             const bool ok = key < n;
             const uint8_t *e = cache + (ok ? (int64_t)list[key] * EntryBytes : 0);
+            // the quarter's first chunk, then constant offsets (load immediates: no offset held in
+            // a register across the tiles)
+            const uint8_t *eq = e + 16 * q;
 #pragma unroll
             for (int i = 0; i < NL; i++)
-                lat[i] = ok ? load16(e + 16 * (q + 4 * i)) : make_uint4(0u, 0u, 0u, 0u);
+                lat[i] = ok ? load16(eq + 64 * i) : make_uint4(0u, 0u, 0u, 0u);
 #pragma unroll
             for (int i = 0; i < NR; i++)
-                rope[i] = ok ? load16(e + RopeOffset + 16 * (q + 4 * i)) : make_uint4(0u, 0u, 0u, 0u);
+                rope[i] = ok ? load16(eq + RopeOffset + 64 * i) : make_uint4(0u, 0u, 0u, 0u);
             if constexpr (Format == 1) {
 #pragma unroll
                 for (int i = 0; i < NS / 4; i++) {
@@ -151,11 +154,15 @@ template <class Lay, int ScaleOffset, int RopeOffset> struct KeyStage {
                     sc[4 * i] = v.x, sc[4 * i + 1] = v.y, sc[4 * i + 2] = v.z, sc[4 * i + 3] = v.w;
                 }
             } else { // scale blocks 2c and 2c + 1 of chunk c = q + 4i, 4 interleaved rows
+                // block b = 2c + h (h = s % 2) lies at (LAT / 64) (b & 3) + (b >> 2); with c = q + 4i
+                // that is the quarter's place for 2q + h, then 2i further (constant offsets, as above)
+                const uint8_t *es[2];
 #pragma unroll
-                for (int s = 0; s < NS; s++) {
-                    const int b = 2 * (q + 4 * (s / 2)) + s % 2;
-                    sc[s] = ok ? e[ScaleOffset + (LAT / 64) * (b & 3) + (b >> 2)] : 0u;
-                }
+                for (int h = 0; h < 2; h++)
+                    es[h] = e + ScaleOffset + (LAT / 64) * ((2 * q + h) & 3) + ((2 * q + h) >> 2);
+#pragma unroll
+                for (int s = 0; s < NS; s++)
+                    sc[s] = ok ? es[s % 2][2 * (s / 2)] : 0u;
             }
         }
     }

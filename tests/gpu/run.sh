@@ -12,6 +12,7 @@ export NCCL_NVLS_ENABLE=0 # NVLink multicast stays off on shared machines
 mode=${1:-test}
 t() { timeout 120 "$@"; } # a hung rank must not eat the lease
 log=${OUT:-/tmp}
+mkdir -p "$log" || exit 1
 [ -e .cuda ] || ln -sfn /usr/local/cuda .cuda # what tools/setup.sh does on a machine with the toolkit
 ninja gpu || exit 1
 nvidia-smi -L

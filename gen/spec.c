@@ -758,7 +758,9 @@ void dsg_derive(const dsg_geometry *g, const dsg_config *c, dsg_derived *o)
     /* On sm_90a a sparse MLA CTA is two consumer warpgroups and its producers, which gather and
      * dequantise the key tiles. At 16 heads the consumers' products are small and one producer kept
      * them waiting: two, each half of every tile (128 rows 16% faster). At 32 heads two were 9%
-     * slower (the consumers then take 160 registers, not 184, and hold 128 accumulators); at 64
+     * slower (the consumers then take 160 registers, not 184, and hold 128 accumulators), and
+     * since the producer's loads take constant offsets, two of 72 registers beside consumers of
+     * 184 are as fast as one (RESULTS.md, 2026-12-03, fifteenth session); at 64
      * ptxas refuses them (it checks an m64n256 product, which needs 154 registers, against the
      * launch's 128). RESULTS.md, 2026-12-02. */
     o->attend_producers = o->attend_heads_per_cta == 16 ? 2 : 1;

@@ -44,12 +44,21 @@ line() {
     timeout 150 python3 tests/bench/bench_index.py --line "$1" --rows "$rows" --context "$context" || echo "$1: failed ($?)"
   fi
 }
-# the bench's test with ARGS (all: none), its last line tagged; 1 where it failed or timed out (124)
+# the bench's test with ARGS (all: none), its last line tagged; 1 where it failed or timed out (124).
+# The test compiles each configuration's kernels with NVRTC as it reaches it, one after another
+# (~100 s for test_attend all after a kernel change); so first one dsa-jit a linked configuration,
+# all at once, into a fresh JIT cache that the test then reads (dsa-jit compiles with the runtime's
+# function and target, so the test finds every module there)
 check() {
-  local args=() t=build/tests/gpu/test_$bench
+  local args=() t=build/tests/gpu/test_$bench cache
   [ "$targs" = all ] || read -r -a args <<< "$targs"
-  timeout 150 stdbuf -oL "$t" "${args[@]}" | tail -1 | sed "s/^/$1 test_$bench $targs: /"
+  cache=$(mktemp -d /tmp/ab-jit.XXXXXX) || return 1
+  find out -mindepth 1 -maxdepth 1 -type d -printf '%f\n' | sort |
+    xargs -P "$(nproc)" -n 1 build/dsa-jit --cache "$cache" > /tmp/ab_jit.log 2>&1 ||
+    echo "$1: dsa-jit failed on some configuration (/tmp/ab_jit.log); the test compiles those itself"
+  DSA_TEST_CACHE=$cache timeout 150 stdbuf -oL "$t" "${args[@]}" | tail -1 | sed "s/^/$1 test_$bench $targs: /"
   local rc=${PIPESTATUS[0]}
+  rm -rf "$cache"
   [ "$rc" = 124 ] && echo "$1 test_$bench $targs: timed out (a kernel hangs)"
   return "$rc"
 }

@@ -348,6 +348,12 @@ if [ -f .cuda/include/cuda.h ] && [ -f .cuda/include/nvrtc.h ]; then
     else
       bad "dsa-jit: $(printf '%s\n' "$out" | grep -v '^ ')"
     fi
+    # --list (what tests/bench/ab.sh fills the JIT cache with) names the configurations compiled above
+    if [ "$(build/dsa-jit --list)" = "$(printf '%s\n' "$out" | awk 'NR > 1 && !/^ / && !/^dsa-jit:/ { print $1 }' | uniq)" ]; then
+      ok
+    else
+      bad "dsa-jit --list: $(build/dsa-jit --list | tr '\n' ' ')"
+    fi
     # every entry of every module (--entries: name, regs N, stack N, spills N, shared N) without
     # stack or spills, but for these, known: rope_table (sin/cos's argument reduction keeps its
     # table on the stack; once at context creation) and split_merge at DCP > 1 (112 bytes: xdest

@@ -53,8 +53,7 @@ check() {
   local args=() t=build/tests/gpu/test_$bench cache
   [ "$targs" = all ] || read -r -a args <<< "$targs"
   cache=$(mktemp -d /tmp/ab-jit.XXXXXX) || return 1
-  find out -mindepth 1 -maxdepth 1 -type d -printf '%f\n' | sort |
-    xargs -P "$(nproc)" -n 1 build/dsa-jit --cache "$cache" > /tmp/ab_jit.log 2>&1 ||
+  build/dsa-jit --list | xargs -P "$(nproc)" -n 1 build/dsa-jit --cache "$cache" > /tmp/ab_jit.log 2>&1 ||
     echo "$1: dsa-jit failed on some configuration (/tmp/ab_jit.log); the test compiles those itself"
   DSA_TEST_CACHE=$cache timeout 150 stdbuf -oL "$t" "${args[@]}" | tail -1 | sed "s/^/$1 test_$bench $targs: /"
   local rc=${PIPESTATUS[0]}

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # ab.sh's loop on the CPU (tests/run.sh): in a scratch tree with stub ninja, python3, dsa-jit and test
 # binary, an A/B of two rounds must test the tree and the variant (each test reading a JIT cache that
-# dsa-jit filled with every configuration in out/ first), time each round's base on a build of the
+# dsa-jit filled first with every configuration it lists), time each round's base on a build of the
 # restored sources (a later round's base once ran on the last variant's build) and each variant on
 # its own, pass --test's arguments through, and leave the tree as it was. Prints nothing and exits 0
 # when it does; else what differs.
@@ -9,8 +9,7 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 tmp=$(mktemp -d /tmp/dsagen-ab-test.XXXXXX) || exit 1
 trap 'rm -rf "$tmp"' EXIT
-mkdir -p "$tmp/tests/bench" "$tmp/kernels" "$tmp/runtime" "$tmp/templates" "$tmp/build/tests/gpu" "$tmp/stub" \
-         "$tmp/out/cfg_a" "$tmp/out/cfg_b"
+mkdir -p "$tmp/tests/bench" "$tmp/kernels" "$tmp/runtime" "$tmp/templates" "$tmp/build/tests/gpu" "$tmp/stub"
 cp "$root/tests/bench/ab.sh" "$tmp/tests/bench/ab.sh"
 echo tree > "$tmp/kernels/k.cuh"
 : > "$tmp/runtime/r.c"
@@ -25,9 +24,9 @@ P
 # ninja records what it built; the benchmark's line says which build it ran on
 printf '#!/bin/sh\ncat kernels/k.cuh >> build/built\n' > "$tmp/stub/ninja"
 printf '#!/bin/sh\necho "$3: $(tail -1 build/built) $2 $4 $5 $6 $7"\n' > "$tmp/stub/python3"
-# dsa-jit --cache DIR CONFIG leaves CONFIG's mark in DIR; the test's last line (all ab.sh keeps)
-# carries the arguments it got and the marks in its cache
-printf '#!/bin/sh\n[ "$1" = --cache ] && : > "$2/$3"\n' > "$tmp/build/dsa-jit"
+# dsa-jit --list names two configurations, dsa-jit --cache DIR CONFIG leaves CONFIG's mark in DIR;
+# the test's last line (all ab.sh keeps) carries the arguments it got and the marks in its cache
+printf '#!/bin/sh\ncase "$1" in --list) echo cfg_a; echo cfg_b ;; --cache) : > "$2/$3" ;; esac\n' > "$tmp/build/dsa-jit"
 printf '#!/bin/sh\necho "1 passed, 0 failed [$*]" $(ls "$DSA_TEST_CACHE")\n' > "$tmp/build/tests/gpu/test_index"
 chmod +x "$tmp/stub/ninja" "$tmp/stub/python3" "$tmp/build/dsa-jit" "$tmp/build/tests/gpu/test_index"
 got=$(PATH="$tmp/stub:$PATH" "$tmp/tests/bench/ab.sh" --bench index --rounds 2 --test "paths tiny" --rows 1,64 \

@@ -129,17 +129,19 @@ template <int H, int D, int R, bool F16> struct ScoreGroupSmem {
     alignas(16) float wq[R * S::heads];
 };
 
-// The score of rows r0 and r0 + 8 of a tile for one query: its heads' accumulators are
-// acc[o .. o + N1 / 2) (this thread's heads 8 j + 2 tig + {0, 1}: acc[o + 4 j + {0, 1}] for row r0,
-// acc[o + 4 j + {2, 3}] for r0 + 8), w[2 j + b] the weight of head 8 j + 2 tig + b. ReLU, the weight
-// and the sum over the thread's heads in head order, then over the quad's heads (each lane adds the
-// same two operands in either order); the key's scale comes after. Every warpgroup-MMA score, of one
-// row or of a group, is reduced by this code.
+// The score of one key of a tile for one query, the key of this lane: tig 0 and 2 take row r0, 1
+// and 3 row r0 + 8. Its heads' accumulators are acc[o .. o + N1 / 2) (this thread's heads
+// 8 j + 2 tig + {0, 1}: acc[o + 4 j + {0, 1}] for row r0, acc[o + 4 j + {2, 3}] for r0 + 8), w[2 j + b]
+// the weight of head 8 j + 2 tig + b. ReLU, the weight and the sum over the thread's heads in head
+// order for both rows, then over the quad's heads: each lane gives its partner (tig ^ 1) the row the
+// partner keeps, so that one exchange sums the pair for both rows and a second the two pairs,
+// ((s_0 + s_1) + (s_2 + s_3)) for either row in every lane of it (fp32 addition commutes bit for
+// bit). The key's scale comes after. Every warpgroup-MMA score, of one row or of a group, is reduced
+// by this code.
 template <int N1, int NA>
-__device__ __forceinline__ void score_sum_heads(const float (&acc)[NA], int o, const float (&w)[N1 / 4], float &lo,
-                                                float &hi)
+__device__ __forceinline__ float score_sum_heads(const float (&acc)[NA], int o, const float (&w)[N1 / 4], int tig)
 {
-    lo = 0.0f, hi = 0.0f;
+    float lo = 0.0f, hi = 0.0f;
 #pragma unroll
     for (int j = 0; j < N1 / 8; j++) {
         lo = __fmaf_rn(w[2 * j], relu_keep_nan(acc[o + 4 * j]), lo);
@@ -147,11 +149,9 @@ __device__ __forceinline__ void score_sum_heads(const float (&acc)[NA], int o, c
         hi = __fmaf_rn(w[2 * j], relu_keep_nan(acc[o + 4 * j + 2]), hi);
         hi = __fmaf_rn(w[2 * j + 1], relu_keep_nan(acc[o + 4 * j + 3]), hi);
     }
-#pragma unroll
-    for (int s = 1; s < 4; s *= 2) {
-        lo = __fadd_rn(lo, __shfl_xor_sync(0xffffffffu, lo, s));
-        hi = __fadd_rn(hi, __shfl_xor_sync(0xffffffffu, hi, s));
-    }
+    const bool odd = tig & 1;
+    const float pair = __fadd_rn(odd ? hi : lo, __shfl_xor_sync(0xffffffffu, odd ? lo : hi, 1));
+    return __fadd_rn(pair, __shfl_xor_sync(0xffffffffu, pair, 2));
 }
 
 // B.2 on wgmma, the same scores as the mma.sync kernel up to the order of the fp32 sums, for R rows
@@ -470,7 +470,10 @@ __device__ __forceinline__ void score_rows_wgmma(const dsa_index_score_params &p
 #pragma unroll
         for (int ks = 0; ks < KS; ks++)
             wg_pin(a[ks]);
-        // each row of the group: its weights, its slice of the accumulators, its keys
+        // each row of the group: its weights, its slice of the accumulators; every row's sum first,
+        // then the stores, so that the rows' chains (the sums, the exchanges) overlap rather than
+        // wait behind each row's branch
+        float sc[R];
 #pragma unroll
         for (int j = 0; j < R; j++) {
             float w[N1 / 4];
@@ -486,11 +489,12 @@ __device__ __forceinline__ void score_rows_wgmma(const dsa_index_score_params &p
                 const float2 v = *reinterpret_cast<const float2 *>(wr);
                 w[0] = v.x, w[1] = v.y;
             }
-            float lo, hi; // rows r0, r0 + 8 of the tile for row t0 + j
-            score_sum_heads<N1>(acc, j * (N1 / 2), w, lo, hi);
-            if (tig < 2 && l < n[j])
-                p.keys[(int64_t)(t0 + j) * p.key_stride + l] = have_cur ? score_key(__fmul_rn(ksc_cur, tig ? hi : lo)) : 0u;
+            sc[j] = score_sum_heads<N1>(acc, j * (N1 / 2), w, tig); // key l for row t0 + j
         }
+#pragma unroll
+        for (int j = 0; j < R; j++)
+            if (tig < 2 && l < n[j])
+                p.keys[(int64_t)(t0 + j) * p.key_stride + l] = have_cur ? score_key(__fmul_rn(ksc_cur, sc[j])) : 0u;
     }
 }
 

@@ -94,6 +94,12 @@ template <int H, int D, bool F16> struct ScoreWgmmaShape {
         stages = F16 ? 3 : 4,
         slot_bytes = keys * (D + 4),
         q_bytes = heads * D * elem,
+        // the head weights in shared memory: a quad lane's heads / 4 of a row, then the next
+        // lane's wq_pitch floats on; 4 more where heads / 4 is a multiple of 16 (64 heads), so that
+        // the 4 lanes' 16-byte loads fall in distinct banks (at 16 floats, lanes 0 and 2 collided:
+        // 23% of the prefill score kernel's shared wavefronts, tests/bench/RESULTS.md)
+        wq_pitch = heads / 4 % 16 == 0 ? heads / 4 + 4 : heads / 4,
+        wq_row = 4 * wq_pitch, // floats a row
     };
 };
 
@@ -107,14 +113,14 @@ template <int H, int D, bool F16> struct ScoreWgmmaSmem {
     alignas(128) uint8_t ring[S::stages][S::slot_bytes];
     uint64_t full[S::stages], empty[S::stages];
     uint32_t present[S::stages]; // bit c: part c of the slot's tile has a page (its keys landed)
-    alignas(16) float wq[S::heads]; // the row's head weights, as ScoreGroupSmem's
+    alignas(16) float wq[S::wq_row]; // the row's head weights, as ScoreGroupSmem's
 };
 
 // The grouped score CTA's shared memory (index_score_group, dynamic): the R rows' queries side by
 // side (row j's from byte j q_bytes, so its 8-head groups continue row j - 1's at the same SBO: B of
 // R x the padded heads columns), 4 ring slots (a tile keeps the tensor cores R times as long as one
 // row's, so 4 slots hold more time in flight than the one-row CTA's 3), the barriers, and the R rows'
-// head weights, row j's padded heads at [j][tig][heads / 4] in the order a thread of the quad's
+// head weights, row j's padded heads at [j][tig][wq_pitch] in the order a thread of the quad's
 // lane tig sums them (its heads 8 c + 2 tig + {0, 1} at 2 c + {0, 1}), read per tile: in registers
 // they would take heads / 4 a thread for the whole loop (64 beside the 128 accumulators at N = 256;
 // at one row of 64 heads 16, which the next tile's key pieces take instead: ScoreCtasOf).
@@ -126,7 +132,7 @@ template <int H, int D, int R, bool F16> struct ScoreGroupSmem {
     alignas(128) uint8_t ring[stages][S::slot_bytes];
     uint64_t full[stages], empty[stages];
     uint32_t present[stages]; // as ScoreWgmmaSmem's
-    alignas(16) float wq[R * S::heads];
+    alignas(16) float wq[R * S::wq_row];
 };
 
 // The score of one key of a tile for one query, the key of this lane: tig 0 and 2 take row r0, 1
@@ -377,7 +383,7 @@ __device__ __forceinline__ void score_rows_wgmma(const dsa_index_score_params &p
     for (int u = 0; u < WPER; u++) {
         const Weight q = weight_of(u);
         if (q.i < R * N1)
-            sm.wq[q.j * N1 + (q.h % 8 / 2) * (N1 / 4) + 2 * (q.h / 8) + q.h % 2] = wv[u];
+            sm.wq[q.j * Shape::wq_row + (q.h % 8 / 2) * Shape::wq_pitch + 2 * (q.h / 8) + q.h % 2] = wv[u];
     }
     __syncthreads(); // the barriers' initialization, the queries and weights
 
@@ -477,7 +483,7 @@ __device__ __forceinline__ void score_rows_wgmma(const dsa_index_score_params &p
 #pragma unroll
         for (int j = 0; j < R; j++) {
             float w[N1 / 4];
-            const float *wr = &sm.wq[j * N1 + tig * (N1 / 4)];
+            const float *wr = &sm.wq[j * Shape::wq_row + tig * Shape::wq_pitch];
             if constexpr (N1 / 4 % 4 == 0) {
 #pragma unroll
                 for (int c = 0; c < N1 / 4; c += 4) {

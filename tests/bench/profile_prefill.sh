@@ -11,9 +11,10 @@ cd "$(dirname "$0")/../.."
 [ $# -ge 1 ] && [ $# -le 3 ] || { echo "usage: $0 CONFIG [ROWS [CONTEXT]]" >&2; exit 2; }
 cfg=$1 rows=${2:-512} ctx=${3:-65536} out=${OUT:-/tmp}
 f="$out/ncu_prefill_${cfg}.txt" s="$out/ncu_prefill_${cfg}_sass.csv"
-# bench_prefill.py times both models; --kernel-name picks CONFIG's kernel
+# bench_prefill.py times both models; --kernel-name picks CONFIG's kernel (entry names spell the
+# configuration's dots as underscores)
 run() {
-  ncu --kernel-name "regex:dsa_index_score_group_${cfg}\$" --launch-skip 2 --launch-count 1 --import-source no "$@" \
+  ncu --kernel-name "regex:dsa_index_score_group_${cfg//./_}\$" --launch-skip 2 --launch-count 1 --import-source no "$@" \
       python3 tests/bench/bench_prefill.py --score group --rows "$rows" --context "$ctx" --chunk "$rows"
 }
 run --set full --print-details all > "$f" 2>&1 || run --set full > "$f" 2>&1

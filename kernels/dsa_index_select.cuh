@@ -8,12 +8,14 @@ namespace dsa {
 
 // A score as an orderable key: a larger score gives a larger key, -0 and +0 the same key, a NaN
 // the key 1 (below every number), and 0 means "no key here" (absent or padding).
+// Without a branch (the flips as one xor with a mask from the sign, NaN by a select), so that the
+// score loops' stores of several rows need no branch each.
 __device__ __forceinline__ uint32_t score_key(float s)
 {
-    if (s != s)
-        return 1u;
     const uint32_t b = __float_as_uint(__fadd_rn(s, 0.0f)); // -0 + 0 = +0
-    return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+    // negative: every bit flipped; else the sign bit set (it is 0 there): b xor the mask either way
+    const uint32_t k = b ^ ((uint32_t)((int32_t)b >> 31) | 0x80000000u);
+    return s != s ? 1u : k;
 }
 
 // ReLU that keeps a NaN a NaN (fmaxf would turn it into 0 and hide the host's fault).

@@ -497,10 +497,16 @@ __device__ __forceinline__ void score_rows_wgmma(const dsa_index_score_params &p
             }
             sc[j] = score_sum_heads<N1>(acc, j * (N1 / 2), w, tig); // key l for row t0 + j
         }
+        // each row's key value and place formed outside its test, so that a row's store is one
+        // predicated instruction, not a branch around the whole of it
+        uint32_t *const krow = p.keys + (int64_t)t0 * p.key_stride + l;
 #pragma unroll
-        for (int j = 0; j < R; j++)
+        for (int j = 0; j < R; j++) {
+            const uint32_t v = have_cur ? score_key(__fmul_rn(ksc_cur, sc[j])) : 0u;
+            uint32_t *const at = krow + (int64_t)j * p.key_stride;
             if (tig < 2 && l < n[j])
-                p.keys[(int64_t)(t0 + j) * p.key_stride + l] = have_cur ? score_key(__fmul_rn(ksc_cur, sc[j])) : 0u;
+                *at = v;
+        }
     }
 }
 

@@ -135,29 +135,71 @@ template <int H, int D, int R, bool F16> struct ScoreGroupSmem {
     alignas(16) float wq[R * S::wq_row];
 };
 
-// The score of one key of a tile for one query, the key of this lane: tig 0 and 2 take row r0, 1
-// and 3 row r0 + 8. Its heads' accumulators are acc[o .. o + N1 / 2) (this thread's heads
-// 8 j + 2 tig + {0, 1}: acc[o + 4 j + {0, 1}] for row r0, acc[o + 4 j + {2, 3}] for r0 + 8), w[2 j + b]
-// the weight of head 8 j + 2 tig + b. ReLU, the weight and the sum over the thread's heads in head
-// order for both rows, then over the quad's heads: each lane gives its partner (tig ^ 1) the row the
-// partner keeps, so that one exchange sums the pair for both rows and a second the two pairs,
-// ((s_0 + s_1) + (s_2 + s_3)) for either row in every lane of it (fp32 addition commutes bit for
-// bit). The key's scale comes after. Every warpgroup-MMA score, of one row or of a group, is reduced
-// by this code.
-template <int N1, int NA>
-__device__ __forceinline__ float score_sum_heads(const float (&acc)[NA], int o, const float (&w)[N1 / 4], int tig)
+// The scores of one key of a tile for RB queries (rows j0 .. j0 + RB - 1 of the group), the key of
+// this lane: tig 0 and 2 take row r0, 1 and 3 row r0 + 8. Row j's heads' accumulators are
+// acc[o .. o + N1 / 2), o = j N1 / 2 (this thread's heads 8 h + 2 tig + {0, 1}: acc[o + 4 h + {0, 1}]
+// for key r0, acc[o + 4 h + {2, 3}] for r0 + 8), its weights at wq + j wq_row + tig wq_pitch (head
+// 8 h + 2 tig + b's at 2 h + b, ScoreGroupSmem). ReLU, the weight and the sum over the thread's heads
+// in head order for both keys, then over the quad's heads: each lane gives its partner (tig ^ 1) the
+// key the partner keeps, so that one exchange sums the pair for both keys and a second the two
+// pairs, ((s_0 + s_1) + (s_2 + s_3)) for either key (fp32 addition commutes bit for bit). One row
+// (RB = 1): sc[0], its sum in every lane; a pair of rows (RB even): sc[i] = row j0 + 2 i + tig / 2's,
+// so that each lane forms and stores the key of one row of a pair. The RB rows' chains advance
+// together, head by head, so that 2 RB independent sums are in flight rather than two (each row's
+// sum is the same bits as alone). The key's scale comes after. Every warpgroup-MMA score, of one row
+// or of a group, is reduced by this code.
+template <class Shape, int RB, int NA>
+__device__ __forceinline__ void score_sum_rows(const float (&acc)[NA], int j0, const float *wq, int tig,
+                                               float (&sc)[RB == 1 ? 1 : RB / 2])
 {
-    float lo = 0.0f, hi = 0.0f;
+    static_assert(RB == 1 || RB % 2 == 0, "one row, or whole pairs of rows");
+    constexpr int N1 = Shape::heads, WN = N1 / 4, WL = WN % 4 == 0 ? 4 : 2; // a lane's weights of a row; per load
+    static_assert(WN % WL == 0 && WL % 2 == 0, "whole float2 / float4 loads of the weights");
+    float lo[RB], hi[RB];
 #pragma unroll
-    for (int j = 0; j < N1 / 8; j++) {
-        lo = __fmaf_rn(w[2 * j], relu_keep_nan(acc[o + 4 * j]), lo);
-        lo = __fmaf_rn(w[2 * j + 1], relu_keep_nan(acc[o + 4 * j + 1]), lo);
-        hi = __fmaf_rn(w[2 * j], relu_keep_nan(acc[o + 4 * j + 2]), hi);
-        hi = __fmaf_rn(w[2 * j + 1], relu_keep_nan(acc[o + 4 * j + 3]), hi);
+    for (int r = 0; r < RB; r++)
+        lo[r] = 0.0f, hi[r] = 0.0f;
+#pragma unroll
+    for (int c = 0; c < WN; c += WL) {
+        float w[RB][WL];
+#pragma unroll
+        for (int r = 0; r < RB; r++) {
+            const float *at = wq + (j0 + r) * Shape::wq_row + tig * Shape::wq_pitch + c;
+            if constexpr (WL == 4) {
+                const float4 v = *reinterpret_cast<const float4 *>(at);
+                w[r][0] = v.x, w[r][1] = v.y, w[r][2] = v.z, w[r][3] = v.w;
+            } else {
+                const float2 v = *reinterpret_cast<const float2 *>(at);
+                w[r][0] = v.x, w[r][1] = v.y;
+            }
+        }
+#pragma unroll
+        for (int b = 0; b < WL; b += 2)
+#pragma unroll
+            for (int r = 0; r < RB; r++) {
+                const int o = (j0 + r) * (N1 / 2) + 2 * (c + b); // head group h = (c + b) / 2: acc[o + 4 h]
+                lo[r] = __fmaf_rn(w[r][b], relu_keep_nan(acc[o]), lo[r]);
+                lo[r] = __fmaf_rn(w[r][b + 1], relu_keep_nan(acc[o + 1]), lo[r]);
+                hi[r] = __fmaf_rn(w[r][b], relu_keep_nan(acc[o + 2]), hi[r]);
+                hi[r] = __fmaf_rn(w[r][b + 1], relu_keep_nan(acc[o + 3]), hi[r]);
+            }
     }
-    const bool odd = tig & 1;
-    const float pair = __fadd_rn(odd ? hi : lo, __shfl_xor_sync(0xffffffffu, odd ? lo : hi, 1));
-    return __fadd_rn(pair, __shfl_xor_sync(0xffffffffu, pair, 2));
+    const bool odd = tig & 1, upper = tig & 2;
+    float pair[RB];
+#pragma unroll
+    for (int r = 0; r < RB; r++)
+        pair[r] = __fadd_rn(odd ? hi[r] : lo[r], __shfl_xor_sync(0xffffffffu, odd ? lo[r] : hi[r], 1));
+    if constexpr (RB == 1) {
+        sc[0] = __fadd_rn(pair[0], __shfl_xor_sync(0xffffffffu, pair[0], 2));
+    } else {
+        // rows 2 i and 2 i + 1: lanes 0, 1 keep the first, 2, 3 the second, each giving its partner
+        // (tig ^ 2) the row the partner keeps: one exchange a pair of rows
+#pragma unroll
+        for (int i = 0; i < RB / 2; i++) {
+            const float keep = upper ? pair[2 * i + 1] : pair[2 * i], give = upper ? pair[2 * i] : pair[2 * i + 1];
+            sc[i] = __fadd_rn(keep, __shfl_xor_sync(0xffffffffu, give, 2));
+        }
+    }
 }
 
 // B.2 on wgmma, the same scores as the mma.sync kernel up to the order of the fp32 sums, for R rows
@@ -400,7 +442,7 @@ __device__ __forceinline__ void score_rows_wgmma(const dsa_index_score_params &p
     auto fetch = [&](int s, uint32_t parity, uint32_t (&u)[2][WORDS], float &ksc, bool &have) {
         mbar_wait(full_s + 8 * s, parity);
         // the key has a page where its part does (a page's keys all lie in the cache or none do)
-        have = tig < 2 && (sm.present[s] >> ((r0 + 8 * (tig & 1)) / CK) & 1u);
+        have = (sm.present[s] >> ((r0 + 8 * (tig & 1)) / CK) & 1u) != 0;
         const uint8_t *slot = sm.ring[s];
 #pragma unroll
         for (int half = 0; half < 2; half++) {
@@ -476,35 +518,31 @@ __device__ __forceinline__ void score_rows_wgmma(const dsa_index_score_params &p
 #pragma unroll
         for (int ks = 0; ks < KS; ks++)
             wg_pin(a[ks]);
-        // each row of the group: its weights, its slice of the accumulators; every row's sum first,
-        // then the stores, so that the rows' chains (the sums, the exchanges) overlap rather than
-        // wait behind each row's branch
-        float sc[R];
+        // each row of the group: its weights, its slice of the accumulators, SUM rows' sums at a time;
+        // every row's sum before the stores, so that the rows' chains (the sums, the exchanges)
+        // overlap rather than wait behind each row's store. In pairs of rows, each lane keeps one
+        // row's (lane tig: row 2 i + tig / 2 of pair i, key l), and every lane stores; one row alone
+        // (R = 1), lanes 0 and 1 store. Each store is one predicated instruction: the key's value and
+        // place are formed outside its test.
+        constexpr int SUM = R % 4 == 0 ? 4 : R % 2 == 0 ? 2 : 1, OUT = SUM == 1 ? 1 : SUM / 2;
+        static_assert(R == 1 || SUM > 1, "one row, or whole pairs of rows");
+        float sc[R == 1 ? 1 : R / 2];
 #pragma unroll
-        for (int j = 0; j < R; j++) {
-            float w[N1 / 4];
-            const float *wr = &sm.wq[j * Shape::wq_row + tig * Shape::wq_pitch];
-            if constexpr (N1 / 4 % 4 == 0) {
+        for (int j = 0; j < R; j += SUM) {
+            float part[OUT];
+            score_sum_rows<Shape, SUM>(acc, j, sm.wq, tig, part);
 #pragma unroll
-                for (int c = 0; c < N1 / 4; c += 4) {
-                    const float4 v = *reinterpret_cast<const float4 *>(wr + c);
-                    w[c] = v.x, w[c + 1] = v.y, w[c + 2] = v.z, w[c + 3] = v.w;
-                }
-            } else {
-                static_assert(N1 / 4 == 2, "8 heads: two weights a thread");
-                const float2 v = *reinterpret_cast<const float2 *>(wr);
-                w[0] = v.x, w[1] = v.y;
-            }
-            sc[j] = score_sum_heads<N1>(acc, j * (N1 / 2), w, tig); // key l for row t0 + j
+            for (int i = 0; i < OUT; i++)
+                sc[j / (SUM / OUT) + i] = part[i];
         }
-        // each row's key value and place formed outside its test, so that a row's store is one
-        // predicated instruction, not a branch around the whole of it
-        uint32_t *const krow = p.keys + (int64_t)t0 * p.key_stride + l;
+        const int upper = R == 1 ? 0 : tig >> 1; // this lane's row of each pair
+        uint32_t *const krow = p.keys + (int64_t)(t0 + upper) * p.key_stride + l;
 #pragma unroll
-        for (int j = 0; j < R; j++) {
-            const uint32_t v = have_cur ? score_key(__fmul_rn(ksc_cur, sc[j])) : 0u;
-            uint32_t *const at = krow + (int64_t)j * p.key_stride;
-            if (tig < 2 && l < n[j])
+        for (int i = 0; i < (R == 1 ? 1 : R / 2); i++) {
+            const uint32_t v = have_cur ? score_key(__fmul_rn(ksc_cur, sc[i])) : 0u;
+            uint32_t *const at = krow + (int64_t)(R == 1 ? 0 : 2 * i) * p.key_stride;
+            const int64_t nj = R == 1 ? n[0] : (upper ? n[2 * i + 1] : n[2 * i]);
+            if ((R > 1 || tig < 2) && l < nj)
                 *at = v;
         }
     }

@@ -213,8 +213,8 @@ __device__ __forceinline__ void score_sum_rows(const float (&acc)[NA], int j0, c
 // of its rows, which fixes a permutation of the D dims (thread tig of a quad takes dims
 // [tig D/4, (tig + 1) D/4), one 4-byte word per k-step of 16 dims, two per k-step of 32); the
 // queries, B (R x the padded heads columns), are stored with the same permutation, so each q . k is
-// unchanged. The accumulators hold (key, row, head): for each row, its slice goes through
-// score_sum_heads, then the key's scale, and the row's keys below n[j] are written. A score is one
+// unchanged. The accumulators hold (key, row, head): the rows' slices go through score_sum_rows,
+// then the key's scale, and each row's keys below n[j] are written. A score is one
 // wgmma column's k-steps in the same order whatever N, so every key of every tile, CTA, group and
 // DCP rank takes the same steps: grouped or alone, a row's scores are the same bits.
 template <class C, int R, class Smem>

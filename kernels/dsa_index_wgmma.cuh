@@ -136,18 +136,18 @@ template <int H, int D, int R, bool F16> struct ScoreGroupSmem {
 };
 
 // The scores of one key of a tile for RB queries (rows j0 .. j0 + RB - 1 of the group), the key of
-// this lane: tig 0 and 2 take row r0, 1 and 3 row r0 + 8. Row j's heads' accumulators are
-// acc[o .. o + N1 / 2), o = j N1 / 2 (this thread's heads 8 h + 2 tig + {0, 1}: acc[o + 4 h + {0, 1}]
-// for key r0, acc[o + 4 h + {2, 3}] for r0 + 8), its weights at wq + j wq_row + tig wq_pitch (head
-// 8 h + 2 tig + b's at 2 h + b, ScoreGroupSmem). ReLU, the weight and the sum over the thread's heads
-// in head order for both keys, then over the quad's heads: each lane gives its partner (tig ^ 1) the
-// key the partner keeps, so that one exchange sums the pair for both keys and a second the two
-// pairs, ((s_0 + s_1) + (s_2 + s_3)) for either key (fp32 addition commutes bit for bit). One row
-// (RB = 1): sc[0], its sum in every lane; a pair of rows (RB even): sc[i] = row j0 + 2 i + tig / 2's,
-// so that each lane forms and stores the key of one row of a pair. The RB rows' chains advance
-// together, head by head, so that 2 RB independent sums are in flight rather than two (each row's
-// sum is the same bits as alone). The key's scale comes after. Every warpgroup-MMA score, of one row
-// or of a group, is reduced by this code.
+// this lane: tig 0 and 2 take the tile's key r0, 1 and 3 its key r0 + 8. Row j's heads'
+// accumulators are acc[o .. o + N1 / 2), o = j N1 / 2 (this thread's heads 8 h + 2 tig + {0, 1}:
+// acc[o + 4 h + {0, 1}] for key r0, acc[o + 4 h + {2, 3}] for r0 + 8), its weights at wq + j wq_row
+// + tig wq_pitch (head 8 h + 2 tig + b's at 2 h + b, ScoreGroupSmem). ReLU, the weight and the sum
+// over the thread's heads in head order for both keys, then over the quad's heads: each lane gives
+// its partner (tig ^ 1) the key the partner keeps, so that one exchange sums the pair for both keys
+// and a second the two pairs, ((s_0 + s_1) + (s_2 + s_3)) for either key (fp32 addition commutes
+// bit for bit). One row (RB = 1): sc[0], its sum in every lane; a pair of rows (RB even): sc[i] =
+// row j0 + 2 i + tig / 2's, so that each lane forms and stores the key of one row of a pair. The RB
+// rows' chains advance together, head by head, so that 2 RB independent sums are in flight rather
+// than two (each row's sum is the same bits as alone). The key's scale comes after. Every
+// warpgroup-MMA score, of one row or of a group, is reduced by this code.
 template <class Shape, int RB, int NA>
 __device__ __forceinline__ void score_sum_rows(const float (&acc)[NA], int j0, const float *wq, int tig,
                                                float (&sc)[RB == 1 ? 1 : RB / 2])

@@ -4,8 +4,10 @@
 # one call, one benchmark line each, the whole sequence ROUNDS times so that run-to-run drift shows.
 # --bench attend (the default): `bench_attend.py --line` (the sparse MLA, L2 flushed, every heads x
 # rows point of the grid); --bench index: `bench_index.py --line` (stage B at decode, back to back /
-# L2 flushed, both models x rows x context).
-# Usage: tests/bench/ab.sh [--bench attend|index] [--rounds N] [--test ARGS] [--format F]
+# L2 flushed, both models x rows x context); --bench prefill: `bench_prefill.py --line` (stage B's
+# scores at prefill, both models, us and share of torch._scaled_mm timed beside them; its test is
+# test_index).
+# Usage: tests/bench/ab.sh [--bench attend|index|prefill] [--rounds N] [--test ARGS] [--format F]
 #                          [--rows R] [--context C] TAG=PATCH[,BENCH_OUT] ...
 #   BENCH_OUT: the variant's own dsagen output for the attend grid (a variant that changes
 #   plan.txt), swapped in for .bench-out while it runs. --test ARGS: the bench's GPU test on each
@@ -29,8 +31,8 @@ while [ $# -gt 0 ]; do
     *) break ;;
   esac
 done
-case "$bench" in attend | index) ;; *) echo "ab: --bench attend or index, not $bench" >&2; exit 2 ;; esac
-[ $# -gt 0 ] || { echo "usage: $0 [--bench attend|index] [--rounds N] [--test ARGS] [--format F] [--rows R] [--context C] TAG=PATCH[,BENCH_OUT] ..." >&2; exit 2; }
+case "$bench" in attend | index | prefill) ;; *) echo "ab: --bench attend, index or prefill, not $bench" >&2; exit 2 ;; esac
+[ $# -gt 0 ] || { echo "usage: $0 [--bench attend|index|prefill] [--rounds N] [--test ARGS] [--format F] [--rows R] [--context C] TAG=PATCH[,BENCH_OUT] ..." >&2; exit 2; }
 for v in "$@"; do
   p=${v#*=}; p=${p%%,*}
   git apply --check "$p" || { echo "ab: $p does not apply to this tree" >&2; exit 2; }
@@ -40,6 +42,8 @@ build() { touch kernels/* runtime/* templates/*; ninja gpu > /tmp/ab_build.log 2
 line() {
   if [ "$bench" = attend ]; then
     timeout 150 python3 tests/bench/bench_attend.py --line "$1" --format "$format" || echo "$1: failed ($?)"
+  elif [ "$bench" = prefill ]; then
+    timeout 150 python3 tests/bench/bench_prefill.py --line "$1" || echo "$1: failed ($?)"
   else
     timeout 150 python3 tests/bench/bench_index.py --line "$1" --rows "$rows" --context "$context" || echo "$1: failed ($?)"
   fi
@@ -50,15 +54,16 @@ line() {
 # all at once, into a fresh JIT cache that the test then reads (dsa-jit compiles with the runtime's
 # function and target, so the test finds every module there)
 check() {
-  local args=() t=build/tests/gpu/test_$bench cache
+  local test=test_${bench/prefill/index} args=() cache
+  local t=build/tests/gpu/$test
   [ "$targs" = all ] || read -r -a args <<< "$targs"
   cache=$(mktemp -d /tmp/ab-jit.XXXXXX) || return 1
   build/dsa-jit --list | xargs -P "$(nproc)" -n 1 build/dsa-jit --cache "$cache" > /tmp/ab_jit.log 2>&1 ||
     echo "$1: dsa-jit failed on some configuration (/tmp/ab_jit.log); the test compiles those itself"
-  DSA_TEST_CACHE=$cache timeout 150 stdbuf -oL "$t" "${args[@]}" | tail -1 | sed "s/^/$1 test_$bench $targs: /"
+  DSA_TEST_CACHE=$cache timeout 150 stdbuf -oL "$t" "${args[@]}" | tail -1 | sed "s/^/$1 $test $targs: /"
   local rc=${PIPESTATUS[0]}
   rm -rf "$cache"
-  [ "$rc" = 124 ] && echo "$1 test_$bench $targs: timed out (a kernel hangs)"
+  [ "$rc" = 124 ] && echo "$1 $test $targs: timed out (a kernel hangs)"
   return "$rc"
 }
 build || exit 1

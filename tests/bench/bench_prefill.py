@@ -17,8 +17,11 @@ more rows than requests), main (index_score: each row's keys on their own) or gr
 tile loaded once). The top-k rows of every kernel must equal the first's (the kernels' scores are
 the same bits); a difference ends the run.
 
+--line TAG prints one line instead of the table, for tests/bench/ab.sh (--bench prefill): TAG, then
+each configuration's scores us and share of _scaled_mm, for the first --score (default group).
+
 Usage: python3 tests/bench/bench_prefill.py [--rows 4096] [--context 65536] [--chunk 512]
-[--score main,group]   (from the repository root, after `ninja gpu`)
+[--score main,group] [--line TAG]   (from the repository root, after `ninja gpu`)
 """
 import ctypes
 import os
@@ -113,10 +116,22 @@ def run(name, N, L, chunk, score):
 
 def main():
     N, L, chunk = arg("--rows", 4096), arg("--context", 65536), arg("--chunk", 512)
-    scores = (sys.argv[sys.argv.index("--score") + 1] if "--score" in sys.argv else "main,group").split(",")
+    tag = sys.argv[sys.argv.index("--line") + 1] if "--line" in sys.argv else None
+    default = "group" if tag else "main,group"
+    scores = (sys.argv[sys.argv.index("--score") + 1] if "--score" in sys.argv else default).split(",")
     if not scores or any(s not in SCORES for s in scores):
         sys.exit(f"--score: a comma-separated list of {', '.join(SCORES)}")
     scaled_mm_tflops = scaled_mm_rate()
+    if tag:
+        parts = []
+        for name in CONFIGS:
+            ref = scaled_mm_tflops()
+            H, s_ms, w_ms, flops, topk = run(name, N, L, chunk, scores[0])
+            rate = flops / (s_ms * 1e-3) / 1e12
+            parts.append(f"{name.split('_')[0]} {1e3 * s_ms:.0f} us {100 * rate / ref:.0f}%")
+            torch.cuda.empty_cache()
+        print(f"{tag}: " + " | ".join(parts), flush=True)
+        return
     print(f"device {torch.cuda.get_device_name()}")
     print("| configuration | indexer heads | score kernel | rows | context | scores us | scores TFLOP/s | "
           "torch._scaled_mm TFLOP/s | share of _scaled_mm | whole stage us |")

@@ -3,7 +3,8 @@
 # binary, an A/B of two rounds must test the tree and the variant (each test reading a JIT cache that
 # dsa-jit filled first with every configuration it lists), time each round's base on a build of the
 # restored sources (a later round's base once ran on the last variant's build) and each variant on
-# its own, pass --test's arguments through, and leave the tree as it was. Prints nothing and exits 0
+# its own, pass --test's arguments through, and leave the tree as it was; --bench prefill times
+# bench_prefill.py's line and tests with test_index. Prints nothing and exits 0
 # when it does; else what differs.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -41,6 +42,16 @@ got=$(printf '%s\n' "$got" | sed 's/--rows //; s/--context //')
 status=0
 if [ "$got" != "$want" ]; then
   printf 'ab.sh printed:\n%s\nwanted:\n%s\n' "$got" "$want"
+  status=1
+fi
+# --bench prefill: bench_prefill.py's line for each, and test_index as its test
+got=$(PATH="$tmp/stub:$PATH" "$tmp/tests/bench/ab.sh" --bench prefill --test all v="$tmp/v.patch" 2>&1 | sed 's/ *$//')
+want="tree test_index all: 1 passed, 0 failed [] cfg_a cfg_b
+base-1: tree --line
+v test_index all: 1 passed, 0 failed [] cfg_a cfg_b
+v-1: variant --line"
+if [ "$got" != "$want" ]; then
+  printf 'ab.sh --bench prefill printed:\n%s\nwanted:\n%s\n' "$got" "$want"
   status=1
 fi
 [ "$(cat "$tmp/kernels/k.cuh")" = tree ] || { echo "ab.sh left the variant applied"; status=1; }

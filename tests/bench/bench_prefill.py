@@ -122,12 +122,18 @@ def main():
     if not scores or any(s not in SCORES for s in scores):
         sys.exit(f"--score: a comma-separated list of {', '.join(SCORES)}")
     scaled_mm_tflops = scaled_mm_rate()
+
+    def measure(name, score):
+        # the GEMM's rate right before each line, with a longer warm-up: measured once a run it
+        # read 1264-1463 TFLOP/s across one session's calls (tests/bench/RESULTS.md)
+        ref = scaled_mm_tflops()
+        H, s_ms, w_ms, flops, topk = run(name, N, L, chunk, score)
+        return H, s_ms, w_ms, flops / (s_ms * 1e-3) / 1e12, ref, topk
+
     if tag:
         parts = []
         for name in CONFIGS:
-            ref = scaled_mm_tflops()
-            H, s_ms, w_ms, flops, topk = run(name, N, L, chunk, scores[0])
-            rate = flops / (s_ms * 1e-3) / 1e12
+            _, s_ms, _, rate, ref, _ = measure(name, scores[0])
             parts.append(f"{name.split('_')[0]} {1e3 * s_ms:.0f} us {100 * rate / ref:.0f}%")
             torch.cuda.empty_cache()
         print(f"{tag}: " + " | ".join(parts), flush=True)
@@ -139,11 +145,7 @@ def main():
     for name in CONFIGS:
         first = None
         for score in scores:
-            # the GEMM's rate right before each line, with a longer warm-up: measured once a run it
-            # read 1264-1463 TFLOP/s across one session's calls (tests/bench/RESULTS.md)
-            ref = scaled_mm_tflops()
-            H, s_ms, w_ms, flops, topk = run(name, N, L, chunk, score)
-            rate = flops / (s_ms * 1e-3) / 1e12
+            H, s_ms, w_ms, rate, ref, topk = measure(name, score)
             print(f"| {name} | {H} | {score} | {N} | {L} | {1e3 * s_ms:.0f} | {rate:.0f} | {ref:.0f} | "
                   f"{100 * rate / ref:.0f}% | {1e3 * w_ms:.0f} |", flush=True)
             if first is None:

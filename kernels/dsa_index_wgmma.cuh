@@ -135,6 +135,9 @@ template <int H, int D, int R, bool F16> struct ScoreGroupSmem {
     alignas(16) float wq[R * S::wq_row];
 };
 
+// The sums score_sum_rows gives a lane for RB rows: a row alone's, or one of each pair.
+__host__ __device__ constexpr int score_sums_of(int rows) { return rows == 1 ? 1 : rows / 2; }
+
 // The scores of one key of a tile for RB queries (rows j0 .. j0 + RB - 1 of the group), the key of
 // this lane: tig 0 and 2 take the tile's key r0, 1 and 3 its key r0 + 8. Row j's heads'
 // accumulators are acc[o .. o + N1 / 2), o = j N1 / 2 (this thread's heads 8 h + 2 tig + {0, 1}:
@@ -150,7 +153,7 @@ template <int H, int D, int R, bool F16> struct ScoreGroupSmem {
 // warpgroup-MMA score, of one row or of a group, is reduced by this code.
 template <class Shape, int RB, int NA>
 __device__ __forceinline__ void score_sum_rows(const float (&acc)[NA], int j0, const float *wq, int tig,
-                                               float (&sc)[RB == 1 ? 1 : RB / 2])
+                                               float (&sc)[score_sums_of(RB)])
 {
     static_assert(RB == 1 || RB % 2 == 0, "one row, or whole pairs of rows");
     constexpr int N1 = Shape::heads, WN = N1 / 4, WL = WN % 4 == 0 ? 4 : 2; // a lane's weights of a row; per load
@@ -524,21 +527,21 @@ __device__ __forceinline__ void score_rows_wgmma(const dsa_index_score_params &p
         // row's (lane tig: row 2 i + tig / 2 of pair i, key l), and every lane stores; one row alone
         // (R = 1), lanes 0 and 1 store. Each store is one predicated instruction: the key's value and
         // place are formed outside its test.
-        constexpr int SUM = R % 4 == 0 ? 4 : R % 2 == 0 ? 2 : 1, OUT = SUM == 1 ? 1 : SUM / 2;
+        constexpr int SUM = R % 4 == 0 ? 4 : R % 2 == 0 ? 2 : 1, OUT = score_sums_of(SUM);
         static_assert(R == 1 || SUM > 1, "one row, or whole pairs of rows");
-        float sc[R == 1 ? 1 : R / 2];
+        float sc[score_sums_of(R)];
 #pragma unroll
         for (int j = 0; j < R; j += SUM) {
             float part[OUT];
             score_sum_rows<Shape, SUM>(acc, j, sm.wq, tig, part);
 #pragma unroll
             for (int i = 0; i < OUT; i++)
-                sc[j / (SUM / OUT) + i] = part[i];
+                sc[j / SUM * OUT + i] = part[i]; // rows j .. j + SUM - 1's sums
         }
         const int upper = R == 1 ? 0 : tig >> 1; // this lane's row of each pair
         uint32_t *const krow = p.keys + (int64_t)(t0 + upper) * p.key_stride + l;
 #pragma unroll
-        for (int i = 0; i < (R == 1 ? 1 : R / 2); i++) {
+        for (int i = 0; i < score_sums_of(R); i++) {
             const uint32_t v = have_cur ? score_key(__fmul_rn(ksc_cur, sc[i])) : 0u;
             uint32_t *const at = krow + (int64_t)(R == 1 ? 0 : 2 * i) * p.key_stride;
             const int64_t nj = R == 1 ? n[0] : (upper ? n[2 * i + 1] : n[2 * i]);

@@ -6,8 +6,11 @@
 # rows point of the grid); --bench index: `bench_index.py --line` (stage B at decode, back to back /
 # L2 flushed, both models x rows x context); --bench prefill: `bench_prefill.py --line` (stage B's
 # scores at prefill, both models, us and share of torch._scaled_mm timed beside them; its test is
+# test_index); --bench prefill-ncu: the same run under Nsight Compute, which locks the SM clock, and
+# the grouped score kernel's median duration per model (ncu_durations.py): differences of a few
+# percent that the power state of the moment hides in bench_prefill's own timing (its test too is
 # test_index).
-# Usage: tests/bench/ab.sh [--bench attend|index|prefill] [--rounds N] [--test ARGS] [--format F]
+# Usage: tests/bench/ab.sh [--bench attend|index|prefill|prefill-ncu] [--rounds N] [--test ARGS] [--format F]
 #                          [--rows R] [--context C] TAG=PATCH[,BENCH_OUT] ...
 #   BENCH_OUT: the variant's own dsagen output for the attend grid (a variant that changes
 #   plan.txt), swapped in for .bench-out while it runs. --test ARGS: the bench's GPU test on each
@@ -31,8 +34,8 @@ while [ $# -gt 0 ]; do
     *) break ;;
   esac
 done
-case "$bench" in attend | index | prefill) ;; *) echo "ab: --bench attend, index or prefill, not $bench" >&2; exit 2 ;; esac
-[ $# -gt 0 ] || { echo "usage: $0 [--bench attend|index|prefill] [--rounds N] [--test ARGS] [--format F] [--rows R] [--context C] TAG=PATCH[,BENCH_OUT] ..." >&2; exit 2; }
+case "$bench" in attend | index | prefill | prefill-ncu) ;; *) echo "ab: --bench attend, index, prefill or prefill-ncu, not $bench" >&2; exit 2 ;; esac
+[ $# -gt 0 ] || { echo "usage: $0 [--bench attend|index|prefill|prefill-ncu] [--rounds N] [--test ARGS] [--format F] [--rows R] [--context C] TAG=PATCH[,BENCH_OUT] ..." >&2; exit 2; }
 for v in "$@"; do
   p=${v#*=}; p=${p%%,*}
   git apply --check "$p" || { echo "ab: $p does not apply to this tree" >&2; exit 2; }
@@ -44,6 +47,10 @@ line() {
     timeout 150 python3 tests/bench/bench_attend.py --line "$1" --format "$format" || echo "$1: failed ($?)"
   elif [ "$bench" = prefill ]; then
     timeout 150 python3 tests/bench/bench_prefill.py --line "$1" || echo "$1: failed ($?)"
+  elif [ "$bench" = prefill-ncu ]; then
+    timeout 150 ncu --kernel-name "regex:dsa_index_score_group_" --metrics gpu__time_duration.sum --csv \
+      python3 tests/bench/bench_prefill.py --line "$1" | python3 tests/bench/ncu_durations.py "$1" ||
+      echo "$1: failed"
   else
     timeout 150 python3 tests/bench/bench_index.py --line "$1" --rows "$rows" --context "$context" || echo "$1: failed ($?)"
   fi
@@ -54,7 +61,7 @@ line() {
 # all at once, into a fresh JIT cache that the test then reads (dsa-jit compiles with the runtime's
 # function and target, so the test finds every module there)
 check() {
-  local test=test_${bench/prefill/index} args=() cache
+  local test=test_${bench/prefill*/index} args=() cache
   local t=build/tests/gpu/$test
   [ "$targs" = all ] || read -r -a args <<< "$targs"
   cache=$(mktemp -d /tmp/ab-jit.XXXXXX) || return 1

@@ -4,7 +4,8 @@
 # dsa-jit filled first with every configuration it lists), time each round's base on a build of the
 # restored sources (a later round's base once ran on the last variant's build) and each variant on
 # its own, pass --test's arguments through, and leave the tree as it was; --bench prefill times
-# bench_prefill.py's line and tests with test_index. Prints nothing and exits 0
+# bench_prefill.py's line and tests with test_index; --bench prefill-ncu runs that line under ncu
+# and through ncu_durations.py, which must read ncu's CSV in any unit. Prints nothing and exits 0
 # when it does; else what differs.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -24,7 +25,7 @@ cat > "$tmp/v.patch" <<'P'
 P
 # ninja records what it built; the benchmark's line says which build it ran on
 printf '#!/bin/sh\ncat kernels/k.cuh >> build/built\n' > "$tmp/stub/ninja"
-printf '#!/bin/sh\necho "$3: $(tail -1 build/built) $2 $4 $5 $6 $7"\n' > "$tmp/stub/python3"
+printf '#!/bin/sh\ncase "$1" in *ncu_durations.py) sed "s/^/durations $2 of /"; exit ;; esac\necho "$3: $(tail -1 build/built) $2 $4 $5 $6 $7"\n' > "$tmp/stub/python3"
 # dsa-jit --list names two configurations, dsa-jit --cache DIR CONFIG leaves CONFIG's mark in DIR;
 # the test's last line (all ab.sh keeps) carries the arguments it got and the marks in its cache
 printf '#!/bin/sh\ncase "$1" in --list) echo cfg_a; echo cfg_b ;; --cache) : > "$2/$3" ;; esac\n' > "$tmp/build/dsa-jit"
@@ -53,6 +54,33 @@ v-1: variant --line"
 if [ "$got" != "$want" ]; then
   printf 'ab.sh --bench prefill printed:\n%s\nwanted:\n%s\n' "$got" "$want"
   status=1
+fi
+# --bench prefill-ncu: the same line under ncu (the stub runs the command after its options), its
+# output through ncu_durations.py (the stub marks it), test_index as the test
+printf '#!/bin/sh\nwhile [ "$1" != python3 ]; do shift; done\n"$@"\n' > "$tmp/stub/ncu"
+chmod +x "$tmp/stub/ncu"
+got=$(PATH="$tmp/stub:$PATH" "$tmp/tests/bench/ab.sh" --bench prefill-ncu --test all v="$tmp/v.patch" 2>&1 | sed 's/ *$//')
+want="tree test_index all: 1 passed, 0 failed [] cfg_a cfg_b
+durations base-1 of base-1: tree --line
+v test_index all: 1 passed, 0 failed [] cfg_a cfg_b
+durations v-1 of v-1: variant --line"
+if [ "$got" != "$want" ]; then
+  printf 'ab.sh --bench prefill-ncu printed:\n%s\nwanted:\n%s\n' "$got" "$want"
+  status=1
+fi
+# ncu_durations.py on ncu's CSV: medians per kernel in us whatever ncu's unit, in first-seen order
+if command -v python3 > /dev/null; then
+  got=$(python3 "$root/tests/bench/ncu_durations.py" t <<'CSV'
+==PROF== Connected to process 1
+"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size","Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"
+"0","1","python3","h","dsa_index_score_group_glm5_2_tp4_dcp1_i1_fp8_ds_mla","1","7","(128, 1, 1)","(512, 4, 1)","0","9.0","Command line profiler metrics","gpu__time_duration.sum","us","600.5"
+"1","1","python3","h","dsa_index_score_group_deepseek_v32_tp8_dcp1_i1_fp8_ds_mla","1","7","(128, 1, 1)","(512, 4, 1)","0","9.0","Command line profiler metrics","gpu__time_duration.sum","ms","1.10"
+"2","1","python3","h","dsa_index_score_group_glm5_2_tp4_dcp1_i1_fp8_ds_mla","1","7","(128, 1, 1)","(512, 4, 1)","0","9.0","Command line profiler metrics","gpu__time_duration.sum","nsecond","610,500"
+"3","1","python3","h","dsa_index_score_group_glm5_2_tp4_dcp1_i1_fp8_ds_mla","1","7","(128, 1, 1)","(512, 4, 1)","0","9.0","Command line profiler metrics","gpu__time_duration.sum","us","590.0"
+CSV
+)
+  want="t: ncu glm5_2 600.5 us (3) | deepseek_v32 1100.0 us (1)"
+  [ "$got" = "$want" ] || { printf 'ncu_durations.py printed:\n%s\nwanted:\n%s\n' "$got" "$want"; status=1; }
 fi
 [ "$(cat "$tmp/kernels/k.cuh")" = tree ] || { echo "ab.sh left the variant applied"; status=1; }
 [ "$(tail -1 "$tmp/build/built")" = tree ] || { echo "ab.sh ended on the variant's build"; status=1; }

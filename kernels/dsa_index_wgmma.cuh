@@ -239,6 +239,7 @@ __device__ __forceinline__ void score_rows_wgmma(const dsa_index_score_params &p
     static_assert(D == 64 || D == 128 || D == 256, "each thread takes D / 4 bytes of a row in 16-byte loads");
     static_assert(RUN * TK == C::idx_score_keys_per_cta, "the plan's CTA step is whole tiles");
     static_assert(TK % CK == 0 && BS % CK == 0 && (4 * CK) % 16 == 0, "a tile is whole page parts of 16-byte copies");
+    static_assert(BS != TK || PAGE == Shape::slot_bytes, "a page of a tile's keys is laid out as a slot");
 
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, tig = lane % 4;
     int64_t most = 0; // the keys of the group's longest row
@@ -304,14 +305,20 @@ __device__ __forceinline__ void score_rows_wgmma(const dsa_index_score_params &p
         }
         sm.present[s] = mask;
         mbar_arrive_expect(full_s + 8 * s, bytes);
+        const uint32_t slot = ring_s + s * Shape::slot_bytes;
+        if constexpr (BS == TK) {
+            // a tile is one whole page, laid out as the slot is (its keys, then their scales): one copy
+            if (src[0])
+                bulk_copy(slot, src[0], Shape::slot_bytes, full_s + 8 * s);
+        } else {
 #pragma unroll
-        for (int c = 0; c < PARTS; c++)
-            if (src[c]) {
-                const int off = (int)((l0 + c * CK) % BS);
-                const uint32_t slot = ring_s + s * Shape::slot_bytes;
-                bulk_copy(slot + c * CK * D, src[c] + off * D, CK * D, full_s + 8 * s);
-                bulk_copy(slot + TK * D + 4 * c * CK, src[c] + BS * D + 4 * off, 4 * CK, full_s + 8 * s);
-            }
+            for (int c = 0; c < PARTS; c++)
+                if (src[c]) {
+                    const int off = (int)((l0 + c * CK) % BS);
+                    bulk_copy(slot + c * CK * D, src[c] + off * D, CK * D, full_s + 8 * s);
+                    bulk_copy(slot + TK * D + 4 * c * CK, src[c] + BS * D + 4 * off, 4 * CK, full_s + 8 * s);
+                }
+        }
     };
     // thread 0's next tile to load (S ahead of the one being scored) and its pages, looked up a
     // step before they are needed so that the block table's latency is off the tiles' path

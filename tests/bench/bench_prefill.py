@@ -20,8 +20,12 @@ the same bits); a difference ends the run.
 --line TAG prints one line instead of the table, for tests/bench/ab.sh (--bench prefill): TAG, then
 each configuration's scores us and share of _scaled_mm, for the first --score (default group).
 
+--plain launches libdsa's kernels plainly instead of as programmatic dependent launches
+(dsa_testing_programmatic_launch), so that a score kernel's CTAs never start, and wait, under the
+kernel ahead of it: to see what the overlap does to the scores' time and its spread.
+
 Usage: python3 tests/bench/bench_prefill.py [--rows 4096] [--context 65536] [--chunk 512]
-[--score main,group] [--line TAG]   (from the repository root, after `ninja gpu`)
+[--score main,group] [--line TAG] [--plain]   (from the repository root, after `ninja gpu`)
 """
 import ctypes
 import os
@@ -79,6 +83,8 @@ def run(name, N, L, chunk, score):
         sys.exit(f"dsa_ctx_create: {lib.dsa_last_error(None).decode()}")
     if lib.dsa_testing_force_index_score(ctx, SCORES[score]) != 0:
         sys.exit(f"dsa_testing_force_index_score: {lib.dsa_last_error(ctx).decode()}")
+    if lib.dsa_testing_programmatic_launch(ctx, 0 if "--plain" in sys.argv else 1) != 0:
+        sys.exit(f"dsa_testing_programmatic_launch: {lib.dsa_last_error(ctx).decode()}")
     stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
 
     def dsa():

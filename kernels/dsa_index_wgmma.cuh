@@ -83,8 +83,9 @@ constexpr bool kScoreF16 = true;
 
 // The score CTA's shape: one warpgroup; tiles of 64 keys (the wgmma M), each a ring slot of the
 // keys' D bytes then their 64 fp32 scales (the page's layout, so a page's part lands with two bulk
-// copies, a whole page of 64 keys with one); `stages` slots, so that as many tiles (25 or 34 KiB) per CTA are in flight. The query
-// in the MMA's type (f16: 16 KiB at 64 heads, hence one slot fewer, under 48 KiB in all).
+// copies, a whole page of 64 keys with one); `stages` slots, so that as many tiles (25 or 34 KiB)
+// per CTA are in flight. The query in the MMA's type (f16: 16 KiB at 64 heads, hence one slot
+// fewer, under 48 KiB in all).
 template <int H, int D, bool F16> struct ScoreWgmmaShape {
     enum : int {
         keys = 64,                                          // per tile

@@ -48,8 +48,9 @@ line() {
   elif [ "$bench" = prefill ]; then
     timeout 150 python3 tests/bench/bench_prefill.py --line "$1" || echo "$1: failed ($?)"
   elif [ "$bench" = prefill-ncu ]; then
-    timeout 150 ncu --kernel-name "regex:dsa_index_score_group_" --metrics gpu__time_duration.sum --csv \
-      python3 tests/bench/bench_prefill.py --line "$1" | python3 tests/bench/ncu_durations.py "$1" ||
+    local k=dsa_index_score_group_ # the grouped score kernels' entries: what ncu times and the lines name
+    timeout 150 ncu --kernel-name "regex:$k" --metrics gpu__time_duration.sum --csv \
+      python3 tests/bench/bench_prefill.py --line "$1" | python3 tests/bench/ncu_durations.py "$1" "$k" ||
       echo "$1: failed"
   else
     timeout 150 python3 tests/bench/bench_index.py --line "$1" --rows "$rows" --context "$context" || echo "$1: failed ($?)"

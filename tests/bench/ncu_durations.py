@@ -2,16 +2,18 @@
 for each kernel name (in the order first seen) the median duration in us and the number of launches.
 ncu locks the SM clock (--clock-control base, its default), so two trees compared this way differ
 by their kernels alone, not by the clock or power state of the moment (tests/bench/ab.sh
---bench prefill-ncu). A kernel's name is shortened to what comes before its `_tp` (the model, dots spelled as underscores).
+--bench prefill-ncu). A kernel's name is shortened to what comes between PREFIX and its `_tp` (the
+model, dots spelled as underscores).
 
 Usage: ncu ... --csv python3 ... | python3 tests/bench/ncu_durations.py TAG [PREFIX]
-   PREFIX: the part of the kernel names to drop before the model (default dsa_index_score_group_)
+   PREFIX: the part of the kernel names to drop before the model (none by default)
 """
 import csv
 import statistics
 import sys
 
-SCALE = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3, "s": 1e6, "second": 1e6}
+SCALE = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3,
+         "s": 1e6, "second": 1e6}
 
 
 def durations(lines):
@@ -36,7 +38,7 @@ def main():
     if len(sys.argv) not in (2, 3):
         raise SystemExit(__doc__)
     tag = sys.argv[1]
-    prefix = sys.argv[2] if len(sys.argv) == 3 else "dsa_index_score_group_"
+    prefix = sys.argv[2] if len(sys.argv) == 3 else ""
     d = durations(sys.stdin)
     if not d:
         print(f"{tag}: no durations (ncu failed or matched no kernel)")

@@ -70,7 +70,7 @@ if [ "$got" != "$want" ]; then
 fi
 # ncu_durations.py on ncu's CSV: medians per kernel in us whatever ncu's unit, in first-seen order
 if command -v python3 > /dev/null; then
-  got=$(python3 "$root/tests/bench/ncu_durations.py" t <<'CSV'
+  got=$(python3 "$root/tests/bench/ncu_durations.py" t dsa_index_score_group_ <<'CSV'
 ==PROF== Connected to process 1
 "ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size","Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"
 "0","1","python3","h","dsa_index_score_group_glm5_2_tp4_dcp1_i1_fp8_ds_mla","1","7","(128, 1, 1)","(512, 4, 1)","0","9.0","Command line profiler metrics","gpu__time_duration.sum","us","600.5"

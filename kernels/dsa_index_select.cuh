@@ -200,6 +200,26 @@ __device__ uint32_t radix_kth(const uint32_t *keys, int64_t n, int K, uint32_t *
     return prefix;
 }
 
+// step(b, u) for the steps of 128 keys b = wlo, wlo + 128, .. below whi of a warp's run, lane l's
+// keys b + 4 l .. b + 4 l + 3 in u (0 past whi), the loads of A steps issued before the first of
+// them is used, so that a lane has A loads in flight rather than one. Warp-uniform: every lane
+// calls step for the same b.
+template <int Stride, int A, class Step>
+__device__ __forceinline__ void warp_steps(const uint32_t *keys, int64_t wlo, int64_t whi, Step step)
+{
+    const int lane = threadIdx.x % 32;
+    for (int64_t b = wlo; b < whi; b += A * 128) {
+        uint32_t u[A][4];
+#pragma unroll
+        for (int a = 0; a < A; a++)
+            keys4<Stride>(keys, b + a * 128 + 4 * lane, whi, u[a]);
+#pragma unroll
+        for (int a = 0; a < A; a++)
+            if (b + a * 128 < whi)
+                step(b + a * 128, u[a]);
+    }
+}
+
 // Emits the selected keys among keys[lo * Stride] .. keys[(hi - 1) * Stride] (ascending positions),
 // given the K-th largest key kth (0: every key > 0 is in), how many of the keys equal to it are in
 // (ties, taken in position order), and how many keys above kth and equal to it lie before lo
@@ -224,24 +244,17 @@ __device__ void emit_range(const uint32_t *keys, int64_t lo, int64_t hi, uint32_
     const int64_t len = hi > lo ? hi - lo : 0;
     const int64_t run = ((len + WARPS - 1) / WARPS + 127) / 128 * 128, wlo = lo + warp * run,
                   whi = wlo + run < hi ? wlo + run : hi;
-    // the count loads AHEAD steps of the run at once and the emit EAHEAD, then each works through
-    // them, so that a lane has that many loads in flight rather than one (the split top-k's run is up
-    // to 2048 keys at 64 rows of 128K: 16 steps, each a round trip to L2 when loaded one by one);
-    // keys4 gives 0, which neither loop takes, past whi
+    // the count takes AHEAD steps of the run at a time and the emit EAHEAD (warp_steps: the split
+    // top-k's run is up to 2048 keys at 64 rows of 128K, 16 steps, each a round trip to L2 when
+    // loaded one by one)
     uint32_t ca = 0, ct = 0;
-    for (int64_t b = wlo; b < whi; b += AHEAD * 128) {
-        uint32_t u[AHEAD][4];
+    warp_steps<Stride, AHEAD>(keys, wlo, whi, [&](int64_t, const uint32_t(&u)[4]) {
 #pragma unroll
-        for (int a = 0; a < AHEAD; a++)
-            keys4<Stride>(keys, b + a * 128 + 4 * lane, whi, u[a]);
-#pragma unroll
-        for (int a = 0; a < AHEAD; a++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                ca += u[a][e] > kth;
-                ct += u[a][e] == tie;
-            }
-    }
+        for (int e = 0; e < 4; e++) {
+            ca += u[e] > kth;
+            ct += u[e] == tie;
+        }
+    });
     const uint32_t n_above = __reduce_add_sync(0xffffffffu, ca), n_tie = __reduce_add_sync(0xffffffffu, ct);
     if (lane == 0) {
         scratch[warp] = n_above;
@@ -293,16 +306,7 @@ __device__ void emit_range(const uint32_t *keys, int64_t lo, int64_t hi, uint32_
             if (sel[e])
                 emit((int)j++, b + 4 * lane + e);
     };
-    for (int64_t b = wlo; b < whi; b += EAHEAD * 128) {
-        uint32_t u[EAHEAD][4];
-#pragma unroll
-        for (int a = 0; a < EAHEAD; a++)
-            keys4<Stride>(keys, b + a * 128 + 4 * lane, whi, u[a]);
-#pragma unroll
-        for (int a = 0; a < EAHEAD; a++)
-            if (b + a * 128 < whi)
-                emit_step(b + a * 128, u[a]);
-    }
+    warp_steps<Stride, EAHEAD>(keys, wlo, whi, emit_step);
     __syncthreads(); // scratch is the caller's again
 }
 

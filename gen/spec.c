@@ -886,12 +886,19 @@ void dsg_derive(const dsg_geometry *g, const dsg_config *c, dsg_derived *o)
      * shared memory after one barrier (their keys and a bit each, 33 KiB; 41 KiB in all, which
      * keeps 4 CTAs of 512 threads an SM and stays static); beyond that the passes go on over the
      * chunks, a barrier each. The row's state: 8 counters, a histogram per pass, 2 counts per CTA,
-     * the candidates' (key, position) pairs (SplitState in the kernel). */
+     * the candidates' (key, position) pairs, the positions of the keys above the first pass's bin
+     * (fewer than idx_topk; SplitState in the kernel). */
     o->index_topk_split_cands = 8192;
+    /* Where the candidates are finished in shared memory, a CTA with a chunk of this many keys or
+     * more sets a bit for each of its selected keys and emits by walking the bits (two reads of the
+     * chunk fewer, a few barriers and round trips more): on an H200 128 x 128K keys (64K a CTA) 3%
+     * faster, 64 x 128K (32K) 1-1.5%, 64 x 32K and 128 x 32K (8K, 16K) equal, and 1 or 8 rows (2K-8K)
+     * 1-1.5 us slower than the two reads (tests/bench/RESULTS.md). */
+    o->index_topk_bit_keys = 16384;
     {
         const int passes = (32 + o->index_topk_radix_bits - 1) / o->index_topk_radix_bits;
         o->ws_idx_topk_state = 4 * (8 + passes * (1 << o->index_topk_radix_bits) + 2 * o->index_topk_split_max +
-                                    2 * o->index_topk_split_cands);
+                                    2 * o->index_topk_split_cands + g->idx_topk);
     }
     o->ws_index_row = o->ws_idx_q8 + o->ws_idx_wq + o->ws_idx_keys + o->ws_idx_topk_state +
                       (w > 1 ? o->ws_idx_cand * (1 + w) + o->ws_idx_merged : 0);

@@ -96,6 +96,8 @@ typedef struct dsa_index_topk_params {
     uint32_t *split_state;        /* B.3 split: [T, state_stride] words, zero before and after a launch */
     int64_t num_requests, key_stride, topk_stride, state_stride;
     int32_t num_tokens, rank, cfused;
+    int32_t bit_keys;             /* B.3 split: a CTA whose chunk has at least this many keys emits it from a
+                                     bit a key (the plan's index_topk_bit_keys; a testing hook sets others) */
 } dsa_index_topk_params;
 
 /* Stage C.1: q = [q_lat | rope(q_pe)], one thread per 8 elements: grid (T, ceil(heads_local * kv_dim / 8 / 256)). */

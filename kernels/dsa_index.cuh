@@ -312,7 +312,7 @@ template <class C> __device__ __forceinline__ void index_topk_split(const dsa_in
 {
     constexpr int W = C::dcp, I = C::interleave, K = C::idx_topk, Threads = C::idx_topk_split_threads;
     constexpr int RB = C::idx_topk_radix_bits, SplitKeys = C::idx_topk_split_keys, Cands = C::idx_topk_split_cands;
-    using St = SplitState<RB, Cands>;
+    using St = SplitState<RB, Cands, K>;
     static_assert(St::bytes(C::idx_topk_split_max) == C::idx_topk_state_bytes, "the plan's row state is the kernel's layout");
     __shared__ uint32_t hist[1 << RB], red[3 + 2 * (Threads / 32)];
     __shared__ __align__(16) uint32_t cand_s[Cands + Cands / 32]; // the row's candidates' keys, a bit each
@@ -324,14 +324,14 @@ template <class C> __device__ __forceinline__ void index_topk_split(const dsa_in
     const int rank = p.rank;
     if constexpr (W == 1) {
         int32_t *out = p.topk + (int64_t)t * p.topk_stride;
-        select_topk_split<Threads, RB, SplitKeys, Cands, C::idx_topk_split_max>(
-            keys, n, K, [&](int j, int64_t i) { out[j] = (int32_t)i; }, [&](int j) { out[j] = -1; }, state, hist, red,
+        select_topk_split<Threads, RB, SplitKeys, Cands, C::idx_topk_split_max, K>(
+            keys, n, p.bit_keys, [&](int j, int64_t i) { out[j] = (int32_t)i; }, [&](int j) { out[j] = -1; }, state, hist, red,
             cand_s);
     } else {
         // the sink formed at each store from the parameters (constant memory): its W pointers held
         // through the selection made the kernel spill under its 64 registers
-        select_topk_split<Threads, RB, SplitKeys, Cands, C::idx_topk_split_max>(
-            keys, n, K,
+        select_topk_split<Threads, RB, SplitKeys, Cands, C::idx_topk_split_max, K>(
+            keys, n, p.bit_keys,
             [&](int j, int64_t i) {
                 CandidateSink<W, K>(p, t).put(j, keys[i], (uint32_t)global_position<W, I>(i, rank));
             },

@@ -331,19 +331,22 @@ __device__ int select_topk(const uint32_t *keys, int64_t n, int K, Emit emit, ui
 // A row's state in global memory, shared by its CTAs and all zero between calls up to word COUNTS
 // (the last CTA to leave zeroes it): words 0 .. PASSES - 1 count the CTAs arrived at each radix
 // pass's barrier, word LAST those arrived at the barrier before the emit, LEFT those that left,
-// STORED the candidates stored so far; from word HIST the row-wide histogram of each radix pass
-// (BINS counts each), then from word COUNTS each CTA's counts of its chunk's keys above the K-th
-// and equal to it (2 words a CTA), then from word cands(max_splits) the row's candidates, Cands
-// (key, position) pairs (each call writes the ones it reads: never zeroed).
-template <int RB, int Cands> struct SplitState {
+// STORED the candidates stored so far, ABOVE the keys above the first pass's bin stored so far;
+// from word HIST the row-wide histogram of each radix pass (BINS counts each), then from word
+// COUNTS each CTA's counts of its chunk's keys above the K-th and equal to it (2 words a CTA), then
+// from word cands(max_splits) the row's candidates, Cands (key, position) pairs, then from word
+// above(max_splits) the positions of the row's keys above the first pass's bin (fewer than K: the
+// bin holds the K-th); each call writes the ones it reads: never zeroed.
+template <int RB, int Cands, int K> struct SplitState {
     static constexpr int BINS = 1 << RB, PASSES = (32 + RB - 1) / RB, HIST = 8, COUNTS = HIST + PASSES * BINS;
-    static constexpr int LAST = PASSES, LEFT = PASSES + 1, STORED = PASSES + 2;
+    static constexpr int LAST = PASSES, LEFT = PASSES + 1, STORED = PASSES + 2, ABOVE = PASSES + 3;
     // radix pass `pass` reads the key's digits [shift, shift + RB) (the last pass may read fewer)
     static __device__ __forceinline__ int shift(int pass) { return 32 - RB * (pass + 1) > 0 ? 32 - RB * (pass + 1) : 0; }
     static __device__ __forceinline__ uint32_t digits(int pass) { return (1u << (32 - RB * pass - shift(pass))) - 1u; }
-    static_assert(STORED < HIST, "the counters fit before the histograms");
+    static_assert(ABOVE < HIST, "the counters fit before the histograms");
     __host__ __device__ static constexpr long long cands(int max_splits) { return COUNTS + 2ll * max_splits; }
-    __host__ __device__ static constexpr long long bytes(int max_splits) { return 4ll * (cands(max_splits) + 2ll * Cands); }
+    __host__ __device__ static constexpr long long above(int max_splits) { return cands(max_splits) + 2ll * Cands; }
+    __host__ __device__ static constexpr long long bytes(int max_splits) { return 4ll * (above(max_splits) + K); }
 };
 
 __device__ __forceinline__ uint32_t load_acquire(const uint32_t *p)
@@ -402,6 +405,21 @@ template <int Threads> __device__ __forceinline__ uint32_t block_sum(uint32_t v,
         s += red[w];
     __syncthreads();
     return s;
+}
+
+// The sum of v over the CTA's threads below this one (threadIdx.x order). red: Threads / 32 words.
+template <int Threads> __device__ __forceinline__ uint32_t block_exclusive(uint32_t v, uint32_t *red)
+{
+    constexpr int WARPS = Threads / 32;
+    uint32_t total;
+    uint32_t x = warp_exclusive(v, &total);
+    if (threadIdx.x % 32 == 0)
+        red[threadIdx.x / 32] = total;
+    __syncthreads();
+    for (int w = 0; w < (int)threadIdx.x / 32; w++)
+        x += red[w];
+    __syncthreads();
+    return x;
 }
 
 // The counts g[0 .. BINS) walked from the top bin down (Global: row-wide counts that other CTAs
@@ -495,19 +513,27 @@ template <int Threads, class F> __device__ __forceinline__ void each_key(const u
 // chunk's count of keys above the K-th (from the bins above the chosen one in every pass) and equal
 // to it (the chosen bin of the last pass), the CTAs publish those, a last barrier. Either way each
 // CTA then emits its chunk with the counts of the chunks before it: the ties are taken in position
-// order across the chunks, as in one CTA. A row of at most SplitKeys keys is CTA 0's alone
-// (select_topk); the other CTAs return at once and the state is not touched.
+// order across the chunks, as in one CTA. In the first case the read that stores the candidates
+// also stores the positions of the chunk's keys above the bin (all of them in), so a CTA of at
+// least bit_keys keys sets a bit for each of its selected keys in shared memory and emits by walking
+// the bits: its chunk is read twice in all instead of four times (emit_range's count and emit
+// passes stay for smaller chunks, where the bits' barriers and round trips cost more than the two
+// reads, for the other cases, and for the one chunk of a row where the cut among the K-th's ties
+// falls inside it). A row of at
+// most SplitKeys keys is CTA 0's alone (select_topk); the other CTAs return at once and the state
+// is not touched.
 // state: St::bytes(MaxSplits) bytes, 8-byte aligned; hist: 1 << RB words; red: 3 + 2 * Threads / 32
 // words; cand_s: Cands + Cands / 32 words of shared memory, 16-byte aligned.
-template <int Threads, int RB, int SplitKeys, int Cands, int MaxSplits, class Emit, class Pad>
-__device__ void select_topk_split(const uint32_t *keys, int64_t n, int K, Emit emit, Pad pad, uint32_t *state,
+template <int Threads, int RB, int SplitKeys, int Cands, int MaxSplits, int K, class Emit, class Pad>
+__device__ void select_topk_split(const uint32_t *keys, int64_t n, int64_t bit_keys, Emit emit, Pad pad, uint32_t *state,
                                   uint32_t *hist, uint32_t *red, uint32_t *cand_s)
 {
-    using St = SplitState<RB, Cands>;
+    using St = SplitState<RB, Cands, K>;
     constexpr int BINS = St::BINS, PASSES = St::PASSES;
     static_assert(RB >= 8 && RB <= 12, "a pass's histogram fits in shared memory; select_topk's hist needs 256");
     static_assert(SplitKeys % 4 == 0 && Cands % 4 == 0, "chunks and the candidates' keys on 16-byte boundaries");
     __shared__ uint32_t mine_n, mine_at; // the chunk's candidates, and their place in cands
+    __shared__ uint32_t up_n, up_at;     // the chunk's keys above the first pass's bin, their place in above
     __shared__ uint32_t last_out;        // this CTA is the last of the row to leave
     const uint32_t S = gridDim.y, part = blockIdx.y;
     if (n <= SplitKeys) {
@@ -563,20 +589,28 @@ __device__ void select_topk_split(const uint32_t *keys, int64_t n, int K, Emit e
     }
     uint32_t *counts = state + St::COUNTS;
     uint32_t kth, ties, above0, tie0;
+    bool bitmap = false; // the gathered path's emit from the chunk's bits (below)
     if (gathered) {
         // this chunk's candidates (its own count of the bin: the pass's last histogram), stored
         // row-wide from the place a counter gives them
         uint32_t *const key_s = cand_s, *const before_s = cand_s + Cands;
         uint2 *const cands = reinterpret_cast<uint2 *>(state + St::cands(MaxSplits)); // even words: 8-byte aligned
+        uint32_t *const up = state + St::above(MaxSplits);
         if (threadIdx.x == 0) {
             mine_at = atomicAdd(state + St::STORED, hist[prefix >> (32 - RB)]);
-            mine_n = 0u;
+            up_at = atomicAdd(state + St::ABOVE, mine_above); // mine_above: the chunk's keys above the bin
+            mine_n = up_n = 0u;
             counts[2 * part] = mine_above;
         }
         __syncthreads();
+        // the candidates, and the positions of the keys above the bin (all of them are in: the bin
+        // holds the K-th), which the emit then takes without reading the chunk again
+        const uint32_t bin_top = prefix | ~mask; // the bin's largest key
         each_key<Threads>(keys, lo, hi, [&](int64_t i, uint32_t u) {
             if (u != 0u && (u & mask) == prefix)
                 cands[mine_at + atomicAdd(&mine_n, 1u)] = make_uint2(u, (uint32_t)i);
+            else if (u > bin_top)
+                up[up_at + atomicAdd(&up_n, 1u)] = (uint32_t)i;
         });
         group_sync(state + St::LAST, S);
         // the counts of the chunks before this one, loaded now so that they arrive with the candidates
@@ -619,14 +653,45 @@ __device__ void select_topk_split(const uint32_t *keys, int64_t n, int K, Emit e
         kth = prefix;
         ties = (uint32_t)K - larger;
         // the keys above the K-th before this chunk: above the first pass's bin (the chunks' counts,
-        // in a) or candidates above it; the ties before it: candidates
-        for (uint32_t i = threadIdx.x; i < in_bin; i += Threads)
+        // in a) or candidates above it; the ties before it: candidates; m: this chunk's ties (its
+        // own block of the candidates)
+        uint32_t m = 0u;
+        for (uint32_t i = threadIdx.x; i < in_bin; i += Threads) {
             if ((before_s[i / 32] >> (i % 32)) & 1u) {
                 a += key_s[i] > kth;
                 t += key_s[i] == kth;
             }
+            m += i - mine_at < mine_n && key_s[i] == kth;
+        }
         above0 = block_sum<Threads>(a, red);
         tie0 = block_sum<Threads>(t, red);
+        m = block_sum<Threads>(m, red);
+        // The chunk's selected keys as a bit a key in cand_s (free now: block_sum's barriers follow
+        // the last read of key_s): the keys above the bin and the candidates above the K-th, and
+        // the chunk's ties where all or none of them are in (the ties are taken in position order,
+        // so where the row's cut falls inside this chunk, emit_range ranks them). The emit then
+        // walks the bits instead of reading the chunk twice. The same in every thread.
+        const int64_t words = (hi - lo + 31) / 32;
+        const bool ties_in = tie0 + m <= ties;
+        bitmap = hi - lo >= bit_keys && words <= Cands + Cands / 32 && (ties_in || tie0 >= ties);
+        if (bitmap) {
+            for (int64_t w = threadIdx.x; w < words; w += Threads)
+                cand_s[w] = 0u;
+            __syncthreads();
+            const uint32_t cand_s_a = (uint32_t)__cvta_generic_to_shared(cand_s);
+            auto set = [&](uint32_t i) { // i: the key's position in the row
+                const uint32_t o = i - (uint32_t)lo;
+                asm volatile("red.shared.or.b32 [%0], %1;" ::"r"(cand_s_a + 4u * (o / 32)), "r"(1u << (o % 32)) : "memory");
+            };
+            for (uint32_t c = threadIdx.x; c < up_n; c += Threads)
+                set(__ldcg(up + up_at + c));
+            for (uint32_t c = threadIdx.x; c < mine_n; c += Threads) {
+                const uint2 v = __ldcg(cands + mine_at + c);
+                if (v.x > kth || (v.x == kth && ties_in))
+                    set(v.y);
+            }
+            __syncthreads();
+        }
     } else {
         kth = all ? 0u : prefix;
         ties = all ? 0u : (uint32_t)K - larger;
@@ -643,17 +708,35 @@ __device__ void select_topk_split(const uint32_t *keys, int64_t n, int K, Emit e
         above0 = block_sum<Threads>(a, red);
         tie0 = block_sum<Threads>(t, red);
     }
-    // this CTA is done with the row's state (block_sum's barrier follows every thread's last read):
-    // it leaves now, and the emit below runs while the arrival travels. The last CTA to leave zeroes
-    // the counters and histograms for the next call: by then every CTA has passed every barrier and
-    // read every count (each CTA's reads come before its release of LEFT; the last one's thread 0
-    // fences after it saw every other arrival, and the CTA's barrier puts its stores after that)
+    // this CTA is done with the row's state (a barrier follows every thread's last read: block_sum's,
+    // or the one after the bits are set): it leaves now, and the emit below runs while the arrival
+    // travels. The last CTA to leave zeroes the counters and histograms for the next call: by then
+    // every CTA has passed every barrier and read every count (each CTA's reads come before its
+    // release of LEFT; the last one's thread 0 fences after it saw every other arrival, and the
+    // CTA's barrier puts its stores after that)
     uint32_t left = 0u;
     if (threadIdx.x == 0)
         left = add_release(state + St::LEFT, 1u);
     // 3 and 2 loads in flight a lane (more spilled under the kernel's 64 registers at DCP = 8):
     // tests/bench/RESULTS.md, 128 x 128K 1-2% faster
-    emit_range<Threads, 1, 3, 2>(keys, lo, hi, kth, ties, above0, tie0, emit, red);
+    if (bitmap) {
+        // thread x takes words x * per .. x * per + per - 1; a key's place: the selected keys before
+        // the chunk (above0 and the ties taken there), then the bits before it
+        const int64_t words = (hi - lo + 31) / 32;
+        const int per = (int)((words + Threads - 1) / Threads);
+        const int64_t w0 = (int64_t)threadIdx.x * per;
+        uint32_t c = 0u;
+        for (int k = 0; k < per; k++)
+            c += w0 + k < words ? (uint32_t)__popc(cand_s[w0 + k]) : 0u;
+        uint32_t j = above0 + (tie0 < ties ? tie0 : ties) + block_exclusive<Threads>(c, red);
+        for (int k = 0; k < per; k++) {
+            uint32_t b = w0 + k < words ? cand_s[w0 + k] : 0u;
+            for (; b != 0u; b &= b - 1u)
+                emit((int)j++, lo + 32 * (w0 + k) + (__ffs(b) - 1));
+        }
+    } else {
+        emit_range<Threads, 1, 3, 2>(keys, lo, hi, kth, ties, above0, tie0, emit, red);
+    }
     const int written = (int)(total < (uint32_t)K ? total : (uint32_t)K);
     for (int64_t j = written + (int64_t)part * Threads + threadIdx.x; j < K; j += (int64_t)S * Threads)
         pad((int)j);

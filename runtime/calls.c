@@ -530,6 +530,17 @@ dsa_result_t dsa_testing_index_topk_cap(dsa_ctx_t ctx, int cap)
     return DSA_SUCCESS;
 }
 
+dsa_result_t dsa_testing_index_topk_bit_keys(dsa_ctx_t ctx, int keys)
+{
+    if (!ctx)
+        return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT, "dsa_testing_index_topk_bit_keys: ctx is NULL");
+    if (keys < 0)
+        return dsa_fail(ctx, DSA_ERROR_INVALID_ARGUMENT,
+                        "dsa_testing_index_topk_bit_keys: keys is %d, must be 0 (the plan's) or at least 1", keys);
+    ctx->topk_bit_keys = keys;
+    return DSA_SUCCESS;
+}
+
 int64_t dsa_index_topk_splits(dsa_ctx_t ctx, int64_t rows, int64_t max_blocks)
 {
     if (!ctx || rows < 1 || max_blocks < 1)
@@ -615,6 +626,7 @@ static dsa_result_t index_chunk(dsa_ctx_t ctx, const dsa_index_args_t *a, const 
     tk.state_stride = cfg->ws_idx_topk_state / 4;
     tk.num_tokens = (int32_t)n;
     tk.rank = sc.rank;
+    tk.bit_keys = ctx->topk_bit_keys ? ctx->topk_bit_keys : (int32_t)cfg->index_topk_bit_keys;
     /* DCP > 1, fused: the top-k stores each row's candidates into every rank's cand_in, once every
      * rank's merge of the previous chunk (or call) is done reading its own: a barrier first. (No
      * other barrier need come between two index chunks, unlike the query gather and the exchange,

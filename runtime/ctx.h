@@ -44,6 +44,7 @@ struct dsa_ctx {
     int topk_slots;                 /* split top-k CTAs resident at once: its split; 0: one CTA a row */
     int force_topk;                 /* 0 automatic, 1 one CTA a row, 2 split from 2 CTAs a row (dsa_testing.h) */
     int topk_cap;                   /* 0, or the most CTAs a row's split top-k gets (dsa_testing.h) */
+    int topk_bit_keys;              /* 0 (the plan's), or the split top-k's bit emit threshold (dsa_testing.h) */
     unsigned attend_smem;           /* dynamic shared memory of attend_fn, exported by its module */
     unsigned attend_threads;        /* threads of attend_fn, exported by its module (by its target) */
     int attend_slots;               /* attend CTAs resident at once on the device: what splits fill */

@@ -89,6 +89,12 @@ DSA_API dsa_result_t dsa_testing_force_index_topk(dsa_ctx_t ctx, int which);
  * benchmark can time the split at fewer CTAs a row than the plan's keys per CTA give. */
 DSA_API dsa_result_t dsa_testing_index_topk_cap(dsa_ctx_t ctx, int cap);
 
+/* Every later dsa_index call of ctx has the split top-k's CTAs whose chunk holds at least `keys` keys
+ * emit their selected keys from a bit a key (where the row's candidates are finished in shared
+ * memory; kernels/dsa_index_select.cuh, select_topk_split); 0: the plan's index_topk_bit_keys again.
+ * 1 takes that path at every chunk, so tests reach it at small rows, and a benchmark can time both. */
+DSA_API dsa_result_t dsa_testing_index_topk_bit_keys(dsa_ctx_t ctx, int keys);
+
 /* DSA_NCCL_WINDOWS in the environment at dsa_ctx_create (NCCL DCP groups): 0 allocates the
  * collectives' buffers as plain device memory, 1 or unset as NCCL symmetric windows where the
  * library has them (2.27 on; the context's log says which, at DSA_LOG_INFO). A benchmark hook: both

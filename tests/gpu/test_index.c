@@ -14,9 +14,10 @@
  * - `test_index nccl`: DCP = 2 over NCCL, two processes on two GPUs, likewise.
  * - `test_index paths`: the two top-k kernels (one CTA a row; a row split over several CTAs, what
  *   dsa_index picks for few rows) on rows of up to 50K keys, with exact ties, NaN keys, empty and
- *   absent requests: rows bit-identical at every split the chunking gives (index_tokens 1, 3, 64),
- *   at DCP = 1 and at DCP = 2, 4, 8 through the in-process group (dsa_testing_force_index_topk picks
- *   the kernel).
+ *   absent requests: rows bit-identical at every split the chunking gives (index_tokens 1, 3, 64)
+ *   and at 2 CTAs a row, with the split's emit from a bit a key where the plan takes it and at
+ *   every chunk (dsa_testing_index_topk_bit_keys), at DCP = 1 and at DCP = 2, 4, 8 through the
+ *   in-process group (dsa_testing_force_index_topk picks the kernel).
  * - `test_index scores`: every score of long rows, as each score kernel wrote it, against the
  *   reference's within 2^-16 of its magnitude (the rule the top-k comparisons allow at the k-th);
  *   on prefill rows (world_prefill: groups of one request, a group across two, a last partial group,
@@ -101,6 +102,9 @@ static int prefill_world = 0;
 /* The top-k kernel of the contexts created next (dsa_testing_force_index_topk): 0 the automatic
  * choice, 1 one CTA a row, 2 the split kernel from 2 CTAs a row. */
 static int topk_kernel = 0;
+/* ... at most this many CTAs a row (dsa_testing_index_topk_cap; 0: no cap), and their bit emit from
+ * chunks of this many keys (dsa_testing_index_topk_bit_keys; 0: the plan's threshold, 1: every chunk) */
+static int topk_cap = 0, bit_keys = 0;
 static const char *const score_name[] = {"", "score: mma.sync", "score: index_score", "score: index_score_group"};
 
 static int run_index(const char *config, const iworld_t *w, int s, int32_t *out, int index_tokens, int device)
@@ -115,6 +119,8 @@ static int run_index(const char *config, const iworld_t *w, int s, int32_t *out,
     }
     CHECK(dsa_testing_force_index_score(ctx, score_kernel) == DSA_SUCCESS);
     CHECK(dsa_testing_force_index_topk(ctx, topk_kernel) == DSA_SUCCESS);
+    CHECK(dsa_testing_index_topk_cap(ctx, topk_cap) == DSA_SUCCESS);
+    CHECK(dsa_testing_index_topk_bit_keys(ctx, bit_keys) == DSA_SUCCESS);
     dev_world_t d;
     upload(w, s, &d);
     dsa_index_args_t a = args_of(w, &d);
@@ -283,6 +289,7 @@ static void *index_rank(void *arg)
     }
     if (dsa_testing_force_index_score(ctx, score_kernel) != DSA_SUCCESS ||
         dsa_testing_force_index_topk(ctx, topk_kernel) != DSA_SUCCESS ||
+        dsa_testing_index_topk_bit_keys(ctx, bit_keys) != DSA_SUCCESS ||
         (!fused_gather && dsa_testing_fused_exchange(ctx, 0) != DSA_SUCCESS))
         io->failed = 1;
     dev_world_t d;
@@ -360,8 +367,10 @@ static void test_dcp(const char *config, const char *single, int W, int I, int k
 
 /* ---- the two top-k kernels against each other ---- */
 
-/* DCP = 1: one CTA a row against the split top-k at the splits that chunks of
- * 1, 3 and 64 rows get; every row bit-identical. */
+/* DCP = 1: one CTA a row against the split top-k at the splits that chunks of 1, 3 and 64 rows get,
+ * at 2 CTAs a row (the 50037-key row's chunks of 25K keys: over the plan's bit emit threshold at
+ * the shipped models), and at chunks of 3 rows with every chunk emitted from its bits (which the
+ * plan keeps for long chunks); every row bit-identical. */
 static void test_paths(const char *config, int key_pool, int nan_keys, int absent)
 {
     if (strncmp(config, only, strlen(only)) != 0)
@@ -377,14 +386,16 @@ static void test_paths(const char *config, int key_pool, int nan_keys, int absen
     topk_kernel = 1;
     CHECK(run_index(config, &w, w.W, one, 64, 0) == 0);
     topk_kernel = 2;
-    const int chunks[] = {1, 3, 64};
-    for (int i = 0; i < 3; i++) {
+    const int chunks[] = {1, 3, 64, 64, 3}, caps[] = {0, 0, 0, 2, 0}, bits[] = {0, 0, 0, 0, 1};
+    for (int i = 0; i < 5; i++) {
+        topk_cap = caps[i], bit_keys = bits[i];
         dsa_options_t o = harness_options();
         o.index_tokens = chunks[i];
         dsa_ctx_t ctx;
         int64_t splits = 0;
         if (dsa_ctx_create(config, &o, &ctx) == DSA_SUCCESS) {
-            CHECK(dsa_testing_force_index_topk(ctx, topk_kernel) == DSA_SUCCESS);
+            CHECK(dsa_testing_force_index_topk(ctx, topk_kernel) == DSA_SUCCESS &&
+                  dsa_testing_index_topk_cap(ctx, topk_cap) == DSA_SUCCESS);
             splits = dsa_index_topk_splits(ctx, w.T, w.cache[w.W].max_blocks);
             dsa_ctx_destroy(ctx);
         }
@@ -397,12 +408,14 @@ static void test_paths(const char *config, int key_pool, int nan_keys, int absen
                     printf("     row %d (request %d, position %lld) differs\n", t, w.req_of[t],
                            (long long)w.positions[t]);
             }
-        CHECK(bad == 0 && splits > 1);
-        printf("%s %s%s%s%s, chunks of %d rows (%lld CTAs a row): split top-k against one CTA a row, %d rows, %d differ\n",
-               bad || splits < 2 ? "FAIL" : "ok  ", config, key_pool ? ", exact ties" : "", nan_keys ? ", NaN keys" : "",
-               absent ? ", an absent request" : "", chunks[i], (long long)splits, w.T, bad);
+        CHECK(bad == 0 && splits > 1 && (!caps[i] || splits == caps[i]));
+        printf("%s %s%s%s%s, chunks of %d rows (%lld CTAs a row%s): split top-k against one CTA a row, %d rows, "
+               "%d differ\n",
+               bad || splits < 2 || (caps[i] && splits != caps[i]) ? "FAIL" : "ok  ", config,
+               key_pool ? ", exact ties" : "", nan_keys ? ", NaN keys" : "", absent ? ", an absent request" : "",
+               chunks[i], (long long)splits, bits[i] ? ", every chunk's emit from its bits" : "", w.T, bad);
     }
-    topk_kernel = 0;
+    topk_kernel = 0, topk_cap = 0, bit_keys = 0;
     free(one), free(split);
     iworld_free(&w);
 }
@@ -750,6 +763,11 @@ int main(int argc, char **argv)
         test_paths("deepseek_v32_tp8_dcp1_i1_fp8_ds_mla", 5, 1, 0);
         test_dcp_as("glm5.2_tp4_dcp4_i4_fp8_ds_mla", "glm5.2_tp4_dcp1_i1_fp8_ds_mla", 4, 4, 4, 0, 1);
         test_dcp_as("deepseek_v32_tp8_dcp8_i1_fp8_ds_mla", "deepseek_v32_tp8_dcp1_i1_fp8_ds_mla", 8, 1, 0, 1, 1);
+        bit_keys = 1; /* the ranks' split top-k emitting every chunk from its bits (their candidate sink) */
+        printf("-- paths, every split top-k chunk emitted from its bits\n");
+        test_dcp_as("glm5.2_tp4_dcp4_i4_fp8_ds_mla", "glm5.2_tp4_dcp1_i1_fp8_ds_mla", 4, 4, 4, 0, 1);
+        test_dcp_as("deepseek_v32_tp8_dcp8_i1_fp8_ds_mla", "deepseek_v32_tp8_dcp1_i1_fp8_ds_mla", 8, 1, 0, 1, 1);
+        bit_keys = 0;
         if (!dcp_ran)
             printf("FAIL test_index paths: no configuration starts with '%s'\n", only);
         CHECK(dcp_ran > 0);

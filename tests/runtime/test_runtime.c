@@ -679,6 +679,13 @@ static void test_index_checks(void)
     WANT_ERROR(dsa_testing_index_topk_cap(ctx, -3), ctx,
                "dsa_testing_index_topk_cap: cap is -3, must be 0 (the automatic choice) or at least 2");
     WANT_ERROR(dsa_testing_index_topk_cap(NULL, 2), NULL, "dsa_testing_index_topk_cap: ctx is NULL");
+    /* the split top-k's bit emit threshold: 0 (the plan's) or at least 1 */
+    CHECK(ctx->topk_bit_keys == 0 && ctx->cfg->index_topk_bit_keys >= 1);
+    CHECK(dsa_testing_index_topk_bit_keys(ctx, 1) == DSA_SUCCESS && ctx->topk_bit_keys == 1);
+    CHECK(dsa_testing_index_topk_bit_keys(ctx, 0) == DSA_SUCCESS && ctx->topk_bit_keys == 0);
+    WANT_ERROR(dsa_testing_index_topk_bit_keys(ctx, -1), ctx,
+               "dsa_testing_index_topk_bit_keys: keys is -1, must be 0 (the plan's) or at least 1");
+    WANT_ERROR(dsa_testing_index_topk_bit_keys(NULL, 1), NULL, "dsa_testing_index_topk_bit_keys: ctx is NULL");
     free(ctx);
 }
 

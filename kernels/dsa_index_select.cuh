@@ -596,6 +596,7 @@ __device__ void select_topk_split(const uint32_t *keys, int64_t n, int64_t bit_k
         uint32_t *const key_s = cand_s, *const before_s = cand_s + Cands;
         uint2 *const cands = reinterpret_cast<uint2 *>(state + St::cands(MaxSplits)); // even words: 8-byte aligned
         uint32_t *const up = state + St::above(MaxSplits);
+        const bool long_chunk = hi - lo >= bit_keys; // the chunk's emit may take its bits (below)
         if (threadIdx.x == 0) {
             mine_at = atomicAdd(state + St::STORED, hist[prefix >> (32 - RB)]);
             up_at = atomicAdd(state + St::ABOVE, mine_above); // mine_above: the chunk's keys above the bin
@@ -603,9 +604,10 @@ __device__ void select_topk_split(const uint32_t *keys, int64_t n, int64_t bit_k
             counts[2 * part] = mine_above;
         }
         __syncthreads();
-        // the candidates, and the positions of the keys above the bin (all of them are in: the bin
-        // holds the K-th), which the emit then takes without reading the chunk again
-        const uint32_t bin_top = prefix | ~mask; // the bin's largest key
+        // the candidates, and for a chunk that takes the bit emit below, the positions of the keys
+        // above the bin (all of them are in: the bin holds the K-th), which the emit then takes
+        // without reading the chunk again (a shorter chunk still takes its place in `up`, unused)
+        const uint32_t bin_top = long_chunk ? prefix | ~mask : 0xffffffffu; // no key is above all ones
         each_key<Threads>(keys, lo, hi, [&](int64_t i, uint32_t u) {
             if (u != 0u && (u & mask) == prefix)
                 cands[mine_at + atomicAdd(&mine_n, 1u)] = make_uint2(u, (uint32_t)i);
@@ -673,7 +675,7 @@ __device__ void select_topk_split(const uint32_t *keys, int64_t n, int64_t bit_k
         // walks the bits instead of reading the chunk twice. The same in every thread.
         const int64_t words = (hi - lo + 31) / 32;
         const bool ties_in = tie0 + m <= ties;
-        bitmap = hi - lo >= bit_keys && words <= Cands + Cands / 32 && (ties_in || tie0 >= ties);
+        bitmap = long_chunk && words <= Cands + Cands / 32 && (ties_in || tie0 >= ties);
         if (bitmap) {
             for (int64_t w = threadIdx.x; w < words; w += Threads)
                 cand_s[w] = 0u;

@@ -410,7 +410,6 @@ template <int Threads> __device__ __forceinline__ uint32_t block_sum(uint32_t v,
 // The sum of v over the CTA's threads below this one (threadIdx.x order). red: Threads / 32 words.
 template <int Threads> __device__ __forceinline__ uint32_t block_exclusive(uint32_t v, uint32_t *red)
 {
-    constexpr int WARPS = Threads / 32;
     uint32_t total;
     uint32_t x = warp_exclusive(v, &total);
     if (threadIdx.x % 32 == 0)

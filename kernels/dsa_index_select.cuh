@@ -71,6 +71,12 @@ __device__ __forceinline__ void shared_add(uint32_t a, uint32_t v)
     asm volatile("red.shared.add.u32 [%0], %1;" ::"r"(a), "r"(v) : "memory");
 }
 
+// The same for an or of v into the word
+__device__ __forceinline__ void shared_or(uint32_t a, uint32_t v)
+{
+    asm volatile("red.shared.or.b32 [%0], %1;" ::"r"(a), "r"(v) : "memory");
+}
+
 // The mask of the lanes below this one (read where it is used, not held in a register)
 __device__ __forceinline__ uint32_t lanes_below()
 {
@@ -682,7 +688,7 @@ __device__ void select_topk_split(const uint32_t *keys, int64_t n, int64_t bit_k
             const uint32_t cand_s_a = (uint32_t)__cvta_generic_to_shared(cand_s);
             auto set = [&](uint32_t i) { // i: the key's position in the row
                 const uint32_t o = i - (uint32_t)lo;
-                asm volatile("red.shared.or.b32 [%0], %1;" ::"r"(cand_s_a + 4u * (o / 32)), "r"(1u << (o % 32)) : "memory");
+                shared_or(cand_s_a + 4u * (o / 32), 1u << (o % 32));
             };
             for (uint32_t c = threadIdx.x; c < up_n; c += Threads)
                 set(__ldcg(up + up_at + c));
@@ -718,8 +724,6 @@ __device__ void select_topk_split(const uint32_t *keys, int64_t n, int64_t bit_k
     uint32_t left = 0u;
     if (threadIdx.x == 0)
         left = add_release(state + St::LEFT, 1u);
-    // 3 and 2 loads in flight a lane (more spilled under the kernel's 64 registers at DCP = 8):
-    // tests/bench/RESULTS.md, 128 x 128K 1-2% faster
     if (bitmap) {
         // thread x takes words x * per .. x * per + per - 1; a key's place: the selected keys before
         // the chunk (above0 and the ties taken there), then the bits before it
@@ -736,6 +740,8 @@ __device__ void select_topk_split(const uint32_t *keys, int64_t n, int64_t bit_k
                 emit((int)j++, lo + 32 * (w0 + k) + (__ffs(b) - 1));
         }
     } else {
+        // 3 and 2 loads in flight a lane (more spilled under the kernel's 64 registers at DCP = 8):
+        // tests/bench/RESULTS.md, 128 x 128K 1-2% faster
         emit_range<Threads, 1, 3, 2>(keys, lo, hi, kth, ties, above0, tie0, emit, red);
     }
     const int written = (int)(total < (uint32_t)K ? total : (uint32_t)K);

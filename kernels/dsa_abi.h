@@ -74,7 +74,9 @@ typedef struct dsa_index_score_params {
     const int32_t *block_table;   /* [num_requests, max_blocks] this rank's blocks */
     const uint8_t *idx_cache;     /* this rank's indexer pages */
     uint32_t *keys;               /* [T, key_stride]: by local index */
-    int64_t num_slots, max_blocks, num_requests, key_stride;
+    uint32_t *topk_state;         /* the split top-k's row states [T, state_stride] words when it follows (the
+                                     score kernel counts its first radix pass there), else NULL */
+    int64_t num_slots, max_blocks, num_requests, key_stride, state_stride;
     int32_t num_tokens, rank;
 } dsa_index_score_params;
 

@@ -191,10 +191,16 @@ template <class C> __device__ __forceinline__ void index_score_mma_sync(const ds
             const int have0 = __shfl_sync(0xffffffffu, have[gi], 8 * tig);
             const int have1 = __shfl_sync(0xffffffffu, have[gi], 8 * tig + 4);
             const int64_t j0 = l0 + 8 * gi + 2 * tig;
+            const uint32_t v0 = have0 ? score_key(__fmul_rn(sc0, t0)) : 0u, v1 = have1 ? score_key(__fmul_rn(sc1, t1)) : 0u;
             if (g == 0 && j0 < n)
-                keys[j0] = have0 ? score_key(__fmul_rn(sc0, t0)) : 0u;
+                keys[j0] = v0;
             if (g == 0 && j0 + 1 < n)
-                keys[j0 + 1] = have1 ? score_key(__fmul_rn(sc1, t1)) : 0u;
+                keys[j0 + 1] = v1;
+            if (p.topk_state) { // the split top-k's first pass, where it takes the row (as the wgmma kernel)
+                uint32_t *const h = first_hist<C>(p, t, n);
+                first_pass_count<SplitStateOf<C>>(g == 0 && j0 < n ? h : nullptr, v0);
+                first_pass_count<SplitStateOf<C>>(g == 0 && j0 + 1 < n ? h : nullptr, v1);
+            }
         }
     }
 }
@@ -312,10 +318,10 @@ template <class C> __device__ __forceinline__ void index_topk_split(const dsa_in
 {
     constexpr int W = C::dcp, I = C::interleave, K = C::idx_topk, Threads = C::idx_topk_split_threads;
     constexpr int RB = C::idx_topk_radix_bits, SplitKeys = C::idx_topk_split_keys, Cands = C::idx_topk_split_cands;
-    using St = SplitState<RB, Cands, K>;
+    using St = SplitStateOf<C>;
     static_assert(St::bytes(C::idx_topk_split_max) == C::idx_topk_state_bytes, "the plan's row state is the kernel's layout");
     __shared__ uint32_t hist[1 << RB], red[3 + 2 * (Threads / 32)];
-    __shared__ __align__(16) uint32_t cand_s[Cands + Cands / 32]; // the row's candidates' keys, a bit each
+    __shared__ __align__(16) uint32_t cand_s[Cands + 2 * (Cands / 32)]; // the row's candidates' keys, two bits each
     const int t = blockIdx.x;
     const int64_t last = row_last(p.positions, p.req_of_token, p.seq_lens, p.num_requests, t);
     const int64_t n = last < 0 ? 0 : owned_count<W, I>(last, p.rank);

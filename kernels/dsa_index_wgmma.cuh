@@ -206,6 +206,18 @@ __device__ __forceinline__ void score_sum_rows(const float (&acc)[NA], int j0, c
     }
 }
 
+// The split top-k's row state of configuration C
+template <class C> using SplitStateOf = SplitState<C::idx_topk_radix_bits, C::idx_topk_split_cands, C::idx_topk>;
+
+// Where a score kernel counts row t's keys for the split top-k's first radix pass (first_pass_count):
+// the row's first histogram where the split top-k follows (the runtime passes its state) and takes
+// the row over several CTAs (more than one CTA's keys: select_topk_split's own test), else null.
+template <class C> __device__ __forceinline__ uint32_t *first_hist(const dsa_index_score_params &p, int64_t t, int64_t n)
+{
+    return p.topk_state && n > C::idx_topk_split_keys ? p.topk_state + t * p.state_stride + SplitStateOf<C>::HIST
+                                                      : nullptr;
+}
+
 // B.2 on wgmma, the same scores as the mma.sync kernel up to the order of the fp32 sums, for R rows
 // t0 .. t0 + R - 1 of one request at once (R = 1: row t0 alone, index_score; R > 1: a group,
 // index_score_group), in sm (ScoreWgmmaSmem or ScoreGroupSmem). n[j]: row t0 + j's keys on this
@@ -546,6 +558,7 @@ __device__ __forceinline__ void score_rows_wgmma(const dsa_index_score_params &p
             for (int i = 0; i < OUT; i++)
                 sc[j / SUM * OUT + i] = part[i]; // rows j .. j + SUM - 1's sums
         }
+        // The stored keys are also counted for the split top-k's first pass where it takes the row.
         const int upper = R == 1 ? 0 : tig >> 1; // this lane's row of each pair
         uint32_t *const krow = p.keys + (int64_t)(t0 + upper) * p.key_stride + l;
 #pragma unroll
@@ -553,8 +566,11 @@ __device__ __forceinline__ void score_rows_wgmma(const dsa_index_score_params &p
             const uint32_t v = have_cur ? score_key(__fmul_rn(ksc_cur, sc[i])) : 0u;
             uint32_t *const at = krow + (int64_t)(R == 1 ? 0 : 2 * i) * p.key_stride;
             const int64_t nj = R == 1 ? n[0] : (upper ? n[2 * i + 1] : n[2 * i]);
-            if ((R > 1 || tig < 2) && l < nj)
+            const bool store = (R > 1 || tig < 2) && l < nj;
+            if (store)
                 *at = v;
+            if (p.topk_state) // the same in every lane
+                first_pass_count<SplitStateOf<C>>(store ? first_hist<C>(p, t0 + upper + (R == 1 ? 0 : 2 * i), nj) : nullptr, v);
         }
     }
 }

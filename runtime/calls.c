@@ -584,6 +584,13 @@ static dsa_result_t index_chunk(dsa_ctx_t ctx, const dsa_index_args_t *a, const 
     sc.key_stride = cfg->idx_max_local;
     sc.num_tokens = (int32_t)n;
     sc.rank = ctx->dcp ? ctx->dcp->rank : 0;
+    /* few rows: each row's top-k over several CTAs, which meet at barriers (a cooperative launch,
+     * so that they are resident at once); many rows: a CTA per row fills the device already. The
+     * split kernel's first radix pass is counted by the score kernel as it stores the keys, into
+     * the rows' states (zero between calls; the split kernel's last CTA of a row zeroes them). */
+    const int64_t tsplits = topk_splits(ctx, n, a->max_blocks * cfg->info.block_size); /* a row's keys at most */
+    sc.topk_state = tsplits > 1 ? (uint32_t *)(uintptr_t)ctx->ws_itopk_state : NULL;
+    sc.state_stride = cfg->ws_idx_topk_state / 4;
     /* 1: a chunk of few rows: the mma.sync kernel, whose CTAs start scoring at once; from the
      * plan's index_score_few_rows on, 2: index_score (on sm_90a warpgroup MMA behind a bulk-copy
      * pipeline), or 3: index_score_group where the call has more rows than requests (prefill rows
@@ -623,7 +630,7 @@ static dsa_result_t index_chunk(dsa_ctx_t ctx, const dsa_index_args_t *a, const 
     tk.num_requests = a->num_requests;
     tk.key_stride = cfg->idx_max_local;
     tk.topk_stride = st->topk;
-    tk.state_stride = cfg->ws_idx_topk_state / 4;
+    tk.state_stride = sc.state_stride;
     tk.num_tokens = (int32_t)n;
     tk.rank = sc.rank;
     tk.bit_keys = ctx->topk_bit_keys ? ctx->topk_bit_keys : (int32_t)cfg->index_topk_bit_keys;
@@ -639,9 +646,6 @@ static dsa_result_t index_chunk(dsa_ctx_t ctx, const dsa_index_args_t *a, const 
         tk.cdest[r] = (uint32_t *)(uintptr_t)ctx->c_peer[r];
     if (fused && (rc = dcp_barrier(ctx, "dsa_index", stream, "index barrier")) != DSA_SUCCESS)
         return rc;
-    /* few rows: each row's top-k over several CTAs, which meet at barriers (a cooperative launch,
-     * so that they are resident at once); many rows: a CTA per row fills the device already */
-    const int64_t tsplits = topk_splits(ctx, n, a->max_blocks * cfg->info.block_size); /* a row's keys at most */
     rc = tsplits > 1 ? launch_as(ctx, "dsa_index", ctx->index_topk_split_fn, (unsigned)n, (unsigned)tsplits, 1,
                                  cfg->index_topk_split_threads, 0, &tk, stream, "index top-k (split)", 1, 1)
                      : launch(ctx, "dsa_index", ctx->index_topk_fn, (unsigned)n, 1, cfg->index_topk_threads, 0, &tk,

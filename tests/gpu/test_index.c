@@ -16,8 +16,12 @@
  *   dsa_index picks for few rows) on rows of up to 50K keys, with exact ties, NaN keys, empty and
  *   absent requests: rows bit-identical at every split the chunking gives (index_tokens 1, 3, 64)
  *   and at 2 CTAs a row, with the split's emit from a bit a key where the plan takes it and at
- *   every chunk (dsa_testing_index_topk_bit_keys), at DCP = 1 and at DCP = 2, 4, 8 through the
- *   in-process group (dsa_testing_force_index_topk picks the kernel).
+ *   every chunk (dsa_testing_index_topk_bit_keys), after each score kernel (which counts the split's
+ *   first radix pass), at DCP = 1 and at DCP = 2, 4, 8 through the in-process group
+ *   (dsa_testing_force_index_topk picks the kernel).
+ * The single-rank runs (ref, the DCP = 1 side of dcp, paths) call dsa_index twice on their context,
+ * and the second call's rows must be the first's, bit for bit: a call leaves the context's state as
+ * it found it.
  * - `test_index scores`: every score of long rows, as each score kernel wrote it, against the
  *   reference's within 2^-16 of its magnitude (the rule the top-k comparisons allow at the k-th);
  *   on prefill rows (world_prefill: groups of one request, a group across two, a last partial group,
@@ -124,14 +128,27 @@ static int run_index(const char *config, const iworld_t *w, int s, int32_t *out,
     dev_world_t d;
     upload(w, s, &d);
     dsa_index_args_t a = args_of(w, &d);
-    dsa_result_t rc = dsa_index(ctx, &a, NULL);
-    if (rc != DSA_SUCCESS)
-        printf("FAIL %s: dsa_index: %s\n", config, dsa_last_error(ctx));
-    CK(cuCtxSynchronize());
-    dev_get(out, d.topk, (size_t)w->T * (size_t)w->cfg.K * 4);
+    /* two calls on the context, the second's rows the same bits as the first's: a call leaves the
+     * context's state (the split top-k's row states, which the score kernel's first radix pass
+     * counts into) as it found it, and a run repeats */
+    const size_t bytes = (size_t)w->T * (size_t)w->cfg.K * 4;
+    int32_t *first = malloc(bytes);
+    dsa_result_t rc = DSA_SUCCESS;
+    for (int call = 0; call < 2 && rc == DSA_SUCCESS; call++) {
+        rc = dsa_index(ctx, &a, NULL);
+        if (rc != DSA_SUCCESS)
+            printf("FAIL %s: dsa_index: %s\n", config, dsa_last_error(ctx));
+        CK(cuCtxSynchronize());
+        dev_get(call ? out : first, d.topk, bytes);
+    }
+    const int same = rc != DSA_SUCCESS || !memcmp(first, out, bytes);
+    if (!same)
+        printf("FAIL %s: a second dsa_index call on the context wrote other rows than the first\n", config);
+    CHECK(same);
+    free(first);
     release(&d);
     dsa_ctx_destroy(ctx);
-    return rc == DSA_SUCCESS ? 0 : -1;
+    return rc == DSA_SUCCESS && same ? 0 : -1;
 }
 
 /* A row's GPU set against the reference's: equal, or every difference within rounding of the k-th
@@ -370,7 +387,8 @@ static void test_dcp(const char *config, const char *single, int W, int I, int k
 /* DCP = 1: one CTA a row against the split top-k at the splits that chunks of 1, 3 and 64 rows get,
  * at 2 CTAs a row (the 50037-key row's chunks of 25K keys: over the plan's bit emit threshold at
  * the shipped models), and at chunks of 3 rows with every chunk emitted from its bits (which the
- * plan keeps for long chunks); every row bit-identical. */
+ * plan keeps for long chunks), after the mma.sync, index_score and grouped score kernels; every row
+ * bit-identical. */
 static void test_paths(const char *config, int key_pool, int nan_keys, int absent)
 {
     if (strncmp(config, only, strlen(only)) != 0)
@@ -383,12 +401,16 @@ static void test_paths(const char *config, int key_pool, int nan_keys, int absen
     }
     const size_t n = (size_t)w.T * (size_t)w.cfg.K;
     int32_t *one = malloc(n * 4), *split = malloc(n * 4);
-    topk_kernel = 1;
-    CHECK(run_index(config, &w, w.W, one, 64, 0) == 0);
-    topk_kernel = 2;
-    const int chunks[] = {1, 3, 64, 64, 3}, caps[] = {0, 0, 0, 2, 0}, bits[] = {0, 0, 0, 0, 1};
+    /* the split top-k after each score kernel (each counts the split's first radix pass), against
+     * one CTA a row after the same score kernel (the mma.sync kernel's sums are in another order) */
+    const int chunks[] = {1, 3, 64, 64, 3}, caps[] = {0, 0, 0, 2, 0}, bits[] = {0, 0, 0, 0, 1}, scores[] = {1, 2, 2, 3, 2};
     for (int i = 0; i < 5; i++) {
-        topk_cap = caps[i], bit_keys = bits[i];
+        score_kernel = scores[i];
+        if (i == 0 || scores[i] != scores[i - 1]) {
+            topk_kernel = 1, topk_cap = 0, bit_keys = 0;
+            CHECK(run_index(config, &w, w.W, one, 64, 0) == 0);
+        }
+        topk_kernel = 2, topk_cap = caps[i], bit_keys = bits[i];
         dsa_options_t o = harness_options();
         o.index_tokens = chunks[i];
         dsa_ctx_t ctx;
@@ -409,13 +431,14 @@ static void test_paths(const char *config, int key_pool, int nan_keys, int absen
                            (long long)w.positions[t]);
             }
         CHECK(bad == 0 && splits > 1 && (!caps[i] || splits == caps[i]));
-        printf("%s %s%s%s%s, chunks of %d rows (%lld CTAs a row%s): split top-k against one CTA a row, %d rows, "
+        printf("%s %s%s%s%s, chunks of %d rows (%lld CTAs a row%s, %s): split top-k against one CTA a row, %d rows, "
                "%d differ\n",
                bad || splits < 2 || (caps[i] && splits != caps[i]) ? "FAIL" : "ok  ", config,
                key_pool ? ", exact ties" : "", nan_keys ? ", NaN keys" : "", absent ? ", an absent request" : "",
-               chunks[i], (long long)splits, bits[i] ? ", every chunk's emit from its bits" : "", w.T, bad);
+               chunks[i], (long long)splits, bits[i] ? ", every chunk's emit from its bits" : "",
+               score_name[score_kernel], w.T, bad);
     }
-    topk_kernel = 0, topk_cap = 0, bit_keys = 0;
+    topk_kernel = 0, topk_cap = 0, bit_keys = 0, score_kernel = 1;
     free(one), free(split);
     iworld_free(&w);
 }

@@ -895,6 +895,12 @@ void dsg_derive(const dsg_geometry *g, const dsg_config *c, dsg_derived *o)
      * faster, 64 x 128K (32K) 1-1.5%, 64 x 32K and 128 x 32K (8K, 16K) equal, and 1 or 8 rows (2K-8K)
      * 1-1.5 us slower than the two reads (tests/bench/RESULTS.md). */
     o->index_topk_bit_keys = 16384;
+    /* A score CTA counts the keys it stores for the split top-k's first radix pass in 16-bit
+     * counters (2048 bins in 4 KiB, which keeps index_score's shared memory static, under 48 KiB)
+     * and adds them to the row's histogram at its end: so at most this many keys a CTA. Where the
+     * call's score CTAs could take more, or the grouped score kernel scores, the split counts the
+     * pass itself (one read of its chunks and a grid barrier more). */
+    o->index_score_first_keys = 65535;
     {
         const int passes = (32 + o->index_topk_radix_bits - 1) / o->index_topk_radix_bits;
         o->ws_idx_topk_state = 4 * (8 + passes * (1 << o->index_topk_radix_bits) + 2 * o->index_topk_split_max +

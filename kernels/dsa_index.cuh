@@ -116,6 +116,13 @@ template <class C> __device__ __forceinline__ void index_score_mma_sync(const ds
             const int h = mt * 16 + g + 8 * half;
             wh[mt][half] = h < H ? p.wq[(int64_t)t * H + h] : 0.0f;
         }
+    // the CTA's counts of the split top-k's first pass, where the runtime asks for them (as the
+    // wgmma kernel's)
+    __shared__ uint32_t first[FirstPassOf<C>::WORDS];
+    const bool count = first_hist<C>(p, t, n) != nullptr;
+    const uint32_t first_s = (uint32_t)__cvta_generic_to_shared(first);
+    if (count)
+        FirstPassOf<C>::template clear<Threads>(first);
     __syncthreads();
     uint32_t *keys = p.keys + (int64_t)t * p.key_stride;
     // G groups of 8 keys per warp step: every group's loads are issued before the first mma, so a
@@ -196,12 +203,15 @@ template <class C> __device__ __forceinline__ void index_score_mma_sync(const ds
                 keys[j0] = v0;
             if (g == 0 && j0 + 1 < n)
                 keys[j0 + 1] = v1;
-            if (p.topk_state) { // the split top-k's first pass, where it takes the row (as the wgmma kernel)
-                uint32_t *const h = first_hist<C>(p, t, n);
-                first_pass_count<SplitStateOf<C>>(g == 0 && j0 < n ? h : nullptr, v0);
-                first_pass_count<SplitStateOf<C>>(g == 0 && j0 + 1 < n ? h : nullptr, v1);
+            if (count) { // the split top-k's first pass (as the wgmma kernel)
+                FirstPassOf<C>::add(first_s, g == 0 && j0 < n, v0);
+                FirstPassOf<C>::add(first_s, g == 0 && j0 + 1 < n, v1);
             }
         }
+    }
+    if (count) {
+        __syncthreads(); // every warp's last count
+        FirstPassOf<C>::template flush<Threads>(first, first_hist<C>(p, t, n));
     }
 }
 
@@ -331,13 +341,13 @@ template <class C> __device__ __forceinline__ void index_topk_split(const dsa_in
     if constexpr (W == 1) {
         int32_t *out = p.topk + (int64_t)t * p.topk_stride;
         select_topk_split<Threads, RB, SplitKeys, Cands, C::idx_topk_split_max, K>(
-            keys, n, p.bit_keys, [&](int j, int64_t i) { out[j] = (int32_t)i; }, [&](int j) { out[j] = -1; }, state, hist, red,
+            keys, n, p.bit_keys, p.first_counted != 0, [&](int j, int64_t i) { out[j] = (int32_t)i; }, [&](int j) { out[j] = -1; }, state, hist, red,
             cand_s);
     } else {
         // the sink formed at each store from the parameters (constant memory): its W pointers held
         // through the selection made the kernel spill under its 64 registers
         select_topk_split<Threads, RB, SplitKeys, Cands, C::idx_topk_split_max, K>(
-            keys, n, p.bit_keys,
+            keys, n, p.bit_keys, p.first_counted != 0,
             [&](int j, int64_t i) {
                 CandidateSink<W, K>(p, t).put(j, keys[i], (uint32_t)global_position<W, I>(i, rank));
             },

@@ -336,10 +336,10 @@ __device__ int select_topk(const uint32_t *keys, int64_t n, int K, Emit emit, ui
 
 // A row's state in global memory, shared by its CTAs and all zero between calls up to word COUNTS
 // (the last CTA to leave zeroes it): words 1 .. PASSES - 1 count the CTAs arrived at each radix
-// pass's barrier after the first (word 0 is unused), word LAST those arrived at the barrier before
+// pass's barrier (word 0 unused where the score kernel counted the first pass), word LAST those arrived at the barrier before
 // the emit, LEFT those that left, STORED the candidates stored so far, ABOVE the keys above the
 // first pass's bin stored so far; from word HIST the row-wide histogram of each radix pass (BINS
-// counts each; the first pass's is counted by the score kernel ahead, first_pass_count), then from word
+// counts each; the first pass's counted by the score kernel ahead where it can, FirstPassCounts), then from word
 // COUNTS each CTA's counts of its chunk's keys above the K-th and equal to it (2 words a CTA), then
 // from word cands(max_splits) the row's candidates, Cands (key, position) pairs, then from word
 // above(max_splits) the positions of the row's keys above the first pass's bin (fewer than K: the
@@ -360,19 +360,43 @@ template <int RB, int Cands, int K> struct SplitState {
     __host__ __device__ static constexpr long long bytes(int max_splits) { return 4ll * (above(max_splits) + K); }
 };
 
-// The first radix pass of the split top-k, counted by the score kernel as it stores a row's keys
-// (the kernel after it then starts at that pass's bin, with no count of its own and no barrier):
-// key u (0: none, never counted) of the row whose first histogram is h (null: not counted, a row
-// the split top-k does not take or a lane storing nothing) adds one to its bin. The lanes of the
-// warp with the same bin of the same row add once, their count; every lane of the warp calls it.
-template <class St> __device__ __forceinline__ void first_pass_count(uint32_t *h, uint32_t u)
-{
-    const bool on = h != nullptr && u != 0u;
-    uint32_t *const at = on ? h + St::first_bin(u) : nullptr;
-    const uint32_t same = __match_any_sync(0xffffffffu, (unsigned long long)at);
-    if (on && (same & lanes_below()) == 0u) // the lowest lane of its set
-        atomicAdd(at, (uint32_t)__popc(same));
-}
+// The first radix pass of the split top-k, counted by a score kernel as it stores a row's keys (the
+// top-k then starts at that pass's bin, with no count of its own and no barrier): the CTA counts
+// the keys it stores in shared memory, 16-bit counters two a word (so WORDS words: the CTA stores
+// at most Most keys of the row, the plan's index_score_first_keys, which the runtime checks before
+// it asks for the counts), and adds its counts to the row's first histogram once, at its end (a
+// hot bin's atomics in L2, one a key, made the score kernel a third slower at 64 rows of 128K keys).
+template <class St, int Most> struct FirstPassCounts {
+    static constexpr int WORDS = St::BINS / 2;
+    static_assert(Most >= 1 && Most <= 65535, "a CTA's count of a bin fits a 16-bit counter");
+    // h's counters to 0 (before the CTA's barrier that precedes the first add)
+    template <int Threads> static __device__ __forceinline__ void clear(uint32_t *h)
+    {
+        for (int w = threadIdx.x; w < WORDS; w += Threads)
+            h[w] = 0u;
+    }
+    // key u (0: none, never counted) where `on` (a lane that stores a key of a counted row): the
+    // warp's lanes with the same bin add once, their count. Every lane of the warp calls it.
+    static __device__ __forceinline__ void add(uint32_t h_s, bool on, uint32_t u)
+    {
+        on = on && u != 0u;
+        const uint32_t bin = St::first_bin(u);
+        const uint32_t same = __match_any_sync(0xffffffffu, on ? bin : 0xffffffffu);
+        if (on && (same & lanes_below()) == 0u) // the lowest lane of its set
+            shared_add(h_s + 4u * (bin / 2), (uint32_t)__popc(same) << (16 * (bin % 2)));
+    }
+    // the CTA's counts into the row's first histogram g (after a barrier that follows the last add)
+    template <int Threads> static __device__ __forceinline__ void flush(const uint32_t *h, uint32_t *g)
+    {
+        for (int w = threadIdx.x; w < WORDS; w += Threads) {
+            const uint32_t v = h[w];
+            if (v & 0xffffu)
+                atomicAdd(g + 2 * w, v & 0xffffu);
+            if (v >> 16)
+                atomicAdd(g + 2 * w + 1, v >> 16);
+        }
+    }
+};
 
 __device__ __forceinline__ uint32_t load_acquire(const uint32_t *p)
 {
@@ -532,10 +556,10 @@ template <int Threads> __device__ uint32_t count_above(const uint32_t *keys, int
 // a row, blockIdx.y this CTA's part; pad(j) is called for j = min(K, keys > 0) .. K - 1. Each CTA
 // takes a contiguous chunk of the row, at least SplitKeys keys (CTAs past the row's end take none,
 // but still meet at every barrier). The K-th largest key is found by radix passes of RB bits over
-// row-wide histograms (state): the first pass's was counted by the score kernel ahead as it stored
-// the keys (first_pass_count), so every CTA starts by reading it; in a later pass each CTA counts
-// its chunk in shared memory and adds its counts to the pass's histogram, a barrier, and every CTA
-// reads the same row-wide counts and picks the same bin.
+// row-wide histograms (state): in a pass each CTA counts its chunk in shared memory and adds its
+// counts to the pass's histogram, a barrier, and every CTA reads the same row-wide counts and picks
+// the same bin; where first_counted, the first pass's histogram was counted by the score kernel
+// ahead as it stored the keys (FirstPassCounts), and every CTA starts by reading it.
 // Usually the first pass leaves few keys in the chosen bin (the candidates: the first RB bits of a
 // key are the score's sign, exponent and top mantissa bits, so a bin is a narrow band of scores):
 // when at most Cands, each CTA stores its chunk's candidates (key, position) row-wide in slots a
@@ -557,12 +581,12 @@ template <int Threads> __device__ uint32_t count_above(const uint32_t *keys, int
 // barriers and round trips cost more than the two reads, for the other cases, and for the one
 // chunk of a row where the cut among the K-th's ties falls inside it). A row of at most SplitKeys
 // keys is CTA 0's alone (select_topk); the other CTAs return at once and the state is not touched
-// (nor is its first histogram counted: first_pass_count's callers test the row's keys the same way).
+// (nor is its first histogram counted: FirstPassCounts's callers test the row's keys the same way).
 // state: St::bytes(MaxSplits) bytes, 8-byte aligned; hist: 1 << RB words; red: 3 + 2 * Threads / 32
 // words; cand_s: Cands + 2 Cands / 32 words of shared memory, 16-byte aligned.
 template <int Threads, int RB, int SplitKeys, int Cands, int MaxSplits, int K, class Emit, class Pad>
-__device__ void select_topk_split(const uint32_t *keys, int64_t n, int64_t bit_keys, Emit emit, Pad pad, uint32_t *state,
-                                  uint32_t *hist, uint32_t *red, uint32_t *cand_s)
+__device__ void select_topk_split(const uint32_t *keys, int64_t n, int64_t bit_keys, bool first_counted, Emit emit, Pad pad,
+                                  uint32_t *state, uint32_t *hist, uint32_t *red, uint32_t *cand_s)
 {
     using St = SplitState<RB, Cands, K>;
     constexpr int BINS = St::BINS, PASSES = St::PASSES;
@@ -595,7 +619,7 @@ __device__ void select_topk_split(const uint32_t *keys, int64_t n, int64_t bit_k
         const int shift = St::shift(pass);
         const uint32_t digits = St::digits(pass);
         uint32_t *g = state + St::HIST + pass * BINS;
-        if (pass > 0) { // the first pass's counts are the score kernel's, complete before this grid began
+        if (pass > 0 || !first_counted) { // else the score kernel's, complete before this grid began
             count_pass<Threads, BINS, 1>(keys, lo, hi, prefix, mask, shift, digits, hist);
             for (int i = threadIdx.x; i < BINS; i += Threads)
                 if (hist[i])

@@ -875,15 +875,15 @@ void dsg_derive(const dsg_geometry *g, const dsg_config *c, dsg_derived *o)
     o->index_topk_radix_bits = 11;
     o->index_topk_split_keys = 2048;
     o->index_topk_split_max = (o->idx_max_local + o->index_topk_split_keys - 1) / o->index_topk_split_keys;
-    /* Split from 2 CTAs a row: since the split finishes the first pass's bin in shared memory (one
-     * grid barrier; the score kernel counts the first pass), 4 CTAs a row of 64 rows and 2 of 128 rows beat one CTA a row at 32K and 128K
+    /* Split from 2 CTAs a row: since the split finishes the first pass's bin in shared memory (two
+     * grid barriers), 4 CTAs a row of 64 rows and 2 of 128 rows beat one CTA a row at 32K and 128K
      * keys on an H200 (tests/bench/RESULTS.md: 64 x 128K keys, 133 -> 76 us of top-k). The runtime
      * also caps the CTAs at the row's keys / split_keys. */
     o->index_topk_split_min = 2;
     /* The first pass's bin that holds the k-th key (a band of scores 1/4 of an octave wide, by the
      * key's sign, exponent and 2 mantissa bits) holds about 0.8-4.2K of a 128K-key row of scores
      * spread like the benchmark's (top 2048): up to 8192 of them every CTA reads and finishes in
-     * shared memory after one barrier (their keys and two bits each, 34 KiB; 42 KiB in all, which
+     * shared memory after one barrier (their keys and a bit each, 33 KiB; 41 KiB in all, which
      * keeps 4 CTAs of 512 threads an SM and stays static); beyond that the passes go on over the
      * chunks, a barrier each. The row's state: 8 counters, a histogram per pass, 2 counts per CTA,
      * the candidates' (key, position) pairs, the positions of the keys above the first pass's bin
@@ -895,12 +895,6 @@ void dsg_derive(const dsg_geometry *g, const dsg_config *c, dsg_derived *o)
      * faster, 64 x 128K (32K) 1-1.5%, 64 x 32K and 128 x 32K (8K, 16K) equal, and 1 or 8 rows (2K-8K)
      * 1-1.5 us slower than the two reads (tests/bench/RESULTS.md). */
     o->index_topk_bit_keys = 16384;
-    /* A score CTA counts the keys it stores for the split top-k's first radix pass in 16-bit
-     * counters (2048 bins in 4 KiB, which keeps index_score's shared memory static, under 48 KiB)
-     * and adds them to the row's histogram at its end: so at most this many keys a CTA. Where the
-     * call's score CTAs could take more, or the grouped score kernel scores, the split counts the
-     * pass itself (one read of its chunks and a grid barrier more). */
-    o->index_score_first_keys = 65535;
     {
         const int passes = (32 + o->index_topk_radix_bits - 1) / o->index_topk_radix_bits;
         o->ws_idx_topk_state = 4 * (8 + passes * (1 << o->index_topk_radix_bits) + 2 * o->index_topk_split_max +

@@ -74,10 +74,7 @@ typedef struct dsa_index_score_params {
     const int32_t *block_table;   /* [num_requests, max_blocks] this rank's blocks */
     const uint8_t *idx_cache;     /* this rank's indexer pages */
     uint32_t *keys;               /* [T, key_stride]: by local index */
-    uint32_t *topk_state;         /* the split top-k's row states [T, state_stride] words where the score
-                                     kernel counts the split's first radix pass (FirstPassCounts: at most 65535
-                                     keys a CTA; index_score and the mma.sync kernel), else NULL */
-    int64_t num_slots, max_blocks, num_requests, key_stride, state_stride;
+    int64_t num_slots, max_blocks, num_requests, key_stride;
     int32_t num_tokens, rank;
 } dsa_index_score_params;
 
@@ -101,8 +98,6 @@ typedef struct dsa_index_topk_params {
     int32_t num_tokens, rank, cfused;
     int32_t bit_keys;             /* B.3 split: a CTA whose chunk has at least this many keys emits it from a
                                      bit a key (the plan's index_topk_bit_keys; a testing hook sets others) */
-    int32_t first_counted;        /* B.3 split: the score kernel ahead counted the first radix pass into
-                                     split_state (its topk_state); 0: the split counts it itself */
 } dsa_index_topk_params;
 
 /* Stage C.1: q = [q_lat | rope(q_pe)], one thread per 8 elements: grid (T, ceil(heads_local * kv_dim / 8 / 256)). */

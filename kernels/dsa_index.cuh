@@ -116,13 +116,6 @@ template <class C> __device__ __forceinline__ void index_score_mma_sync(const ds
             const int h = mt * 16 + g + 8 * half;
             wh[mt][half] = h < H ? p.wq[(int64_t)t * H + h] : 0.0f;
         }
-    // the CTA's counts of the split top-k's first pass, where the runtime asks for them (as the
-    // wgmma kernel's)
-    __shared__ uint32_t first[FirstPassOf<C>::WORDS];
-    const bool count = first_hist<C>(p, t, n) != nullptr;
-    const uint32_t first_s = (uint32_t)__cvta_generic_to_shared(first);
-    if (count)
-        FirstPassOf<C>::template clear<Threads>(first);
     __syncthreads();
     uint32_t *keys = p.keys + (int64_t)t * p.key_stride;
     // G groups of 8 keys per warp step: every group's loads are issued before the first mma, so a
@@ -198,20 +191,11 @@ template <class C> __device__ __forceinline__ void index_score_mma_sync(const ds
             const int have0 = __shfl_sync(0xffffffffu, have[gi], 8 * tig);
             const int have1 = __shfl_sync(0xffffffffu, have[gi], 8 * tig + 4);
             const int64_t j0 = l0 + 8 * gi + 2 * tig;
-            const uint32_t v0 = have0 ? score_key(__fmul_rn(sc0, t0)) : 0u, v1 = have1 ? score_key(__fmul_rn(sc1, t1)) : 0u;
             if (g == 0 && j0 < n)
-                keys[j0] = v0;
+                keys[j0] = have0 ? score_key(__fmul_rn(sc0, t0)) : 0u;
             if (g == 0 && j0 + 1 < n)
-                keys[j0 + 1] = v1;
-            if (count) { // the split top-k's first pass (as the wgmma kernel)
-                FirstPassOf<C>::add(first_s, g == 0 && j0 < n, v0);
-                FirstPassOf<C>::add(first_s, g == 0 && j0 + 1 < n, v1);
-            }
+                keys[j0 + 1] = have1 ? score_key(__fmul_rn(sc1, t1)) : 0u;
         }
-    }
-    if (count) {
-        __syncthreads(); // every warp's last count
-        FirstPassOf<C>::template flush<Threads>(first, first_hist<C>(p, t, n));
     }
 }
 
@@ -328,10 +312,10 @@ template <class C> __device__ __forceinline__ void index_topk_split(const dsa_in
 {
     constexpr int W = C::dcp, I = C::interleave, K = C::idx_topk, Threads = C::idx_topk_split_threads;
     constexpr int RB = C::idx_topk_radix_bits, SplitKeys = C::idx_topk_split_keys, Cands = C::idx_topk_split_cands;
-    using St = SplitStateOf<C>;
+    using St = SplitState<RB, Cands, K>;
     static_assert(St::bytes(C::idx_topk_split_max) == C::idx_topk_state_bytes, "the plan's row state is the kernel's layout");
     __shared__ uint32_t hist[1 << RB], red[3 + 2 * (Threads / 32)];
-    __shared__ __align__(16) uint32_t cand_s[Cands + 2 * (Cands / 32)]; // the row's candidates' keys, two bits each
+    __shared__ __align__(16) uint32_t cand_s[Cands + Cands / 32]; // the row's candidates' keys, a bit each
     const int t = blockIdx.x;
     const int64_t last = row_last(p.positions, p.req_of_token, p.seq_lens, p.num_requests, t);
     const int64_t n = last < 0 ? 0 : owned_count<W, I>(last, p.rank);
@@ -341,13 +325,13 @@ template <class C> __device__ __forceinline__ void index_topk_split(const dsa_in
     if constexpr (W == 1) {
         int32_t *out = p.topk + (int64_t)t * p.topk_stride;
         select_topk_split<Threads, RB, SplitKeys, Cands, C::idx_topk_split_max, K>(
-            keys, n, p.bit_keys, p.first_counted != 0, [&](int j, int64_t i) { out[j] = (int32_t)i; }, [&](int j) { out[j] = -1; }, state, hist, red,
+            keys, n, p.bit_keys, [&](int j, int64_t i) { out[j] = (int32_t)i; }, [&](int j) { out[j] = -1; }, state, hist, red,
             cand_s);
     } else {
         // the sink formed at each store from the parameters (constant memory): its W pointers held
         // through the selection made the kernel spill under its 64 registers
         select_topk_split<Threads, RB, SplitKeys, Cands, C::idx_topk_split_max, K>(
-            keys, n, p.bit_keys, p.first_counted != 0,
+            keys, n, p.bit_keys,
             [&](int j, int64_t i) {
                 CandidateSink<W, K>(p, t).put(j, keys[i], (uint32_t)global_position<W, I>(i, rank));
             },

@@ -335,67 +335,24 @@ __device__ int select_topk(const uint32_t *keys, int64_t n, int K, Emit emit, ui
 // ---- the same selection spread over several CTAs of a row (few rows, long rows) ----
 
 // A row's state in global memory, shared by its CTAs and all zero between calls up to word COUNTS
-// (the last CTA to leave zeroes it): words 1 .. PASSES - 1 count the CTAs arrived at each radix
-// pass's barrier (word 0 unused where the score kernel counted the first pass), word LAST those arrived at the barrier before
-// the emit, LEFT those that left, STORED the candidates stored so far, ABOVE the keys above the
-// first pass's bin stored so far; from word HIST the row-wide histogram of each radix pass (BINS
-// counts each; the first pass's counted by the score kernel ahead where it can, FirstPassCounts), then from word
+// (the last CTA to leave zeroes it): words 0 .. PASSES - 1 count the CTAs arrived at each radix
+// pass's barrier, word LAST those arrived at the barrier before the emit, LEFT those that left,
+// STORED the candidates stored so far, ABOVE the keys above the first pass's bin stored so far;
+// from word HIST the row-wide histogram of each radix pass (BINS counts each), then from word
 // COUNTS each CTA's counts of its chunk's keys above the K-th and equal to it (2 words a CTA), then
 // from word cands(max_splits) the row's candidates, Cands (key, position) pairs, then from word
 // above(max_splits) the positions of the row's keys above the first pass's bin (fewer than K: the
 // bin holds the K-th); each call writes the ones it reads: never zeroed.
 template <int RB, int Cands, int K> struct SplitState {
     static constexpr int BINS = 1 << RB, PASSES = (32 + RB - 1) / RB, HIST = 8, COUNTS = HIST + PASSES * BINS;
-    // STORED and ABOVE one 8-byte word, so that one atomic takes slots in both lists
-    static constexpr int LAST = PASSES, LEFT = PASSES + 1, STORED = 6, ABOVE = 7;
-    static_assert(LEFT < STORED && STORED % 2 == 0, "the counters before STORED, which starts an 8-byte word");
+    static constexpr int LAST = PASSES, LEFT = PASSES + 1, STORED = PASSES + 2, ABOVE = PASSES + 3;
     // radix pass `pass` reads the key's digits [shift, shift + RB) (the last pass may read fewer)
     static __device__ __forceinline__ int shift(int pass) { return 32 - RB * (pass + 1) > 0 ? 32 - RB * (pass + 1) : 0; }
     static __device__ __forceinline__ uint32_t digits(int pass) { return (1u << (32 - RB * pass - shift(pass))) - 1u; }
     static_assert(ABOVE < HIST, "the counters fit before the histograms");
-    // the first pass's digit of key u: its bin in the row's first histogram
-    static __device__ __forceinline__ uint32_t first_bin(uint32_t u) { return u >> shift(0); }
     __host__ __device__ static constexpr long long cands(int max_splits) { return COUNTS + 2ll * max_splits; }
     __host__ __device__ static constexpr long long above(int max_splits) { return cands(max_splits) + 2ll * Cands; }
     __host__ __device__ static constexpr long long bytes(int max_splits) { return 4ll * (above(max_splits) + K); }
-};
-
-// The first radix pass of the split top-k, counted by a score kernel as it stores a row's keys (the
-// top-k then starts at that pass's bin, with no count of its own and no barrier): the CTA counts
-// the keys it stores in shared memory, 16-bit counters two a word (so WORDS words: the CTA stores
-// at most Most keys of the row, the plan's index_score_first_keys, which the runtime checks before
-// it asks for the counts), and adds its counts to the row's first histogram once, at its end (a
-// hot bin's atomics in L2, one a key, made the score kernel a third slower at 64 rows of 128K keys).
-template <class St, int Most> struct FirstPassCounts {
-    static constexpr int WORDS = St::BINS / 2;
-    static_assert(Most >= 1 && Most <= 65535, "a CTA's count of a bin fits a 16-bit counter");
-    // h's counters to 0 (before the CTA's barrier that precedes the first add)
-    template <int Threads> static __device__ __forceinline__ void clear(uint32_t *h)
-    {
-        for (int w = threadIdx.x; w < WORDS; w += Threads)
-            h[w] = 0u;
-    }
-    // key u (0: none, never counted) where `on` (a lane that stores a key of a counted row): the
-    // warp's lanes with the same bin add once, their count. Every lane of the warp calls it.
-    static __device__ __forceinline__ void add(uint32_t h_s, bool on, uint32_t u)
-    {
-        on = on && u != 0u;
-        const uint32_t bin = St::first_bin(u);
-        const uint32_t same = __match_any_sync(0xffffffffu, on ? bin : 0xffffffffu);
-        if (on && (same & lanes_below()) == 0u) // the lowest lane of its set
-            shared_add(h_s + 4u * (bin / 2), (uint32_t)__popc(same) << (16 * (bin % 2)));
-    }
-    // the CTA's counts into the row's first histogram g (after a barrier that follows the last add)
-    template <int Threads> static __device__ __forceinline__ void flush(const uint32_t *h, uint32_t *g)
-    {
-        for (int w = threadIdx.x; w < WORDS; w += Threads) {
-            const uint32_t v = h[w];
-            if (v & 0xffffu)
-                atomicAdd(g + 2 * w, v & 0xffffu);
-            if (v >> 16)
-                atomicAdd(g + 2 * w + 1, v >> 16);
-        }
-    }
 };
 
 __device__ __forceinline__ uint32_t load_acquire(const uint32_t *p)
@@ -543,58 +500,46 @@ template <int Threads, class F> __device__ __forceinline__ void each_key(const u
     });
 }
 
-// The keys of keys[lo .. hi) above x (keys of 0 never count), summed over the CTA's threads: every
-// thread gets the sum. red: Threads / 32 words.
-template <int Threads> __device__ uint32_t count_above(const uint32_t *keys, int64_t lo, int64_t hi, uint32_t x, uint32_t *red)
-{
-    uint32_t c = 0u;
-    each_key<Threads>(keys, lo, hi, [&](int64_t, uint32_t u) { c += u > x; });
-    return block_sum<Threads>(c, red);
-}
-
 // select_topk's selection (the same set, emitted at the same places) by the S = gridDim.y CTAs of
 // a row, blockIdx.y this CTA's part; pad(j) is called for j = min(K, keys > 0) .. K - 1. Each CTA
 // takes a contiguous chunk of the row, at least SplitKeys keys (CTAs past the row's end take none,
-// but still meet at every barrier). The K-th largest key is found by radix passes of RB bits over
-// row-wide histograms (state): in a pass each CTA counts its chunk in shared memory and adds its
-// counts to the pass's histogram, a barrier, and every CTA reads the same row-wide counts and picks
-// the same bin; where first_counted, the first pass's histogram was counted by the score kernel
-// ahead as it stored the keys (FirstPassCounts), and every CTA starts by reading it.
+// but still meet at every barrier). The K-th largest key is found by radix passes of RB bits: each
+// CTA counts its chunk in shared memory and adds its counts to the row's histogram of the pass
+// (state), a barrier, and every CTA reads the same row-wide counts and picks the same bin.
 // Usually the first pass leaves few keys in the chosen bin (the candidates: the first RB bits of a
 // key are the score's sign, exponent and top mantissa bits, so a bin is a narrow band of scores):
-// when at most Cands, each CTA stores its chunk's candidates (key, position) row-wide in slots a
-// warp takes with one atomic a step, a barrier, and every CTA reads all of their keys into shared
-// memory and finishes the radix passes there alone; the same keys give every CTA the same K-th
-// (their order, which the atomics decide, does not matter), and a bit a candidate for those before
-// the chunk and those in it, with the chunk counts published before the barrier, give each CTA its
-// chunk's place. So one barrier instead of one a pass and one for the counts, and the passes after
-// the first read shared memory instead of the row.
+// when at most Cands, each CTA stores its chunk's candidates (key, position) row-wide, a barrier,
+// and every CTA reads all of their keys into shared memory and finishes the radix passes there
+// alone; the same keys give every CTA the same K-th (their order, which the stores' atomics decide,
+// does not matter), and the candidates before the chunk with the chunk counts published before the
+// barrier give each CTA its chunk's place. So two barriers instead of one a pass and one for the
+// counts, and the passes after the first read shared memory instead of the row.
 // With more candidates the passes go on over the chunks, a barrier each; each CTA keeps its own
-// chunk's count of keys above the K-th (a count of its keys above the first pass's bin, then the
-// bins above the chosen one in every later pass) and equal to it (the chosen bin of the last pass),
-// the CTAs publish those, a last barrier. Either way each CTA then emits its chunk with the counts
-// of the chunks before it: the ties are taken in position order across the chunks, as in one CTA.
-// In the first case the read that stores the candidates also stores the positions of the chunk's
-// keys above the bin (all of them in), so a CTA of at least bit_keys keys sets a bit for each of
-// its selected keys in shared memory and emits by walking the bits: its chunk is read once more
-// instead of twice (emit_range's count and emit passes stay for smaller chunks, where the bits'
-// barriers and round trips cost more than the two reads, for the other cases, and for the one
-// chunk of a row where the cut among the K-th's ties falls inside it). A row of at most SplitKeys
-// keys is CTA 0's alone (select_topk); the other CTAs return at once and the state is not touched
-// (nor is its first histogram counted: FirstPassCounts's callers test the row's keys the same way).
+// chunk's count of keys above the K-th (from the bins above the chosen one in every pass) and equal
+// to it (the chosen bin of the last pass), the CTAs publish those, a last barrier. Either way each
+// CTA then emits its chunk with the counts of the chunks before it: the ties are taken in position
+// order across the chunks, as in one CTA. In the first case the read that stores the candidates
+// also stores the positions of the chunk's keys above the bin (all of them in), so a CTA of at
+// least bit_keys keys sets a bit for each of its selected keys in shared memory and emits by walking
+// the bits: its chunk is read twice in all instead of four times (emit_range's count and emit
+// passes stay for smaller chunks, where the bits' barriers and round trips cost more than the two
+// reads, for the other cases, and for the one chunk of a row where the cut among the K-th's ties
+// falls inside it). A row of at
+// most SplitKeys keys is CTA 0's alone (select_topk); the other CTAs return at once and the state
+// is not touched.
 // state: St::bytes(MaxSplits) bytes, 8-byte aligned; hist: 1 << RB words; red: 3 + 2 * Threads / 32
-// words; cand_s: Cands + 2 Cands / 32 words of shared memory, 16-byte aligned.
+// words; cand_s: Cands + Cands / 32 words of shared memory, 16-byte aligned.
 template <int Threads, int RB, int SplitKeys, int Cands, int MaxSplits, int K, class Emit, class Pad>
-__device__ void select_topk_split(const uint32_t *keys, int64_t n, int64_t bit_keys, bool first_counted, Emit emit, Pad pad,
-                                  uint32_t *state, uint32_t *hist, uint32_t *red, uint32_t *cand_s)
+__device__ void select_topk_split(const uint32_t *keys, int64_t n, int64_t bit_keys, Emit emit, Pad pad, uint32_t *state,
+                                  uint32_t *hist, uint32_t *red, uint32_t *cand_s)
 {
     using St = SplitState<RB, Cands, K>;
     constexpr int BINS = St::BINS, PASSES = St::PASSES;
     static_assert(RB >= 8 && RB <= 12, "a pass's histogram fits in shared memory; select_topk's hist needs 256");
     static_assert(SplitKeys % 4 == 0 && Cands % 4 == 0, "chunks and the candidates' keys on 16-byte boundaries");
-    static_assert(Cands % Threads == 0 && 2 * (Cands / 32) <= BINS, "the candidates' selected bits fit hist");
-    static_assert(K < 65536 && Cands < 65536, "a warp's step counts two 16-bit halves of a word");
-    __shared__ uint32_t last_out; // this CTA is the last of the row to leave
+    __shared__ uint32_t mine_n, mine_at; // the chunk's candidates, and their place in cands
+    __shared__ uint32_t up_n, up_at;     // the chunk's keys above the first pass's bin, their place in above
+    __shared__ uint32_t last_out;        // this CTA is the last of the row to leave
     const uint32_t S = gridDim.y, part = blockIdx.y;
     if (n <= SplitKeys) {
         if (part != 0)
@@ -604,13 +549,9 @@ __device__ void select_topk_split(const uint32_t *keys, int64_t n, int64_t bit_k
             pad(j);
         return;
     }
-    // in 32 bits (a row's keys are int32 positions: fewer than 2^31), two registers fewer held
-    // through the kernel than in 64 (their spill, at the 64 registers a CTA of 512 threads takes)
-    const uint32_t keys_n = (uint32_t)n, step = ((keys_n + S - 1) / S + 3) / 4 * 4;
-    const uint32_t chunk = step < (uint32_t)SplitKeys ? (uint32_t)SplitKeys : step;
-    const uint32_t lo32 = part * chunk < keys_n ? part * chunk : keys_n, hi32 = keys_n - lo32 > chunk ? lo32 + chunk : keys_n;
-    const int64_t lo = lo32, hi = hi32;
-    const uint32_t words = (hi32 - lo32 + 31u) / 32u; // the chunk's words of a bit a key (the bit emit)
+    int64_t chunk = ((n + S - 1) / S + 3) / 4 * 4;
+    chunk = chunk < SplitKeys ? SplitKeys : chunk;
+    const int64_t lo = (int64_t)part * chunk < n ? (int64_t)part * chunk : n, hi = lo + chunk < n ? lo + chunk : n;
     uint32_t prefix = 0u, mask = 0u, remaining = (uint32_t)K, larger = 0u, total = 0u, mine_above = 0u, mine_tie = 0u;
     uint32_t in_bin = 0u;
     bool all = false;      // at most K keys > 0: every one is in
@@ -618,117 +559,73 @@ __device__ void select_topk_split(const uint32_t *keys, int64_t n, int64_t bit_k
     for (int pass = 0; pass < PASSES; pass++) {
         const int shift = St::shift(pass);
         const uint32_t digits = St::digits(pass);
+        count_pass<Threads, BINS, 1>(keys, lo, hi, prefix, mask, shift, digits, hist);
         uint32_t *g = state + St::HIST + pass * BINS;
-        if (pass > 0 || !first_counted) { // else the score kernel's, complete before this grid began
-            count_pass<Threads, BINS, 1>(keys, lo, hi, prefix, mask, shift, digits, hist);
-            for (int i = threadIdx.x; i < BINS; i += Threads)
-                if (hist[i])
-                    atomicAdd(g + i, hist[i]);
-            group_sync(state + pass, S);
-        }
+        for (int i = threadIdx.x; i < BINS; i += Threads)
+            if (hist[i])
+                atomicAdd(g + i, hist[i]);
+        group_sync(state + pass, S);
         uint32_t bin, before;
         const uint32_t counted = find_bin<Threads, BINS, true>(g, remaining, red, &bin, &before, &in_bin);
+        uint32_t s = 0u;
         if (pass == 0) {
             total = counted;
             if (total <= (uint32_t)K) { // the same in every CTA: they read the same counts
-                mine_above = count_above<Threads>(keys, lo, hi, 0u, red);
+                for (int i = threadIdx.x; i < BINS; i += Threads)
+                    s += hist[i];
+                mine_above = block_sum<Threads>(s, red);
                 all = true;
                 break;
             }
-        } else {
-            uint32_t s = 0u;
-            for (int i = threadIdx.x; i < BINS; i += Threads)
-                s += (uint32_t)i > bin ? hist[i] : 0u;
-            mine_above += block_sum<Threads>(s, red);
         }
+        for (int i = threadIdx.x; i < BINS; i += Threads)
+            s += (uint32_t)i > bin ? hist[i] : 0u;
+        mine_above += block_sum<Threads>(s, red);
         if (pass == PASSES - 1)
             mine_tie = hist[bin];
         remaining -= before;
         larger += before;
         prefix |= bin << shift;
         mask |= digits << shift;
-        if (pass == 0) {
-            if (in_bin <= (uint32_t)Cands) { // the same in every CTA, as above
-                gathered = true;
-                break;
-            }
-            mine_above = count_above<Threads>(keys, lo, hi, prefix | ~mask, red); // above the bin
+        if (pass == 0 && in_bin <= (uint32_t)Cands) { // the same in every CTA, as above
+            gathered = true;
+            break;
         }
     }
-    // the places past the row's keys, padded now (the emit below writes the places before them),
-    // so that the count is not held through the kernel
-    for (uint32_t j = (total < (uint32_t)K ? total : (uint32_t)K) + part * Threads + threadIdx.x; j < (uint32_t)K;
-         j += S * Threads)
-        pad((int)j);
     uint32_t *counts = state + St::COUNTS;
     uint32_t kth, ties, above0, tie0;
     bool bitmap = false; // the gathered path's emit from the chunk's bits (below)
     if (gathered) {
-        uint32_t *const key_s = cand_s, *const before_s = cand_s + Cands, *const mine_s = before_s + Cands / 32;
+        // this chunk's candidates (its own count of the bin: the pass's last histogram), stored
+        // row-wide from the place a counter gives them
+        uint32_t *const key_s = cand_s, *const before_s = cand_s + Cands;
         uint2 *const cands = reinterpret_cast<uint2 *>(state + St::cands(MaxSplits)); // even words: 8-byte aligned
         uint32_t *const up = state + St::above(MaxSplits);
         const bool long_chunk = hi - lo >= bit_keys; // the chunk's emit may take its bits (below)
-        // The chunk's candidates and, for a chunk that takes the bit emit below, the positions of its
-        // keys above the bin (all of them are in: the bin holds the K-th), which the emit then takes
-        // without reading the chunk again. Each warp step takes its slots in both lists with one
-        // atomic (STORED and ABOVE, one 8-byte word: the candidates' count in the low half), its
-        // lanes' places by a prefix sum of their counts (two 16-bit halves of a word). The slots
-        // are bounded by the lists' sizes: the first pass's counts say they fit (fewer than K keys
-        // lie above the bin), and a place past the end is dropped, never stored.
-        const uint32_t bin_max = prefix | ~mask; // the bin's largest key
-        unsigned long long *const slots = reinterpret_cast<unsigned long long *>(state + St::STORED);
-        uint32_t above_n = 0u; // this thread's keys above the bin
-        constexpr int U = 2;   // 16-byte loads in flight a thread (each_key's)
-        steps(lo, hi, (int64_t)Threads * 4 * U, [&](int64_t base, bool checked) {
-            uint32_t u[U][4];
-#pragma unroll
-            for (int j = 0; j < U; j++)
-                keys4_if<1>(checked, keys, base + ((int64_t)j * Threads + threadIdx.x) * 4, hi, u[j]);
-            uint32_t c = 0u, a = 0u;
-#pragma unroll
-            for (int j = 0; j < U; j++)
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    c += u[j][e] != 0u && (u[j][e] & mask) == prefix;
-                    a += u[j][e] > bin_max;
-                }
-            above_n += a;
-            a = long_chunk ? a : 0u;
-            uint32_t sum;
-            const uint32_t x = warp_exclusive(c | a << 16, &sum);
-            if (sum == 0u) // the same in every lane of the warp
-                return;
-            unsigned long long b = 0ull;
-            if (threadIdx.x % 32 == 0)
-                b = atomicAdd(slots, (unsigned long long)(sum & 0xffffu) | (unsigned long long)(sum >> 16) << 32);
-            b = __shfl_sync(0xffffffffu, b, 0);
-            uint32_t ci = (uint32_t)b + (x & 0xffffu), ai = (uint32_t)(b >> 32) + (x >> 16);
-#pragma unroll
-            for (int j = 0; j < U; j++)
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    const uint32_t v = u[j][e], i = (uint32_t)(base + ((int64_t)j * Threads + threadIdx.x) * 4 + e);
-                    if (v != 0u && (v & mask) == prefix) {
-                        if (ci < (uint32_t)Cands)
-                            cands[ci] = make_uint2(v, i);
-                        ci++;
-                    } else if (long_chunk && v > bin_max) {
-                        if (ai < (uint32_t)K)
-                            up[ai] = i;
-                        ai++;
-                    }
-                }
-        });
-        mine_above = block_sum<Threads>(above_n, red);
-        if (threadIdx.x == 0)
+        if (threadIdx.x == 0) {
+            mine_at = atomicAdd(state + St::STORED, hist[prefix >> (32 - RB)]);
+            up_at = atomicAdd(state + St::ABOVE, mine_above); // mine_above: the chunk's keys above the bin
+            mine_n = up_n = 0u;
             counts[2 * part] = mine_above;
+        }
+        __syncthreads();
+        // the candidates, and for a chunk that takes the bit emit below, the positions of the keys
+        // above the bin (all of them are in: the bin holds the K-th), which the emit then takes
+        // without reading the chunk again (a shorter chunk still takes its place in `up`, unused)
+        const uint32_t bin_top = long_chunk ? prefix | ~mask : 0xffffffffu; // no key is above all ones
+        each_key<Threads>(keys, lo, hi, [&](int64_t i, uint32_t u) {
+            if (u != 0u && (u & mask) == prefix)
+                cands[mine_at + atomicAdd(&mine_n, 1u)] = make_uint2(u, (uint32_t)i);
+            else if (u > bin_top)
+                up[up_at + atomicAdd(&up_n, 1u)] = (uint32_t)i;
+        });
         group_sync(state + St::LAST, S);
         // the counts of the chunks before this one, loaded now so that they arrive with the candidates
         uint32_t a = 0u, t = 0u;
         for (uint32_t c = threadIdx.x; c < part; c += Threads)
             a += __ldcg(counts + 2 * c);
-        // every candidate's key of the row, and two bits for each: before this chunk, and in it (a
-        // warp's 32 consecutive candidates make one word of each); two loads in flight a thread
+        // every candidate's key of the row, and a bit for each: before this chunk (a warp's 32
+        // consecutive candidates make one word); two loads in flight a thread
         for (uint32_t b = 0; b < in_bin; b += 2 * Threads) {
             uint2 v[2];
 #pragma unroll
@@ -740,11 +637,10 @@ __device__ void select_topk_split(const uint32_t *keys, int64_t n, int64_t bit_k
             for (int j = 0; j < 2; j++) {
                 const uint32_t i = b + j * Threads + threadIdx.x;
                 const uint32_t bits = __ballot_sync(0xffffffffu, (int64_t)v[j].y < lo);
-                const uint32_t mine = __ballot_sync(0xffffffffu, (int64_t)v[j].y >= lo && (int64_t)v[j].y < hi);
                 if (i < in_bin) {
                     key_s[i] = v[j].x;
                     if (i % 32 == 0)
-                        before_s[i / 32] = bits, mine_s[i / 32] = mine;
+                        before_s[i / 32] = bits;
                 }
             }
         }
@@ -764,37 +660,29 @@ __device__ void select_topk_split(const uint32_t *keys, int64_t n, int64_t bit_k
         kth = prefix;
         ties = (uint32_t)K - larger;
         // the keys above the K-th before this chunk: above the first pass's bin (the chunks' counts,
-        // in a) or candidates above it; the ties before it: candidates; m: this chunk's ties. This
-        // chunk's candidates above the K-th and equal to it, a bit each in hist (free since
-        // find_bin's last barrier; one word a warp's 32 candidates), for the bit emit.
-        uint32_t *const gt_s = hist, *const eq_s = hist + Cands / 32;
+        // in a) or candidates above it; the ties before it: candidates; m: this chunk's ties (its
+        // own block of the candidates)
         uint32_t m = 0u;
-        for (uint32_t b = 0; b < in_bin; b += Threads) { // the same trips in every lane
-            const uint32_t i = b + threadIdx.x;
-            const uint32_t k = i < in_bin ? key_s[i] : 0u, w = i / 32, bit = 1u << (i % 32);
-            const bool ahead = i < in_bin && (before_s[w] & bit), mine = i < in_bin && (mine_s[w] & bit);
-            a += ahead && k > kth;
-            t += ahead && k == kth;
-            const uint32_t gt = __ballot_sync(0xffffffffu, mine && k > kth), eq = __ballot_sync(0xffffffffu, mine && k == kth);
-            if (threadIdx.x % 32 == 0) {
-                gt_s[w] = gt, eq_s[w] = eq;
-                m += (uint32_t)__popc(eq);
+        for (uint32_t i = threadIdx.x; i < in_bin; i += Threads) {
+            if ((before_s[i / 32] >> (i % 32)) & 1u) {
+                a += key_s[i] > kth;
+                t += key_s[i] == kth;
             }
+            m += i - mine_at < mine_n && key_s[i] == kth;
         }
-        // a < K and t <= in_bin <= Cands: one sum of both, in the halves of a word
-        const uint32_t at = block_sum<Threads>(a | t << 16, red);
-        above0 = at & 0xffffu;
-        tie0 = at >> 16;
+        above0 = block_sum<Threads>(a, red);
+        tie0 = block_sum<Threads>(t, red);
         m = block_sum<Threads>(m, red);
         // The chunk's selected keys as a bit a key in cand_s (free now: block_sum's barriers follow
-        // the last read of key_s and the candidates' bits): the keys above the bin and the candidates
-        // above the K-th, and the chunk's ties where all or none of them are in (the ties are taken
-        // in position order, so where the row's cut falls inside this chunk, emit_range ranks them).
-        // The emit then walks the bits instead of reading the chunk twice. The same in every thread.
+        // the last read of key_s): the keys above the bin and the candidates above the K-th, and
+        // the chunk's ties where all or none of them are in (the ties are taken in position order,
+        // so where the row's cut falls inside this chunk, emit_range ranks them). The emit then
+        // walks the bits instead of reading the chunk twice. The same in every thread.
+        const int64_t words = (hi - lo + 31) / 32;
         const bool ties_in = tie0 + m <= ties;
-        bitmap = long_chunk && words <= (uint32_t)(Cands + 2 * (Cands / 32)) && (ties_in || tie0 >= ties);
+        bitmap = long_chunk && words <= Cands + Cands / 32 && (ties_in || tie0 >= ties);
         if (bitmap) {
-            for (uint32_t w = threadIdx.x; w < words; w += Threads)
+            for (int64_t w = threadIdx.x; w < words; w += Threads)
                 cand_s[w] = 0u;
             __syncthreads();
             const uint32_t cand_s_a = (uint32_t)__cvta_generic_to_shared(cand_s);
@@ -802,17 +690,13 @@ __device__ void select_topk_split(const uint32_t *keys, int64_t n, int64_t bit_k
                 const uint32_t o = i - (uint32_t)lo;
                 shared_or(cand_s_a + 4u * (o / 32), 1u << (o % 32));
             };
-            // the row's stored keys above the bin (the long chunks', final since the last barrier)
-            // that lie in this chunk
-            const uint32_t up_all = __ldcg(state + St::ABOVE), ups = up_all < (uint32_t)K ? up_all : (uint32_t)K;
-            for (uint32_t c = threadIdx.x; c < ups; c += Threads) {
-                const uint32_t i = __ldcg(up + c);
-                if ((int64_t)i >= lo && (int64_t)i < hi)
-                    set(i);
+            for (uint32_t c = threadIdx.x; c < up_n; c += Threads)
+                set(__ldcg(up + up_at + c));
+            for (uint32_t c = threadIdx.x; c < mine_n; c += Threads) {
+                const uint2 v = __ldcg(cands + mine_at + c);
+                if (v.x > kth || (v.x == kth && ties_in))
+                    set(v.y);
             }
-            for (uint32_t i = threadIdx.x; i < in_bin; i += Threads)
-                if (((gt_s[i / 32] | (ties_in ? eq_s[i / 32] : 0u)) >> (i % 32)) & 1u)
-                    set(__ldcg(cands + i).y);
             __syncthreads();
         }
     } else {
@@ -843,21 +727,26 @@ __device__ void select_topk_split(const uint32_t *keys, int64_t n, int64_t bit_k
     if (bitmap) {
         // thread x takes words x * per .. x * per + per - 1; a key's place: the selected keys before
         // the chunk (above0 and the ties taken there), then the bits before it
-        const uint32_t per = (words + Threads - 1) / Threads, w0 = threadIdx.x * per;
+        const int64_t words = (hi - lo + 31) / 32;
+        const int per = (int)((words + Threads - 1) / Threads);
+        const int64_t w0 = (int64_t)threadIdx.x * per;
         uint32_t c = 0u;
-        for (uint32_t k = 0; k < per; k++)
+        for (int k = 0; k < per; k++)
             c += w0 + k < words ? (uint32_t)__popc(cand_s[w0 + k]) : 0u;
         uint32_t j = above0 + (tie0 < ties ? tie0 : ties) + block_exclusive<Threads>(c, red);
-        for (uint32_t k = 0; k < per; k++) {
+        for (int k = 0; k < per; k++) {
             uint32_t b = w0 + k < words ? cand_s[w0 + k] : 0u;
             for (; b != 0u; b &= b - 1u)
-                emit((int)j++, (int64_t)(lo32 + 32u * (w0 + k) + (uint32_t)(__ffs(b) - 1)));
+                emit((int)j++, lo + 32 * (w0 + k) + (__ffs(b) - 1));
         }
     } else {
         // 3 and 2 loads in flight a lane (more spilled under the kernel's 64 registers at DCP = 8):
         // tests/bench/RESULTS.md, 128 x 128K 1-2% faster
         emit_range<Threads, 1, 3, 2>(keys, lo, hi, kth, ties, above0, tie0, emit, red);
     }
+    const int written = (int)(total < (uint32_t)K ? total : (uint32_t)K);
+    for (int64_t j = written + (int64_t)part * Threads + threadIdx.x; j < K; j += (int64_t)S * Threads)
+        pad((int)j);
     if (threadIdx.x == 0) {
         if (left == S - 1)
             __threadfence(); // acquire, after the read of LEFT: every other CTA's reads of the state

@@ -16,19 +16,6 @@ __device__ __forceinline__ float relu_keep_nan(float x)
     return r;
 }
 
-// The split top-k's row state of configuration C, and the score kernels' counts of its first pass
-template <class C> using SplitStateOf = SplitState<C::idx_topk_radix_bits, C::idx_topk_split_cands, C::idx_topk>;
-template <class C> using FirstPassOf = FirstPassCounts<SplitStateOf<C>, C::idx_score_first_keys>;
-
-// Where a score kernel counts row t's keys for the split top-k's first radix pass (FirstPassCounts):
-// the row's first histogram where the runtime asks for the counts (topk_state) and the split takes
-// the row over several CTAs (more than one CTA's keys: select_topk_split's own test), else null.
-template <class C> __device__ __forceinline__ uint32_t *first_hist(const dsa_index_score_params &p, int64_t t, int64_t n)
-{
-    return p.topk_state && n > C::idx_topk_split_keys ? p.topk_state + t * p.state_stride + SplitStateOf<C>::HIST
-                                                      : nullptr;
-}
-
 // The inline asm of the score wgmmas (A: 4 registers, B: a descriptor, D: n fp32 accumulators,
 // dsa_async.cuh): OPS_n, the operand list after D; PRED_n, the operand that says whether D
 // accumulates. One statement per shape and type below.
@@ -119,9 +106,8 @@ template <int H, int D, bool F16> struct ScoreWgmmaShape {
 
 // The CTA's shared memory: the row's query (B: core matrices of 8 heads x 16 bytes, 128 bytes each;
 // a group of 8 heads takes 8 D elem bytes, its 16-byte chunks 128 bytes apart), the ring, its barriers
-// (full: the slot's copies landed; empty: the warpgroup has read the slot), the head weights, and
-// the CTA's counts of the split top-k's first pass (FW words).
-template <int H, int D, bool F16, int FW> struct ScoreWgmmaSmem {
+// (full: the slot's copies landed; empty: the warpgroup has read the slot).
+template <int H, int D, bool F16> struct ScoreWgmmaSmem {
     using S = ScoreWgmmaShape<H, D, F16>;
     enum : int { stages = S::stages };
     alignas(128) uint8_t q[S::q_bytes];
@@ -129,10 +115,7 @@ template <int H, int D, bool F16, int FW> struct ScoreWgmmaSmem {
     uint64_t full[S::stages], empty[S::stages];
     uint32_t present[S::stages]; // bit c: part c of the slot's tile has a page (its keys landed)
     alignas(16) float wq[S::wq_row]; // the row's head weights, as ScoreGroupSmem's
-    uint32_t first[FW];              // the split top-k's first pass, counted (FirstPassCounts)
 };
-template <class C>
-using ScoreSmemOf = ScoreWgmmaSmem<C::idx_heads, C::idx_head_dim, kScoreF16, FirstPassOf<C>::WORDS>;
 
 // The grouped score CTA's shared memory (index_score_group, dynamic): the R rows' queries side by
 // side (row j's from byte j q_bytes, so its 8-head groups continue row j - 1's at the same SBO: B of
@@ -455,15 +438,7 @@ __device__ __forceinline__ void score_rows_wgmma(const dsa_index_score_params &p
         if (q.i < R * N1)
             sm.wq[q.j * Shape::wq_row + (q.h % 8 / 2) * Shape::wq_pitch + 2 * (q.h / 8) + q.h % 2] = wv[u];
     }
-    // one row (R = 1): the CTA counts the keys it stores for the split top-k's first pass where the
-    // runtime asks for it (the same in every thread)
-    bool count = false;
-    if constexpr (R == 1) {
-        count = first_hist<C>(p, t0, n[0]) != nullptr;
-        if (count)
-            FirstPassOf<C>::template clear<Threads>(sm.first);
-    }
-    __syncthreads(); // the barriers' initialization, the queries and weights, the counts' zeros
+    __syncthreads(); // the barriers' initialization, the queries and weights
 
     const int r0 = 16 * warp + g; // this thread's rows (keys of the tile): r0 and r0 + 8
     // 16-byte loads of a row at 128-byte pitch: odd rows take their pieces in the other order, so
@@ -571,7 +546,6 @@ __device__ __forceinline__ void score_rows_wgmma(const dsa_index_score_params &p
             for (int i = 0; i < OUT; i++)
                 sc[j / SUM * OUT + i] = part[i]; // rows j .. j + SUM - 1's sums
         }
-        // The stored keys are also counted for the split top-k's first pass where it asks (count).
         const int upper = R == 1 ? 0 : tig >> 1; // this lane's row of each pair
         uint32_t *const krow = p.keys + (int64_t)(t0 + upper) * p.key_stride + l;
 #pragma unroll
@@ -579,19 +553,10 @@ __device__ __forceinline__ void score_rows_wgmma(const dsa_index_score_params &p
             const uint32_t v = have_cur ? score_key(__fmul_rn(ksc_cur, sc[i])) : 0u;
             uint32_t *const at = krow + (int64_t)(R == 1 ? 0 : 2 * i) * p.key_stride;
             const int64_t nj = R == 1 ? n[0] : (upper ? n[2 * i + 1] : n[2 * i]);
-            const bool store = (R > 1 || tig < 2) && l < nj;
-            if (store)
+            if ((R > 1 || tig < 2) && l < nj)
                 *at = v;
-            if constexpr (R == 1)
-                if (count)
-                    FirstPassOf<C>::add(smem_addr(sm.first), store, v);
         }
     }
-    if constexpr (R == 1)
-        if (count) {
-            __syncthreads(); // every thread's last count
-            FirstPassOf<C>::template flush<Threads>(sm.first, first_hist<C>(p, t0, n[0]));
-        }
 }
 
 // B.2 on wgmma for row blockIdx.x alone, its n keys on this rank (index_score), in sm
@@ -605,7 +570,7 @@ __device__ __forceinline__ void index_score_wgmma_in(const dsa_index_score_param
 // The same in static shared memory (under 48 KiB: no opt-in)
 template <class C> __device__ __forceinline__ void index_score_wgmma(const dsa_index_score_params &p, int64_t n)
 {
-    __shared__ ScoreSmemOf<C> sm;
+    __shared__ ScoreWgmmaSmem<C::idx_heads, C::idx_head_dim, kScoreF16> sm;
     index_score_wgmma_in<C>(p, n, sm);
 }
 
@@ -617,7 +582,7 @@ template <class C> struct ScoreGroupOf {
     static constexpr int rows = C::idx_score_group_rows;
     static constexpr bool on = kHasWgmma && C::idx_heads <= 64 && rows >= 2;
     using Smem = ScoreGroupSmem<C::idx_heads, C::idx_head_dim, rows, kScoreF16>;
-    using One = ScoreSmemOf<C>;
+    using One = ScoreWgmmaSmem<C::idx_heads, C::idx_head_dim, kScoreF16>;
     static_assert(!on || sizeof(One) <= sizeof(Smem), "a CTA that scores its row alone fits the group's memory");
     static_assert(!on || sizeof(Smem) <= 227 * 1024, "the group's shared memory fits a CTA");
     static constexpr unsigned int smem = on ? (unsigned int)sizeof(Smem) : 0u;
@@ -631,7 +596,7 @@ template <class C> struct ScoreGroupOf {
 // (tests/bench/RESULTS.md). Elsewhere (the mma.sync kernel) the plan's cap, 1 where it gives none.
 template <class C> struct ScoreCtasOf {
     static constexpr int fit =
-        (int)((228u * 1024u) / (sizeof(ScoreSmemOf<C>) + 1024u));
+        (int)((228u * 1024u) / (sizeof(ScoreWgmmaSmem<C::idx_heads, C::idx_head_dim, kScoreF16>) + 1024u));
     static constexpr int ctas = kHasWgmma && C::idx_heads <= 64 ? (fit < 4 ? fit : 4)
                                 : C::idx_score_min_ctas > 0     ? C::idx_score_min_ctas
                                                                 : 1;

@@ -584,10 +584,6 @@ static dsa_result_t index_chunk(dsa_ctx_t ctx, const dsa_index_args_t *a, const 
     sc.key_stride = cfg->idx_max_local;
     sc.num_tokens = (int32_t)n;
     sc.rank = ctx->dcp ? ctx->dcp->rank : 0;
-    /* few rows: each row's top-k over several CTAs, which meet at barriers (a cooperative launch,
-     * so that they are resident at once); many rows: a CTA per row fills the device already */
-    const int64_t row_keys = a->max_blocks * cfg->info.block_size; /* a row's keys at most */
-    const int64_t tsplits = topk_splits(ctx, n, row_keys);
     /* 1: a chunk of few rows: the mma.sync kernel, whose CTAs start scoring at once; from the
      * plan's index_score_few_rows on, 2: index_score (on sm_90a warpgroup MMA behind a bulk-copy
      * pipeline), or 3: index_score_group where the call has more rows than requests (prefill rows
@@ -610,16 +606,6 @@ static dsa_result_t index_chunk(dsa_ctx_t ctx, const dsa_index_args_t *a, const 
     int64_t splits = slots / busy;
     const int64_t most = (cfg->idx_max_local + cfg->index_score_keys_per_cta - 1) / cfg->index_score_keys_per_cta;
     splits = splits < 1 ? 1 : splits > most ? most : splits > 65535 ? 65535 : splits;
-    /* The split top-k's first radix pass counted by the score kernel as it stores the keys, into
-     * the rows' states (zero between calls; the split's last CTA of a row zeroes them), where it
-     * can: not the grouped kernel (a CTA's rows would each need their counts), and each score CTA
-     * storing at most the plan's index_score_first_keys keys of a row (its counters' width). Else
-     * the split counts the pass itself. Either way the same rows. */
-    const int64_t kpc = cfg->index_score_keys_per_cta, local = row_keys < cfg->idx_max_local ? row_keys : cfg->idx_max_local;
-    const int64_t cta_keys = (local + splits * kpc - 1) / (splits * kpc) * kpc; /* a score CTA's at most */
-    const int first = tsplits > 1 && score != 3 && cta_keys <= (int64_t)cfg->index_score_first_keys;
-    sc.topk_state = first ? (uint32_t *)(uintptr_t)ctx->ws_itopk_state : NULL;
-    sc.state_stride = cfg->ws_idx_topk_state / 4;
     CUfunction fn = score == 1 ? ctx->index_score_few_fn : score == 2 ? ctx->index_score_fn : ctx->index_score_group_fn;
     if ((rc = launch(ctx, "dsa_index", fn, (unsigned)n, (unsigned)splits, cfg->index_score_threads,
                      score == 3 ? ctx->score_group_smem : 0, &sc, stream, "index score")) != DSA_SUCCESS)
@@ -637,11 +623,10 @@ static dsa_result_t index_chunk(dsa_ctx_t ctx, const dsa_index_args_t *a, const 
     tk.num_requests = a->num_requests;
     tk.key_stride = cfg->idx_max_local;
     tk.topk_stride = st->topk;
-    tk.state_stride = sc.state_stride;
+    tk.state_stride = cfg->ws_idx_topk_state / 4;
     tk.num_tokens = (int32_t)n;
     tk.rank = sc.rank;
     tk.bit_keys = ctx->topk_bit_keys ? ctx->topk_bit_keys : (int32_t)cfg->index_topk_bit_keys;
-    tk.first_counted = first;
     /* DCP > 1, fused: the top-k stores each row's candidates into every rank's cand_in, once every
      * rank's merge of the previous chunk (or call) is done reading its own: a barrier first. (No
      * other barrier need come between two index chunks, unlike the query gather and the exchange,
@@ -654,6 +639,9 @@ static dsa_result_t index_chunk(dsa_ctx_t ctx, const dsa_index_args_t *a, const 
         tk.cdest[r] = (uint32_t *)(uintptr_t)ctx->c_peer[r];
     if (fused && (rc = dcp_barrier(ctx, "dsa_index", stream, "index barrier")) != DSA_SUCCESS)
         return rc;
+    /* few rows: each row's top-k over several CTAs, which meet at barriers (a cooperative launch,
+     * so that they are resident at once); many rows: a CTA per row fills the device already */
+    const int64_t tsplits = topk_splits(ctx, n, a->max_blocks * cfg->info.block_size); /* a row's keys at most */
     rc = tsplits > 1 ? launch_as(ctx, "dsa_index", ctx->index_topk_split_fn, (unsigned)n, (unsigned)tsplits, 1,
                                  cfg->index_topk_split_threads, 0, &tk, stream, "index top-k (split)", 1, 1)
                      : launch(ctx, "dsa_index", ctx->index_topk_fn, (unsigned)n, 1, cfg->index_topk_threads, 0, &tk,

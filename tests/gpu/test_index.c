@@ -16,9 +16,8 @@
  *   dsa_index picks for few rows) on rows of up to 50K keys, with exact ties, NaN keys, empty and
  *   absent requests: rows bit-identical at every split the chunking gives (index_tokens 1, 3, 64)
  *   and at 2 CTAs a row, with the split's emit from a bit a key where the plan takes it and at
- *   every chunk (dsa_testing_index_topk_bit_keys), after each score kernel (which counts the split's
- *   first radix pass), at DCP = 1 and at DCP = 2, 4, 8 through the in-process group
- *   (dsa_testing_force_index_topk picks the kernel).
+ *   every chunk (dsa_testing_index_topk_bit_keys), after each score kernel, at DCP = 1 and at
+ *   DCP = 2, 4, 8 through the in-process group (dsa_testing_force_index_topk picks the kernel).
  * The single-rank runs (ref, the DCP = 1 side of dcp, paths) call dsa_index twice on their context,
  * and the second call's rows must be the first's, bit for bit: a call leaves the context's state as
  * it found it.
@@ -129,8 +128,7 @@ static int run_index(const char *config, const iworld_t *w, int s, int32_t *out,
     upload(w, s, &d);
     dsa_index_args_t a = args_of(w, &d);
     /* two calls on the context, the second's rows the same bits as the first's: a call leaves the
-     * context's state (the split top-k's row states, which the score kernel's first radix pass
-     * counts into) as it found it, and a run repeats */
+     * context's state (the split top-k's row states) as it found it, and a run repeats */
     const size_t bytes = (size_t)w->T * (size_t)w->cfg.K * 4;
     int32_t *first = malloc(bytes);
     dsa_result_t rc = DSA_SUCCESS;
@@ -401,8 +399,8 @@ static void test_paths(const char *config, int key_pool, int nan_keys, int absen
     }
     const size_t n = (size_t)w.T * (size_t)w.cfg.K;
     int32_t *one = malloc(n * 4), *split = malloc(n * 4);
-    /* the split top-k after each score kernel (each counts the split's first radix pass), against
-     * one CTA a row after the same score kernel (the mma.sync kernel's sums are in another order) */
+    /* the split top-k after each score kernel, against one CTA a row after the same score kernel
+     * (the mma.sync kernel's sums are in another order) */
     const int chunks[] = {1, 3, 64, 64, 3}, caps[] = {0, 0, 0, 2, 0}, bits[] = {0, 0, 0, 0, 1}, scores[] = {1, 2, 2, 3, 2};
     for (int i = 0; i < 5; i++) {
         score_kernel = scores[i];

@@ -552,6 +552,7 @@ __device__ void select_topk_split(const uint32_t *keys, int64_t n, int64_t bit_k
     int64_t chunk = ((n + S - 1) / S + 3) / 4 * 4;
     chunk = chunk < SplitKeys ? SplitKeys : chunk;
     const int64_t lo = (int64_t)part * chunk < n ? (int64_t)part * chunk : n, hi = lo + chunk < n ? lo + chunk : n;
+    const uint32_t words = (uint32_t)((hi - lo + 31) / 32); // the chunk's words of a bit a key (the bit emit)
     uint32_t prefix = 0u, mask = 0u, remaining = (uint32_t)K, larger = 0u, total = 0u, mine_above = 0u, mine_tie = 0u;
     uint32_t in_bin = 0u;
     bool all = false;      // at most K keys > 0: every one is in
@@ -670,19 +671,21 @@ __device__ void select_topk_split(const uint32_t *keys, int64_t n, int64_t bit_k
             }
             m += i - mine_at < mine_n && key_s[i] == kth;
         }
-        above0 = block_sum<Threads>(a, red);
-        tie0 = block_sum<Threads>(t, red);
+        // a < K and t <= in_bin <= Cands: one sum of both, in the halves of a word
+        static_assert(K < 65536 && Cands < 65536, "two counts in the halves of a word");
+        const uint32_t at = block_sum<Threads>(a | t << 16, red);
+        above0 = at & 0xffffu;
+        tie0 = at >> 16;
         m = block_sum<Threads>(m, red);
         // The chunk's selected keys as a bit a key in cand_s (free now: block_sum's barriers follow
         // the last read of key_s): the keys above the bin and the candidates above the K-th, and
         // the chunk's ties where all or none of them are in (the ties are taken in position order,
         // so where the row's cut falls inside this chunk, emit_range ranks them). The emit then
         // walks the bits instead of reading the chunk twice. The same in every thread.
-        const int64_t words = (hi - lo + 31) / 32;
         const bool ties_in = tie0 + m <= ties;
-        bitmap = long_chunk && words <= Cands + Cands / 32 && (ties_in || tie0 >= ties);
+        bitmap = long_chunk && words <= (uint32_t)(Cands + Cands / 32) && (ties_in || tie0 >= ties);
         if (bitmap) {
-            for (int64_t w = threadIdx.x; w < words; w += Threads)
+            for (uint32_t w = threadIdx.x; w < words; w += Threads)
                 cand_s[w] = 0u;
             __syncthreads();
             const uint32_t cand_s_a = (uint32_t)__cvta_generic_to_shared(cand_s);
@@ -727,14 +730,12 @@ __device__ void select_topk_split(const uint32_t *keys, int64_t n, int64_t bit_k
     if (bitmap) {
         // thread x takes words x * per .. x * per + per - 1; a key's place: the selected keys before
         // the chunk (above0 and the ties taken there), then the bits before it
-        const int64_t words = (hi - lo + 31) / 32;
-        const int per = (int)((words + Threads - 1) / Threads);
-        const int64_t w0 = (int64_t)threadIdx.x * per;
+        const uint32_t per = (words + Threads - 1) / Threads, w0 = threadIdx.x * per;
         uint32_t c = 0u;
-        for (int k = 0; k < per; k++)
+        for (uint32_t k = 0; k < per; k++)
             c += w0 + k < words ? (uint32_t)__popc(cand_s[w0 + k]) : 0u;
         uint32_t j = above0 + (tie0 < ties ? tie0 : ties) + block_exclusive<Threads>(c, red);
-        for (int k = 0; k < per; k++) {
+        for (uint32_t k = 0; k < per; k++) {
             uint32_t b = w0 + k < words ? cand_s[w0 + k] : 0u;
             for (; b != 0u; b &= b - 1u)
                 emit((int)j++, lo + 32 * (w0 + k) + (__ffs(b) - 1));

@@ -672,7 +672,7 @@ __device__ void select_topk_split(const uint32_t *keys, int64_t n, int64_t bit_k
             m += i - mine_at < mine_n && key_s[i] == kth;
         }
         // a < K and t <= in_bin <= Cands: one sum of both, in the halves of a word
-        static_assert(K < 65536 && Cands < 65536, "two counts in the halves of a word");
+        static_assert(K <= 65536 && Cands < 65536, "two counts in the halves of a word (a <= K - 1)");
         const uint32_t at = block_sum<Threads>(a | t << 16, red);
         above0 = at & 0xffffu;
         tie0 = at >> 16;

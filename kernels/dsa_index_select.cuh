@@ -103,13 +103,20 @@ __device__ __forceinline__ uint32_t warp_exclusive(uint32_t v, uint32_t *total)
 // Counts keys[lo * Stride], .., keys[(hi - 1) * Stride] that are > 0 and match prefix under mask
 // into hist by their digit (key >> shift) & digits; lo a multiple of 4 (16-byte loads where Stride
 // is 1). Keys close in value share their high bits, so most keys of a pass can fall in one bin: a
-// thread counts a run of keys of the same bin in a register and adds the run once. U: 16-byte
-// loads in flight per thread (4 for keys in global memory; 1 does for shared memory).
+// thread counts a run of keys of the same bin in a register and adds the run once (so that a row
+// of equal scores does not put every lane's add on one word). Without a branch a key: every key
+// adds, the run before to its bin where this key starts another, else to a word of the lane's own
+// that nobody reads; the run's count and bin are selected (a key's branches and their convergence
+// barriers were half of the loop's instructions where bins change at almost every key, as scores
+// of random order do). U: 16-byte loads in flight per thread (4 for keys in global
+// memory; 1 does for shared memory).
 template <int Threads, int Stride, int U = 4>
 __device__ __forceinline__ void count_chunk(const uint32_t *keys, int64_t lo, int64_t hi, uint32_t prefix,
                                             uint32_t mask, int shift, uint32_t digits, uint32_t *hist)
 {
+    __shared__ uint32_t sink[32]; // a lane's add where it has no run to add: never read
     const uint32_t hist_s = (uint32_t)__cvta_generic_to_shared(hist);
+    const uint32_t sink_s = (uint32_t)__cvta_generic_to_shared(sink + threadIdx.x % 32);
     uint32_t run_bin = 0u, run_n = 0u;
     steps(lo, hi, (int64_t)Threads * 4 * U, [&](int64_t base, bool checked) {
         uint32_t u[U][4];
@@ -121,15 +128,12 @@ __device__ __forceinline__ void count_chunk(const uint32_t *keys, int64_t lo, in
 #pragma unroll
             for (int e = 0; e < 4; e++) {
                 const uint32_t v = u[j][e];
-                if (v == 0u || (v & mask) != prefix)
-                    continue;
+                const bool in = v != 0u && (v & mask) == prefix;
                 const uint32_t bin = (v >> shift) & digits;
-                if (bin != run_bin && run_n) {
-                    shared_add(hist_s + 4u * run_bin, run_n);
-                    run_n = 0u;
-                }
-                run_bin = bin;
-                run_n++;
+                const bool other = bin != run_bin;
+                shared_add(in && other ? hist_s + 4u * run_bin : sink_s, run_n); // run_n 0 before the first key
+                run_n = in ? (other ? 1u : run_n + 1u) : run_n;
+                run_bin = in ? bin : run_bin;
             }
     });
     if (run_n)
@@ -480,26 +484,6 @@ __device__ uint32_t find_bin(const uint32_t *g, uint32_t remaining, uint32_t *re
     return all;
 }
 
-// f(i, keys[i]) for every i in lo .. hi - 1 (lo a multiple of 4), and f(i, 0) for a few i past
-// it (keys4 reads 0 there; f ignores keys of 0, which the caller's test saves a 64-bit compare a
-// key); each thread with two 16-byte loads in flight (four, as count_chunk has, made the split
-// kernel spill at 64 registers).
-template <int Threads, class F> __device__ __forceinline__ void each_key(const uint32_t *keys, int64_t lo, int64_t hi, F f)
-{
-    constexpr int U = 2;
-    steps(lo, hi, (int64_t)Threads * 4 * U, [&](int64_t base, bool checked) {
-        uint32_t u[U][4];
-#pragma unroll
-        for (int j = 0; j < U; j++)
-            keys4_if<1>(checked, keys, base + ((int64_t)j * Threads + threadIdx.x) * 4, hi, u[j]);
-#pragma unroll
-        for (int j = 0; j < U; j++)
-#pragma unroll
-            for (int e = 0; e < 4; e++)
-                f(base + ((int64_t)j * Threads + threadIdx.x) * 4 + e, u[j][e]);
-    });
-}
-
 // select_topk's selection (the same set, emitted at the same places) by the S = gridDim.y CTAs of
 // a row, blockIdx.y this CTA's part; pad(j) is called for j = min(K, keys > 0) .. K - 1. Each CTA
 // takes a contiguous chunk of the row, at least SplitKeys keys (CTAs past the row's end take none,
@@ -536,8 +520,12 @@ __device__ void select_topk_split(const uint32_t *keys, int64_t n, int64_t bit_k
     constexpr int BINS = St::BINS, PASSES = St::PASSES;
     static_assert(RB >= 8 && RB <= 12, "a pass's histogram fits in shared memory; select_topk's hist needs 256");
     static_assert(SplitKeys % 4 == 0 && Cands % 4 == 0, "chunks and the candidates' keys on 16-byte boundaries");
-    __shared__ uint32_t mine_n, mine_at; // the chunk's candidates, and their place in cands
-    __shared__ uint32_t up_n, up_at;     // the chunk's keys above the first pass's bin, their place in above
+    static_assert(K <= 65536 && Cands < 65536, "two counts in the halves of a word: a chunk's candidates (at most "
+                                               "Cands) and keys above the bin (below K); the keys above the K-th "
+                                               "(below K) and ties (at most Cands) before a chunk");
+    __shared__ uint32_t mine_at, up_at; // the places of the chunk's candidates in cands and its keys above the
+                                        // first pass's bin in above
+    __shared__ uint32_t mine_up;        // how many of each it stored so far (low half, high half)
     __shared__ uint32_t last_out;        // this CTA is the last of the row to leave
     const uint32_t S = gridDim.y, part = blockIdx.y;
     if (n <= SplitKeys) {
@@ -604,22 +592,50 @@ __device__ void select_topk_split(const uint32_t *keys, int64_t n, int64_t bit_k
         const bool long_chunk = hi - lo >= bit_keys; // the chunk's emit may take its bits (below)
         if (threadIdx.x == 0) {
             mine_at = atomicAdd(state + St::STORED, hist[prefix >> (32 - RB)]);
-            up_at = atomicAdd(state + St::ABOVE, mine_above); // mine_above: the chunk's keys above the bin
-            mine_n = up_n = 0u;
+            // mine_above: the chunk's keys above the bin, which only a long chunk stores (below)
+            up_at = long_chunk ? atomicAdd(state + St::ABOVE, mine_above) : 0u;
+            mine_up = 0u;
             counts[2 * part] = mine_above;
         }
         __syncthreads();
         // the candidates, and for a chunk that takes the bit emit below, the positions of the keys
         // above the bin (all of them are in: the bin holds the K-th), which the emit then takes
-        // without reading the chunk again (a shorter chunk still takes its place in `up`, unused)
-        const uint32_t bin_top = long_chunk ? prefix | ~mask : 0xffffffffu; // no key is above all ones
-        each_key<Threads>(keys, lo, hi, [&](int64_t i, uint32_t u) {
-            if (u != 0u && (u & mask) == prefix)
-                cands[mine_at + atomicAdd(&mine_n, 1u)] = make_uint2(u, (uint32_t)i);
-            else if (u > bin_top)
-                up[up_at + atomicAdd(&up_n, 1u)] = (uint32_t)i;
+        // without reading the chunk again. A lane's step of 8 keys marks its candidates and keys
+        // above as bits; a lane with any takes its places by one shared atomic and writes them,
+        // a candidate's key read again (an L1 hit). (A key's own test and warp-aggregated atomic
+        // were ~24 instructions a key: in 256 keys a warp step there is almost always one.)
+        const uint32_t span = ~mask;                                        // a candidate: 0 < key, key - prefix <= span
+        const uint32_t bin_top = long_chunk ? prefix | span : 0xffffffffu; // no key is above all ones
+        steps(lo, hi, (int64_t)Threads * 8, [&](int64_t b, bool checked) {
+            uint32_t u[2][4];
+#pragma unroll
+            for (int j = 0; j < 2; j++)
+                keys4_if<1>(checked, keys, b + ((int64_t)j * Threads + threadIdx.x) * 4, hi, u[j]);
+            uint32_t cb = 0u, ub = 0u; // bit 4 j + e: key u[j][e]
+#pragma unroll
+            for (int j = 0; j < 2; j++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const uint32_t v = u[j][e];
+                    cb |= (uint32_t)(v != 0u && v - prefix <= span) << (4 * j + e);
+                    ub |= (uint32_t)(v > bin_top) << (4 * j + e);
+                }
+            if ((cb | ub) == 0u)
+                return;
+            const uint32_t at = atomicAdd(&mine_up, (uint32_t)__popc(cb) | (uint32_t)__popc(ub) << 16);
+            const auto where = [&](uint32_t bits) { // the position of the lowest bit's key
+                const int s = __ffs(bits) - 1;
+                return b + ((int64_t)(s / 4) * Threads + threadIdx.x) * 4 + s % 4;
+            };
+            for (uint32_t c = mine_at + (at & 0xffffu); cb != 0u; cb &= cb - 1u, c++) {
+                const int64_t i = where(cb);
+                cands[c] = make_uint2(keys[i], (uint32_t)i);
+            }
+            for (uint32_t c = up_at + (at >> 16); ub != 0u; ub &= ub - 1u, c++)
+                up[c] = (uint32_t)where(ub);
         });
         group_sync(state + St::LAST, S);
+        const uint32_t mine_n = mine_up & 0xffffu, up_n = mine_up >> 16;
         // the counts of the chunks before this one, loaded now so that they arrive with the candidates
         uint32_t a = 0u, t = 0u;
         for (uint32_t c = threadIdx.x; c < part; c += Threads)
@@ -671,7 +687,6 @@ __device__ void select_topk_split(const uint32_t *keys, int64_t n, int64_t bit_k
             m += i - mine_at < mine_n && key_s[i] == kth;
         }
         // a < K and t <= in_bin <= Cands: one sum of both, in the halves of a word
-        static_assert(K <= 65536 && Cands < 65536, "two counts in the halves of a word (a <= K - 1)");
         const uint32_t at = block_sum<Threads>(a | t << 16, red);
         above0 = at & 0xffffu;
         tie0 = at >> 16;

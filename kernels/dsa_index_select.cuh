@@ -105,16 +105,16 @@ __device__ __forceinline__ uint32_t warp_exclusive(uint32_t v, uint32_t *total)
 // is 1). Keys close in value share their high bits, so most keys of a pass can fall in one bin: a
 // thread counts a run of keys of the same bin in a register and adds the run once (so that a row
 // of equal scores does not put every lane's add on one word). Without a branch a key: every key
-// adds, the run before to its bin where this key starts another, else to a word of the lane's own
-// that nobody reads; the run's count and bin are selected (a key's branches and their convergence
-// barriers were half of the loop's instructions where bins change at almost every key, as scores
-// of random order do). U: 16-byte loads in flight per thread (4 for keys in global
-// memory; 1 does for shared memory).
+// adds, the run before to its bin where this key starts another, else to the word of its lane
+// index (one per lane index, shared by the warps; nothing reads it); the run's count and bin are
+// selected (a key's branches and their convergence barriers were half of the loop's instructions
+// where bins change at almost every key, as scores of random order do). U: 16-byte loads in flight
+// per thread (4 for keys in global memory; 1 does for shared memory).
 template <int Threads, int Stride, int U = 4>
 __device__ __forceinline__ void count_chunk(const uint32_t *keys, int64_t lo, int64_t hi, uint32_t prefix,
                                             uint32_t mask, int shift, uint32_t digits, uint32_t *hist)
 {
-    __shared__ uint32_t sink[32]; // a lane's add where it has no run to add: never read
+    __shared__ uint32_t sink[32]; // a lane's add where it ends no run, by lane index: never read
     const uint32_t hist_s = (uint32_t)__cvta_generic_to_shared(hist);
     const uint32_t sink_s = (uint32_t)__cvta_generic_to_shared(sink + threadIdx.x % 32);
     uint32_t run_bin = 0u, run_n = 0u;
@@ -345,8 +345,9 @@ __device__ int select_topk(const uint32_t *keys, int64_t n, int K, Emit emit, ui
 // from word HIST the row-wide histogram of each radix pass (BINS counts each), then from word
 // COUNTS each CTA's counts of its chunk's keys above the K-th and equal to it (2 words a CTA), then
 // from word cands(max_splits) the row's candidates, Cands (key, position) pairs, then from word
-// above(max_splits) the positions of the row's keys above the first pass's bin (fewer than K: the
-// bin holds the K-th); each call writes the ones it reads: never zeroed.
+// above(max_splits) the positions of the row's keys above the first pass's bin that chunks of at
+// least bit_keys keys hold (fewer than K: the bin holds the K-th); each call writes the ones it
+// reads: never zeroed.
 template <int RB, int Cands, int K> struct SplitState {
     static constexpr int BINS = 1 << RB, PASSES = (32 + RB - 1) / RB, HIST = 8, COUNTS = HIST + PASSES * BINS;
     static constexpr int LAST = PASSES, LEFT = PASSES + 1, STORED = PASSES + 2, ABOVE = PASSES + 3;
@@ -502,10 +503,10 @@ __device__ uint32_t find_bin(const uint32_t *g, uint32_t remaining, uint32_t *re
 // chunk's count of keys above the K-th (from the bins above the chosen one in every pass) and equal
 // to it (the chosen bin of the last pass), the CTAs publish those, a last barrier. Either way each
 // CTA then emits its chunk with the counts of the chunks before it: the ties are taken in position
-// order across the chunks, as in one CTA. In the first case the read that stores the candidates
-// also stores the positions of the chunk's keys above the bin (all of them in), so a CTA of at
-// least bit_keys keys sets a bit for each of its selected keys in shared memory and emits by walking
-// the bits: its chunk is read twice in all instead of four times (emit_range's count and emit
+// order across the chunks, as in one CTA. In the first case, in a CTA of at least bit_keys keys,
+// the read that stores the candidates also stores the positions of the chunk's keys above the bin
+// (all of them in), so that the CTA sets a bit for each of its selected keys in shared memory and
+// emits by walking the bits: its chunk is read twice in all instead of four times (emit_range's count and emit
 // passes stay for smaller chunks, where the bits' barriers and round trips cost more than the two
 // reads, for the other cases, and for the one chunk of a row where the cut among the K-th's ties
 // falls inside it). A row of at most SplitKeys keys is CTA 0's alone (select_topk); the other CTAs

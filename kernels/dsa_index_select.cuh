@@ -506,10 +506,10 @@ __device__ uint32_t find_bin(const uint32_t *g, uint32_t remaining, uint32_t *re
 // order across the chunks, as in one CTA. In the first case, in a CTA of at least bit_keys keys,
 // the read that stores the candidates also stores the positions of the chunk's keys above the bin
 // (all of them in), so that the CTA sets a bit for each of its selected keys in shared memory and
-// emits by walking the bits: its chunk is read twice in all instead of four times (emit_range's count and emit
-// passes stay for smaller chunks, where the bits' barriers and round trips cost more than the two
-// reads, for the other cases, and for the one chunk of a row where the cut among the K-th's ties
-// falls inside it). A row of at most SplitKeys keys is CTA 0's alone (select_topk); the other CTAs
+// emits by walking the bits: its chunk is read twice in all instead of four times (emit_range's
+// count and emit passes stay for smaller chunks, where the bits' barriers and round trips cost more
+// than the two reads, for the other cases, and for the one chunk of a row where the cut among the
+// K-th's ties falls inside it). A row of at most SplitKeys keys is CTA 0's alone (select_topk); the other CTAs
 // return at once and the state is not touched.
 // state: St::bytes(MaxSplits) bytes, 8-byte aligned; hist: 1 << RB words; red: 3 + 2 * Threads / 32
 // words; cand_s: Cands + Cands / 32 words of shared memory, 16-byte aligned.
@@ -527,7 +527,7 @@ __device__ void select_topk_split(const uint32_t *keys, int64_t n, int64_t bit_k
     __shared__ uint32_t mine_at, up_at; // the places of the chunk's candidates in cands and its keys above the
                                         // first pass's bin in above
     __shared__ uint32_t mine_up;        // how many of each it stored so far (low half, high half)
-    __shared__ uint32_t last_out;        // this CTA is the last of the row to leave
+    __shared__ uint32_t last_out;       // this CTA is the last of the row to leave
     const uint32_t S = gridDim.y, part = blockIdx.y;
     if (n <= SplitKeys) {
         if (part != 0)

@@ -104,12 +104,15 @@ __device__ __forceinline__ uint32_t warp_exclusive(uint32_t v, uint32_t *total)
 // into hist by their digit (key >> shift) & digits; lo a multiple of 4 (16-byte loads where Stride
 // is 1). Keys close in value share their high bits, so most keys of a pass can fall in one bin: a
 // thread counts a run of keys of the same bin in a register and adds the run once (so that a row
-// of equal scores does not put every lane's add on one word). Without a branch a key: every key
-// adds, the run before to its bin where this key starts another, else to the word of its lane
-// index (one per lane index, shared by the warps; nothing reads it); the run's count and bin are
-// selected (a key's branches and their convergence barriers were half of the loop's instructions
-// where bins change at almost every key, as scores of random order do). U: 16-byte loads in flight
-// per thread (4 for keys in global memory; 1 does for shared memory).
+// of equal scores does not put every lane's add on one word). A key that does not match is skipped
+// (one branch: most keys of the passes after the first over a whole row, in select_topk); a key
+// that matches adds without a branch, the run before to its bin where this key starts another,
+// else to the word of its lane index (one per lane index, shared by the warps; nothing reads it),
+// and the run's count and bin are selected (the run's branches and their convergence barriers were
+// half of the loop's instructions where bins change at almost every key, as scores of random order
+// do; with the skip made an add as well, the one-CTA top-k's later passes paid for every unmatched
+// key: tests/bench/RESULTS.md). U: 16-byte loads in flight per thread (4 for keys in global
+// memory; 1 does for shared memory).
 template <int Threads, int Stride, int U = 4>
 __device__ __forceinline__ void count_chunk(const uint32_t *keys, int64_t lo, int64_t hi, uint32_t prefix,
                                             uint32_t mask, int shift, uint32_t digits, uint32_t *hist)
@@ -128,12 +131,13 @@ __device__ __forceinline__ void count_chunk(const uint32_t *keys, int64_t lo, in
 #pragma unroll
             for (int e = 0; e < 4; e++) {
                 const uint32_t v = u[j][e];
-                const bool in = v != 0u && (v & mask) == prefix;
+                if (v == 0u || (v & mask) != prefix) // most keys of the passes after the first
+                    continue;
                 const uint32_t bin = (v >> shift) & digits;
                 const bool other = bin != run_bin;
-                shared_add(in && other ? hist_s + 4u * run_bin : sink_s, run_n); // run_n 0 before the first key
-                run_n = in ? (other ? 1u : run_n + 1u) : run_n;
-                run_bin = in ? bin : run_bin;
+                shared_add(other ? hist_s + 4u * run_bin : sink_s, run_n); // run_n 0 before the first key
+                run_n = other ? 1u : run_n + 1u;
+                run_bin = bin;
             }
     });
     if (run_n)

@@ -146,6 +146,35 @@ __device__ __forceinline__ void bulk_copy(uint32_t dst, const void *src, uint32_
                  : "memory");
 }
 
+// An L2 cache policy (createpolicy) for all of an access's bytes: lines read once go first when L2
+// needs room (evict_first), lines read again soon go last (evict_last)
+__device__ __forceinline__ uint64_t l2_evict_first()
+{
+    uint64_t p;
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
+    return p;
+}
+__device__ __forceinline__ uint64_t l2_evict_last()
+{
+    uint64_t p;
+    asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(p));
+    return p;
+}
+
+// bulk_copy with its source's lines under an L2 policy
+__device__ __forceinline__ void bulk_copy_hint(uint32_t dst, const void *src, uint32_t bytes, uint32_t bar, uint64_t policy)
+{
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;" ::"r"(dst),
+                 "l"(src), "r"(bytes), "r"(bar), "l"(policy)
+                 : "memory");
+}
+
+// A 32-bit store with its line under an L2 policy
+__device__ __forceinline__ void store_hint(uint32_t *p, uint32_t v, uint64_t policy)
+{
+    asm volatile("st.global.L2::cache_hint.b32 [%0], %1, %2;" ::"l"(p), "r"(v), "l"(policy) : "memory");
+}
+
 // Warpgroup MMA (wgmma, sm_90a): 4 warps multiply a 64-row A (shared memory or registers) by B
 // (shared memory), the tensor cores reading shared memory through descriptors, fp32 accumulators
 // in registers (the m16n8 fragment layout per warp: warp w of the group holds rows 16w + lane/4 and

@@ -307,17 +307,26 @@ __device__ __forceinline__ void score_rows_wgmma(const dsa_index_score_params &p
         sm.present[s] = mask;
         mbar_arrive_expect(full_s + 8 * s, bytes);
         const uint32_t slot = ring_s + s * Shape::slot_bytes;
+        // a decode row's keys are read once a call: first out of L2, so that its scores, which the
+        // top-k reads next, stay (prefill rows' key pages are read again by the request's next rows)
+        const uint64_t pol = R == 1 ? l2_evict_first() : 0;
+        const auto copy = [&](uint32_t dst, const void *from, uint32_t bytes) {
+            if constexpr (R == 1)
+                bulk_copy_hint(dst, from, bytes, full_s + 8 * s, pol);
+            else
+                bulk_copy(dst, from, bytes, full_s + 8 * s);
+        };
         if constexpr (BS == TK) {
             // a tile is one whole page, laid out as the slot is (its keys, then their scales): one copy
             if (src[0])
-                bulk_copy(slot, src[0], Shape::slot_bytes, full_s + 8 * s);
+                copy(slot, src[0], Shape::slot_bytes);
         } else {
 #pragma unroll
             for (int c = 0; c < PARTS; c++)
                 if (src[c]) {
                     const int off = (int)((l0 + c * CK) % BS);
-                    bulk_copy(slot + c * CK * D, src[c] + off * D, CK * D, full_s + 8 * s);
-                    bulk_copy(slot + TK * D + 4 * c * CK, src[c] + BS * D + 4 * off, 4 * CK, full_s + 8 * s);
+                    copy(slot + c * CK * D, src[c] + off * D, CK * D);
+                    copy(slot + TK * D + 4 * c * CK, src[c] + BS * D + 4 * off, 4 * CK);
                 }
         }
     };
@@ -480,6 +489,7 @@ __device__ __forceinline__ void score_rows_wgmma(const dsa_index_score_params &p
     float ksc;
     bool have;
     fetch(0, 0u, u, ksc, have); // the CTA has a tile (it returned above otherwise)
+    const uint64_t keep = R == 1 ? l2_evict_last() : 0; // a decode row's scores: the split top-k reads them next
     while (cur.tile < tiles) { // cur, s and parity move to the next tile at its prefetch below
         const int64_t l = cur.tile * TK + r0 + 8 * (tig & 1); // the key this lane writes (tig 0: row r0, 1: r0 + 8)
         const bool refill = tid == 0 && fill.tile < tiles;
@@ -553,8 +563,12 @@ __device__ __forceinline__ void score_rows_wgmma(const dsa_index_score_params &p
             const uint32_t v = have_cur ? score_key(__fmul_rn(ksc_cur, sc[i])) : 0u;
             uint32_t *const at = krow + (int64_t)(R == 1 ? 0 : 2 * i) * p.key_stride;
             const int64_t nj = R == 1 ? n[0] : (upper ? n[2 * i + 1] : n[2 * i]);
-            if ((R > 1 || tig < 2) && l < nj)
-                *at = v;
+            if ((R > 1 || tig < 2) && l < nj) {
+                if constexpr (R == 1)
+                    store_hint(at, v, keep);
+                else
+                    *at = v;
+            }
         }
     }
 }

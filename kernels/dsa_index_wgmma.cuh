@@ -307,14 +307,15 @@ __device__ __forceinline__ void score_rows_wgmma(const dsa_index_score_params &p
         sm.present[s] = mask;
         mbar_arrive_expect(full_s + 8 * s, bytes);
         const uint32_t slot = ring_s + s * Shape::slot_bytes;
-        // a decode row's keys are read once a call: first out of L2, so that its scores, which the
-        // top-k reads next, stay (prefill rows' key pages are read again by the request's next rows)
+        // a row scored alone (R = 1: every decode row, and the prefill rows that do not group) reads
+        // its keys once: first out of L2, so that its scores, which the top-k reads next, stay (a
+        // group's key pages are read again by the request's next rows)
         const uint64_t pol = R == 1 ? l2_evict_first() : 0;
-        const auto copy = [&](uint32_t dst, const void *from, uint32_t bytes) {
+        const auto copy = [&](uint32_t dst, const void *from, uint32_t n) {
             if constexpr (R == 1)
-                bulk_copy_hint(dst, from, bytes, full_s + 8 * s, pol);
+                bulk_copy_hint(dst, from, n, full_s + 8 * s, pol);
             else
-                bulk_copy(dst, from, bytes, full_s + 8 * s);
+                bulk_copy(dst, from, n, full_s + 8 * s);
         };
         if constexpr (BS == TK) {
             // a tile is one whole page, laid out as the slot is (its keys, then their scales): one copy
@@ -489,7 +490,7 @@ __device__ __forceinline__ void score_rows_wgmma(const dsa_index_score_params &p
     float ksc;
     bool have;
     fetch(0, 0u, u, ksc, have); // the CTA has a tile (it returned above otherwise)
-    const uint64_t keep = R == 1 ? l2_evict_last() : 0; // a decode row's scores: the split top-k reads them next
+    const uint64_t keep = R == 1 ? l2_evict_last() : 0; // a row scored alone: the top-k reads its scores next
     while (cur.tile < tiles) { // cur, s and parity move to the next tile at its prefetch below
         const int64_t l = cur.tile * TK + r0 + 8 * (tig & 1); // the key this lane writes (tig 0: row r0, 1: r0 + 8)
         const bool refill = tid == 0 && fill.tile < tiles;
@@ -605,7 +606,7 @@ template <class C> struct ScoreGroupOf {
 // index_score's CTAs an SM, the second argument of its __launch_bounds__ (templates/index.cu.in),
 // which caps its registers. On sm_90a: as many CTAs as their shared memory lets an SM hold (228
 // KiB, 1 KiB of it reserved a CTA), at most 4: the loop holds the next tile's key pieces beside the
-// current one's fragments (124 registers at 64 heads, 108 at 32); at 5 CTAs (96 registers) it
+// current one's fragments (127 registers at 64 heads, 110 at 32); at 5 CTAs (96 registers) it
 // spills. Measured against the loop without that prefetch at 5 CTAs, 1-4% faster at 64 and 128 rows
 // (tests/bench/RESULTS.md). Elsewhere (the mma.sync kernel) the plan's cap, 1 where it gives none.
 template <class C> struct ScoreCtasOf {

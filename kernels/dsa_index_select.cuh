@@ -111,8 +111,8 @@ __device__ __forceinline__ uint32_t warp_exclusive(uint32_t v, uint32_t *total)
 // and the run's count and bin are selected (the run's branches and their convergence barriers were
 // half of the loop's instructions where bins change at almost every key, as scores of random order
 // do). The skip stays a branch: as an add to the sink it cost the one-CTA top-k's later passes
-// 60-80 us at 64-128 rows of 128K (tests/bench/RESULTS.md). U: 16-byte loads in flight per thread (4 for keys in global
-// memory; 1 does for shared memory).
+// 60-80 us at 64-128 rows of 128K (tests/bench/RESULTS.md). U: 16-byte loads in flight per thread
+// (4 for keys in global memory; 1 does for shared memory).
 template <int Threads, int Stride, int U = 4>
 __device__ __forceinline__ void count_chunk(const uint32_t *keys, int64_t lo, int64_t hi, uint32_t prefix,
                                             uint32_t mask, int shift, uint32_t digits, uint32_t *hist)

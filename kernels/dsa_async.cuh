@@ -162,9 +162,11 @@ __device__ __forceinline__ uint64_t l2_evict_last()
 }
 
 // bulk_copy with its source's lines under an L2 policy
-__device__ __forceinline__ void bulk_copy_hint(uint32_t dst, const void *src, uint32_t bytes, uint32_t bar, uint64_t policy)
+__device__ __forceinline__ void bulk_copy_hint(uint32_t dst, const void *src, uint32_t bytes, uint32_t bar,
+                                               uint64_t policy)
 {
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;" ::"r"(dst),
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
+                 " [%0], [%1], %2, [%3], %4;" ::"r"(dst),
                  "l"(src), "r"(bytes), "r"(bar), "l"(policy)
                  : "memory");
 }

@@ -513,8 +513,8 @@ __device__ uint32_t find_bin(const uint32_t *g, uint32_t remaining, uint32_t *re
 // emits by walking the bits: its chunk is read twice in all instead of four times (emit_range's
 // count and emit passes stay for smaller chunks, where the bits' barriers and round trips cost more
 // than the two reads, for the other cases, and for the one chunk of a row where the cut among the
-// K-th's ties falls inside it). A row of at most SplitKeys keys is CTA 0's alone (select_topk); the other CTAs
-// return at once and the state is not touched.
+// K-th's ties falls inside it). A row of at most SplitKeys keys is CTA 0's alone (select_topk); the
+// other CTAs return at once and the state is not touched.
 // state: St::bytes(MaxSplits) bytes, 8-byte aligned; hist: 1 << RB words; red: 3 + 2 * Threads / 32
 // words; cand_s: Cands + Cands / 32 words of shared memory, 16-byte aligned.
 template <int Threads, int RB, int SplitKeys, int Cands, int MaxSplits, int K, class Emit, class Pad>

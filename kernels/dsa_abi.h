@@ -15,7 +15,7 @@ typedef unsigned long long uint64_t;
 #endif
 
 /* Bumped whenever a parameter block changes; generated glue and the runtime check it. */
-#define DSA_ABI_VERSION 11
+#define DSA_ABI_VERSION 12
 
 /* The most DCP ranks whose exchange buffers the attend kernels store into directly (the fused
  * exchange); larger groups exchange through the transport's all-to-all. */
@@ -98,6 +98,9 @@ typedef struct dsa_index_topk_params {
     int32_t num_tokens, rank, cfused;
     int32_t bit_keys;             /* B.3 split: a CTA whose chunk has at least this many keys emits it from a
                                      bit a key (the plan's index_topk_bit_keys; a testing hook sets others) */
+    int32_t discard_keys;         /* B.3: 1: each row's keys dropped from L2 after their last read, without a
+                                     write-back (dead then; the score kernel stores them evict-last); 0 where a
+                                     test reads them after the call (dsa_testing_index_keep_keys) */
 } dsa_index_topk_params;
 
 /* Stage C.1: q = [q_lat | rope(q_pe)], one thread per 8 elements: grid (T, ceil(heads_local * kv_dim / 8 / 256)). */

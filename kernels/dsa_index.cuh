@@ -303,6 +303,12 @@ template <class C> __device__ __forceinline__ void index_topk(const dsa_index_to
         for (int j = written + threadIdx.x; j < K; j += Threads)
             out.put(j, 0u, 0xffffffffu);
     }
+    if constexpr (W == 1) { // at DCP > 1 it would take the kernel past 32 registers: one CTA an SM, not two
+        if (p.discard_keys) {
+            __syncthreads(); // every thread's emit has read its keys
+            discard_lines<Threads>(keys, 0, n);
+        }
+    }
 }
 
 // B.3 over several CTAs of a row (grid T x splits, launched cooperatively: the CTAs of a row meet
@@ -325,13 +331,13 @@ template <class C> __device__ __forceinline__ void index_topk_split(const dsa_in
     if constexpr (W == 1) {
         int32_t *out = p.topk + (int64_t)t * p.topk_stride;
         select_topk_split<Threads, RB, SplitKeys, Cands, C::idx_topk_split_max, K>(
-            keys, n, p.bit_keys, [&](int j, int64_t i) { out[j] = (int32_t)i; }, [&](int j) { out[j] = -1; }, state, hist, red,
-            cand_s);
+            keys, n, p.bit_keys, p.discard_keys != 0, [&](int j, int64_t i) { out[j] = (int32_t)i; }, [&](int j) { out[j] = -1; },
+            state, hist, red, cand_s);
     } else {
         // the sink formed at each store from the parameters (constant memory): its W pointers held
         // through the selection made the kernel spill under its 64 registers
         select_topk_split<Threads, RB, SplitKeys, Cands, C::idx_topk_split_max, K>(
-            keys, n, p.bit_keys,
+            keys, n, p.bit_keys, p.discard_keys != 0,
             [&](int j, int64_t i) {
                 CandidateSink<W, K>(p, t).put(j, keys[i], (uint32_t)global_position<W, I>(i, rank));
             },

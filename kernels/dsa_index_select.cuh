@@ -77,6 +77,19 @@ __device__ __forceinline__ void shared_or(uint32_t a, uint32_t v)
     asm volatile("red.shared.or.b32 [%0], %1;" ::"r"(a), "r"(v) : "memory");
 }
 
+// The L2 lines wholly inside keys[lo .. hi) dropped without being written back (discard.global.L2:
+// a later read may see anything), by the CTA's Threads threads: a row's score keys once the top-k
+// has read them for the last time. The score kernel stores them evict-last so that the top-k reads
+// them from L2; dropped, they neither go back to DRAM nor hold L2 through the rest of the step.
+// Lines shared with a neighbouring chunk stay (another CTA may still read them).
+template <int Threads> __device__ __forceinline__ void discard_lines(const uint32_t *keys, int64_t lo, int64_t hi)
+{
+    const uint64_t a = (reinterpret_cast<uint64_t>(keys + lo) + 127u) & ~(uint64_t)127u;
+    const uint64_t b = reinterpret_cast<uint64_t>(keys + hi) & ~(uint64_t)127u;
+    for (uint64_t p = a + 128u * threadIdx.x; p < b; p += 128u * Threads)
+        asm volatile("discard.global.L2 [%0], 128;" ::"l"(p) : "memory");
+}
+
 // The mask of the lanes below this one (read where it is used, not held in a register)
 __device__ __forceinline__ uint32_t lanes_below()
 {
@@ -515,11 +528,12 @@ __device__ uint32_t find_bin(const uint32_t *g, uint32_t remaining, uint32_t *re
 // than the two reads, for the other cases, and for the one chunk of a row where the cut among the
 // K-th's ties falls inside it). A row of at most SplitKeys keys is CTA 0's alone (select_topk); the
 // other CTAs return at once and the state is not touched.
+// discard: each CTA drops its chunk's lines from L2 at the end (discard_lines; the keys are dead).
 // state: St::bytes(MaxSplits) bytes, 8-byte aligned; hist: 1 << RB words; red: 3 + 2 * Threads / 32
 // words; cand_s: Cands + Cands / 32 words of shared memory, 16-byte aligned.
 template <int Threads, int RB, int SplitKeys, int Cands, int MaxSplits, int K, class Emit, class Pad>
-__device__ void select_topk_split(const uint32_t *keys, int64_t n, int64_t bit_keys, Emit emit, Pad pad, uint32_t *state,
-                                  uint32_t *hist, uint32_t *red, uint32_t *cand_s)
+__device__ void select_topk_split(const uint32_t *keys, int64_t n, int64_t bit_keys, bool discard, Emit emit, Pad pad,
+                                  uint32_t *state, uint32_t *hist, uint32_t *red, uint32_t *cand_s)
 {
     using St = SplitState<RB, Cands, K>;
     constexpr int BINS = St::BINS, PASSES = St::PASSES;
@@ -539,6 +553,10 @@ __device__ void select_topk_split(const uint32_t *keys, int64_t n, int64_t bit_k
         const int written = select_topk<Threads, 1>(keys, n, K, emit, hist, red);
         for (int j = written + threadIdx.x; j < K; j += Threads)
             pad(j);
+        if (discard) {
+            __syncthreads(); // every thread's emit has read its keys
+            discard_lines<Threads>(keys, 0, n);
+        }
         return;
     }
     int64_t chunk = ((n + S - 1) / S + 3) / 4 * 4;
@@ -773,10 +791,12 @@ __device__ void select_topk_split(const uint32_t *keys, int64_t n, int64_t bit_k
                              // came before its arrival; the barrier below orders the zeroing after it
         last_out = left == S - 1;
     }
-    __syncthreads();
+    __syncthreads(); // also: every thread's emit has read its keys
     if (last_out)
         for (int i = threadIdx.x; i < St::COUNTS; i += Threads)
             state[i] = 0u;
+    if (discard)
+        discard_lines<Threads>(keys, lo, hi);
 }
 
 } // namespace dsa

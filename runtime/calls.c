@@ -530,6 +530,16 @@ dsa_result_t dsa_testing_index_topk_cap(dsa_ctx_t ctx, int cap)
     return DSA_SUCCESS;
 }
 
+dsa_result_t dsa_testing_index_keep_keys(dsa_ctx_t ctx, int on)
+{
+    if (!ctx)
+        return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT, "dsa_testing_index_keep_keys: ctx is NULL");
+    if (on != 0 && on != 1)
+        return dsa_fail(ctx, DSA_ERROR_INVALID_ARGUMENT, "dsa_testing_index_keep_keys: on is %d, must be 0 or 1", on);
+    ctx->keep_index_keys = on;
+    return DSA_SUCCESS;
+}
+
 dsa_result_t dsa_testing_index_topk_bit_keys(dsa_ctx_t ctx, int keys)
 {
     if (!ctx)
@@ -627,6 +637,7 @@ static dsa_result_t index_chunk(dsa_ctx_t ctx, const dsa_index_args_t *a, const 
     tk.num_tokens = (int32_t)n;
     tk.rank = sc.rank;
     tk.bit_keys = ctx->topk_bit_keys ? ctx->topk_bit_keys : (int32_t)cfg->index_topk_bit_keys;
+    tk.discard_keys = !ctx->keep_index_keys;
     /* DCP > 1, fused: the top-k stores each row's candidates into every rank's cand_in, once every
      * rank's merge of the previous chunk (or call) is done reading its own: a barrier first. (No
      * other barrier need come between two index chunks, unlike the query gather and the exchange,

@@ -45,6 +45,7 @@ struct dsa_ctx {
     int force_topk;                 /* 0 automatic, 1 one CTA a row, 2 split from 2 CTAs a row (dsa_testing.h) */
     int topk_cap;                   /* 0, or the most CTAs a row's split top-k gets (dsa_testing.h) */
     int topk_bit_keys;              /* 0 (the plan's), or the split top-k's bit emit threshold (dsa_testing.h) */
+    int keep_index_keys;            /* 1: the top-k leaves the score keys in memory (dsa_testing_index_keep_keys) */
     unsigned attend_smem;           /* dynamic shared memory of attend_fn, exported by its module */
     unsigned attend_threads;        /* threads of attend_fn, exported by its module (by its target) */
     int attend_slots;               /* attend CTAs resident at once on the device: what splits fill */

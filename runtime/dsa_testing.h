@@ -53,8 +53,15 @@ DSA_API dsa_result_t dsa_testing_device_barrier(dsa_ctx_t ctx, int on);
  * of that chunk, the first keys_per_row of this rank's keys of the row, in local order, as the
  * score kernel wrote them (score_key in kernels/dsa_index_select.cuh: a larger score, a larger key;
  * 1 a NaN score; 0 a key without a page), into out [rows][keys_per_row]. For tests that check
- * every score, not only the top-k sets it leads to. */
+ * every score, not only the top-k sets it leads to. The top-k drops the keys from L2 after reading
+ * them unless dsa_testing_index_keep_keys(ctx, 1) came before the call. */
 DSA_API dsa_result_t dsa_testing_index_keys(dsa_ctx_t ctx, int64_t rows, int64_t keys_per_row, uint32_t *out);
+
+/* Whether later dsa_index calls of ctx leave the score keys readable after the call (on = 1), for
+ * dsa_testing_index_keys; by default (0) the top-k drops each row's keys from L2 after its last read
+ * of them, without writing them back (they are dead then), so what dsa_testing_index_keys reads is
+ * undefined. */
+DSA_API dsa_result_t dsa_testing_index_keep_keys(dsa_ctx_t ctx, int on);
 
 /* Whether later calls of ctx launch their kernels as programmatic dependent launches (1, the
  * default: each kernel's launch overlaps the end of the one before it) or plainly (0), so a benchmark

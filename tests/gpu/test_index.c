@@ -491,7 +491,8 @@ static int score_keys(const char *config, const iworld_t *w, int kernel, int64_t
     upload(w, w->W, &d);
     dsa_index_args_t a = args_of(w, &d);
     const int ok = dsa_testing_force_index_score(ctx, kernel) == DSA_SUCCESS &&
-                   dsa_index(ctx, &a, NULL) == DSA_SUCCESS && dsa_testing_index_keys(ctx, w->T, most, out) == DSA_SUCCESS;
+                   dsa_testing_index_keep_keys(ctx, 1) == DSA_SUCCESS && dsa_index(ctx, &a, NULL) == DSA_SUCCESS &&
+                   dsa_testing_index_keys(ctx, w->T, most, out) == DSA_SUCCESS;
     if (!ok)
         printf("FAIL %s: %s\n", config, dsa_last_error(ctx));
     release(&d);

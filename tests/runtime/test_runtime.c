@@ -686,6 +686,12 @@ static void test_index_checks(void)
     WANT_ERROR(dsa_testing_index_topk_bit_keys(ctx, -1), ctx,
                "dsa_testing_index_topk_bit_keys: keys is -1, must be 0 (the plan's) or at least 1");
     WANT_ERROR(dsa_testing_index_topk_bit_keys(NULL, 1), NULL, "dsa_testing_index_topk_bit_keys: ctx is NULL");
+    /* the score keys kept readable after a call: 0 (dropped, the default) or 1 */
+    CHECK(ctx->keep_index_keys == 0);
+    CHECK(dsa_testing_index_keep_keys(ctx, 1) == DSA_SUCCESS && ctx->keep_index_keys == 1);
+    CHECK(dsa_testing_index_keep_keys(ctx, 0) == DSA_SUCCESS && ctx->keep_index_keys == 0);
+    WANT_ERROR(dsa_testing_index_keep_keys(ctx, 2), ctx, "dsa_testing_index_keep_keys: on is 2, must be 0 or 1");
+    WANT_ERROR(dsa_testing_index_keep_keys(NULL, 1), NULL, "dsa_testing_index_keep_keys: ctx is NULL");
     free(ctx);
 }
 

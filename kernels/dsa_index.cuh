@@ -51,23 +51,29 @@ template <class C> __device__ __forceinline__ void index_query(const dsa_index_q
     const int t = blockIdx.x, h = blockIdx.y * 8 + threadIdx.x / 32, lane = threadIdx.x % 32;
     if (h >= H)
         return;
+    // the position, the query's values and the head's weight in one round of loads: none of their
+    // addresses depends on another's value (a load under the position's test, or after the e4m3
+    // stores, which may alias it, waited for a round trip of its own)
     const int64_t pos = p.positions[t];
-    const bool pos_ok = pos >= 0 && pos < C::max_positions;
-    float x[V];
     const uint16_t *q = p.q + t * p.q_stride + h * D + lane * V;
+    uint16_t raw[V];
 #pragma unroll
     for (int j = 0; j < V; j++)
-        x[j] = pos_ok ? bf16_to_float(q[j]) : 0.0f; // a position outside the rope table: every score 0
+        raw[j] = q[j];
+    const float w = p.weights[t * p.w_stride + h];
+    const bool pos_ok = pos >= 0 && pos < C::max_positions;
+    float x[V];
+#pragma unroll
+    for (int j = 0; j < V; j++)
+        x[j] = pos_ok ? bf16_to_float(raw[j]) : 0.0f; // a position outside the rope table: every score 0
     const int64_t row = pos_ok ? pos : 0;
     indexer_rope_hadamard<D, R, C::idx_rope_first, C::idx_rope_interleaved, C::idx_hadamard>(
         x, lane, p.rope_cos + row * (R / 2), p.rope_sin + row * (R / 2));
     const float scale = indexer_scale<D>(x);
     indexer_store_e4m3<D>(x, scale, p.q8 + ((int64_t)t * H + h) * D, lane);
-    if (lane == 0) {
-        const float w = p.weights[t * p.w_stride + h];
+    if (lane == 0)
         p.wq[(int64_t)t * H + h] = __fmul_rn(__fmul_rn(__fmul_rn(w, scale), 1.0f / sqrtf((float)D)),
                                              1.0f / sqrtf((float)H));
-    }
 }
 
 // B.2 on mma.sync (targets without wgmma): each warp scores 8 keys at a time on fp8 tensor cores

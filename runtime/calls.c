@@ -423,13 +423,22 @@ static int64_t topk_splits(dsa_ctx_t ctx, int64_t n, int64_t max_keys)
     return s >= (ctx->force_topk == 2 ? 2 : (int64_t)cfg->index_topk_split_min) ? s : 1;
 }
 
-/* A testing hook that turns a path of ctx off (on = 0) or back on (1, where ctx has it: `has`). */
-static dsa_result_t path_switch(dsa_ctx_t ctx, const char *fn, int on, int has, const char *path, int *off)
+/* A testing hook's ctx and on/off argument checked (fn, for messages). */
+static dsa_result_t check_switch(dsa_ctx_t ctx, const char *fn, int on)
 {
     if (!ctx)
         return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT, "%s: ctx is NULL", fn);
     if (on != 0 && on != 1)
         return dsa_fail(ctx, DSA_ERROR_INVALID_ARGUMENT, "%s: on is %d, must be 0 or 1", fn, on);
+    return DSA_SUCCESS;
+}
+
+/* A testing hook that turns a path of ctx off (on = 0) or back on (1, where ctx has it: `has`). */
+static dsa_result_t path_switch(dsa_ctx_t ctx, const char *fn, int on, int has, const char *path, int *off)
+{
+    const dsa_result_t rc = check_switch(ctx, fn, on);
+    if (rc != DSA_SUCCESS)
+        return rc;
     if (on && !has)
         return dsa_fail(ctx, DSA_ERROR_UNSUPPORTED, "%s: %s has no %s (the context's log says why)", fn,
                         ctx->cfg->info.name, path);
@@ -479,12 +488,10 @@ fail:
 
 dsa_result_t dsa_testing_programmatic_launch(dsa_ctx_t ctx, int on)
 {
-    if (!ctx)
-        return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT, "dsa_testing_programmatic_launch: ctx is NULL");
-    if (on != 0 && on != 1)
-        return dsa_fail(ctx, DSA_ERROR_INVALID_ARGUMENT, "dsa_testing_programmatic_launch: on is %d, must be 0 or 1", on);
-    ctx->no_pdl = !on;
-    return DSA_SUCCESS;
+    const dsa_result_t rc = check_switch(ctx, "dsa_testing_programmatic_launch", on);
+    if (rc == DSA_SUCCESS)
+        ctx->no_pdl = !on;
+    return rc;
 }
 
 /* A stage B kernel choice forced by a test (fn, for messages): which is 0 (automatic), 1 (one1), 2
@@ -532,12 +539,10 @@ dsa_result_t dsa_testing_index_topk_cap(dsa_ctx_t ctx, int cap)
 
 dsa_result_t dsa_testing_index_keep_keys(dsa_ctx_t ctx, int on)
 {
-    if (!ctx)
-        return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT, "dsa_testing_index_keep_keys: ctx is NULL");
-    if (on != 0 && on != 1)
-        return dsa_fail(ctx, DSA_ERROR_INVALID_ARGUMENT, "dsa_testing_index_keep_keys: on is %d, must be 0 or 1", on);
-    ctx->keep_index_keys = on;
-    return DSA_SUCCESS;
+    const dsa_result_t rc = check_switch(ctx, "dsa_testing_index_keep_keys", on);
+    if (rc == DSA_SUCCESS)
+        ctx->keep_index_keys = on;
+    return rc;
 }
 
 dsa_result_t dsa_testing_index_topk_bit_keys(dsa_ctx_t ctx, int keys)

@@ -310,10 +310,8 @@ template <class C> __device__ __forceinline__ void index_topk(const dsa_index_to
             out.put(j, 0u, 0xffffffffu);
     }
     if constexpr (W == 1) { // at DCP > 1 it would take the kernel past 32 registers: one CTA an SM, not two
-        if (p.discard_keys) {
-            __syncthreads(); // every thread's emit has read its keys
-            discard_lines<Threads>(keys, 0, n);
-        }
+        if (p.discard_keys)
+            discard_row<Threads>(keys, n);
     }
 }
 

@@ -90,6 +90,14 @@ template <int Threads> __device__ __forceinline__ void discard_lines(const uint3
         asm volatile("discard.global.L2 [%0], 128;" ::"l"(p) : "memory");
 }
 
+// A row's keys[0 .. n) dropped (discard_lines) by the one CTA that selected from them, once all of
+// its threads are past their last read (the emit's)
+template <int Threads> __device__ __forceinline__ void discard_row(const uint32_t *keys, int64_t n)
+{
+    __syncthreads();
+    discard_lines<Threads>(keys, 0, n);
+}
+
 // The mask of the lanes below this one (read where it is used, not held in a register)
 __device__ __forceinline__ uint32_t lanes_below()
 {
@@ -553,10 +561,8 @@ __device__ void select_topk_split(const uint32_t *keys, int64_t n, int64_t bit_k
         const int written = select_topk<Threads, 1>(keys, n, K, emit, hist, red);
         for (int j = written + threadIdx.x; j < K; j += Threads)
             pad(j);
-        if (discard) {
-            __syncthreads(); // every thread's emit has read its keys
-            discard_lines<Threads>(keys, 0, n);
-        }
+        if (discard)
+            discard_row<Threads>(keys, n);
         return;
     }
     int64_t chunk = ((n + S - 1) / S + 3) / 4 * 4;

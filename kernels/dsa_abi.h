@@ -15,7 +15,7 @@ typedef unsigned long long uint64_t;
 #endif
 
 /* Bumped whenever a parameter block changes; generated glue and the runtime check it. */
-#define DSA_ABI_VERSION 12
+#define DSA_ABI_VERSION 13
 
 /* The most DCP ranks whose exchange buffers the attend kernels store into directly (the fused
  * exchange); larger groups exchange through the transport's all-to-all. */
@@ -74,7 +74,10 @@ typedef struct dsa_index_score_params {
     const int32_t *block_table;   /* [num_requests, max_blocks] this rank's blocks */
     const uint8_t *idx_cache;     /* this rank's indexer pages */
     uint32_t *keys;               /* [T, key_stride]: by local index */
-    int64_t num_slots, max_blocks, num_requests, key_stride;
+    uint32_t *topk_hist;          /* or NULL: the split top-k's row state [T, hist_stride] words, whose first
+                                     radix pass's histogram the score kernel counts (on sm_90a, rows of more
+                                     than idx_topk_split_keys keys; a CTA's count of a bin below 65536) */
+    int64_t num_slots, max_blocks, num_requests, key_stride, hist_stride;
     int32_t num_tokens, rank;
 } dsa_index_score_params;
 
@@ -98,6 +101,10 @@ typedef struct dsa_index_topk_params {
     int32_t num_tokens, rank, cfused;
     int32_t bit_keys;             /* B.3 split: a CTA whose chunk has at least this many keys emits it from a
                                      bit a key (the plan's index_topk_bit_keys; a testing hook sets others) */
+    int32_t hist_given;           /* B.3 split: 1 where the score kernel was given split_state (topk_hist): a
+                                     row whose first pass counts nothing there counts itself; 2: the same, and
+                                     each chunk stores its candidates by reading its keys twice (a test of the
+                                     path of a chunk whose candidates overflow shared memory) */
     int32_t discard_keys;         /* B.3: 1: each row's keys dropped from L2 after their last read, without a
                                      write-back (dead then; the score kernel stores them evict-last); 0 where a
                                      test reads them after the call (dsa_testing_index_keep_keys) */

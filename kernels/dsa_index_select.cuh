@@ -366,8 +366,9 @@ __device__ int select_topk(const uint32_t *keys, int64_t n, int K, Emit emit, ui
 // A row's state in global memory, shared by its CTAs and all zero between calls up to word COUNTS
 // (the last CTA to leave zeroes it): words 0 .. PASSES - 1 count the CTAs arrived at each radix
 // pass's barrier, word LAST those arrived at the barrier before the emit, LEFT those that left,
-// STORED the candidates stored so far, ABOVE the keys above the first pass's bin stored so far;
-// from word HIST the row-wide histogram of each radix pass (BINS counts each), then from word
+// STORED the candidates stored so far, ABOVE the keys above the first pass's bin stored so far,
+// GIVEN not 0 where the score kernel counted the first pass's histogram (select_topk_split); from
+// word HIST the row-wide histogram of each radix pass (BINS counts each), then from word
 // COUNTS each CTA's counts of its chunk's keys above the K-th and equal to it (2 words a CTA), then
 // from word cands(max_splits) the row's candidates, Cands (key, position) pairs, then from word
 // above(max_splits) the positions of the row's keys above the first pass's bin that chunks of at
@@ -376,10 +377,11 @@ __device__ int select_topk(const uint32_t *keys, int64_t n, int K, Emit emit, ui
 template <int RB, int Cands, int K> struct SplitState {
     static constexpr int BINS = 1 << RB, PASSES = (32 + RB - 1) / RB, HIST = 8, COUNTS = HIST + PASSES * BINS;
     static constexpr int LAST = PASSES, LEFT = PASSES + 1, STORED = PASSES + 2, ABOVE = PASSES + 3;
+    static constexpr int GIVEN = PASSES + 4; // not 0: the score kernel counted the first pass (HIST)
     // radix pass `pass` reads the key's digits [shift, shift + RB) (the last pass may read fewer)
     static __device__ __forceinline__ int shift(int pass) { return 32 - RB * (pass + 1) > 0 ? 32 - RB * (pass + 1) : 0; }
     static __device__ __forceinline__ uint32_t digits(int pass) { return (1u << (32 - RB * pass - shift(pass))) - 1u; }
-    static_assert(ABOVE < HIST, "the counters fit before the histograms");
+    static_assert(GIVEN < HIST, "the counters fit before the histograms");
     __host__ __device__ static constexpr long long cands(int max_splits) { return COUNTS + 2ll * max_splits; }
     __host__ __device__ static constexpr long long above(int max_splits) { return cands(max_splits) + 2ll * Cands; }
     __host__ __device__ static constexpr long long bytes(int max_splits) { return 4ll * (above(max_splits) + K); }
@@ -536,12 +538,20 @@ __device__ uint32_t find_bin(const uint32_t *g, uint32_t remaining, uint32_t *re
 // than the two reads, for the other cases, and for the one chunk of a row where the cut among the
 // K-th's ties falls inside it). A row of at most SplitKeys keys is CTA 0's alone (select_topk); the
 // other CTAs return at once and the state is not touched.
+// hist_given (1 or 2): the score kernel may have counted the first pass row-wide into the state
+// (index_score's count_bins), marked at word GIVEN: where it did, no CTA counts that pass nor meets
+// at its barrier; a CTA counts its own chunk only where the rest wants its counts (every key in; more
+// candidates than Cands), and in the gathered case the read that stores the candidates counts them
+// (and the keys above the bin), staged in shared memory until one atomic places them (2: a test,
+// no staging: every chunk reads its keys again to store them, the path of a chunk with more than
+// shared memory holds). Where it did not (the mma.sync kernel; a CTA that could overflow its 16-bit
+// counts) the CTAs count.
 // discard: each CTA drops its chunk's lines from L2 at the end (discard_lines; the keys are dead).
 // state: St::bytes(MaxSplits) bytes, 8-byte aligned; hist: 1 << RB words; red: 3 + 2 * Threads / 32
 // words; cand_s: Cands + Cands / 32 words of shared memory, 16-byte aligned.
 template <int Threads, int RB, int SplitKeys, int Cands, int MaxSplits, int K, class Emit, class Pad>
-__device__ void select_topk_split(const uint32_t *keys, int64_t n, int64_t bit_keys, bool discard, Emit emit, Pad pad,
-                                  uint32_t *state, uint32_t *hist, uint32_t *red, uint32_t *cand_s)
+__device__ void select_topk_split(const uint32_t *keys, int64_t n, int64_t bit_keys, int hist_given, bool discard,
+                                  Emit emit, Pad pad, uint32_t *state, uint32_t *hist, uint32_t *red, uint32_t *cand_s)
 {
     using St = SplitState<RB, Cands, K>;
     constexpr int BINS = St::BINS, PASSES = St::PASSES;
@@ -573,21 +583,38 @@ __device__ void select_topk_split(const uint32_t *keys, int64_t n, int64_t bit_k
     uint32_t in_bin = 0u;
     bool all = false;      // at most K keys > 0: every one is in
     bool gathered = false; // the first pass's bin holds at most Cands keys: the rest in shared memory
+    bool given = false;    // the score kernel counted the first pass row-wide (hist_given, and a count there)
     for (int pass = 0; pass < PASSES; pass++) {
         const int shift = St::shift(pass);
         const uint32_t digits = St::digits(pass);
-        count_pass<Threads, BINS, 1>(keys, lo, hi, prefix, mask, shift, digits, hist);
         uint32_t *g = state + St::HIST + pass * BINS;
-        for (int i = threadIdx.x; i < BINS; i += Threads)
-            if (hist[i])
-                atomicAdd(g + i, hist[i]);
-        group_sync(state + pass, S);
-        uint32_t bin, before;
-        const uint32_t counted = find_bin<Threads, BINS, true>(g, remaining, red, &bin, &before, &in_bin);
+        uint32_t bin, before, counted = 0u;
+        if (pass == 0 && hist_given != 0) {
+            // the mark and the counts read together; without the mark the counts mean nothing (the
+            // other CTAs may be adding theirs) and are read again after the barrier. The same in
+            // every CTA: the score kernel wrote them, and the mark stays until every CTA has left.
+            const uint32_t mark = __ldcg(state + St::GIVEN);
+            counted = find_bin<Threads, BINS, true>(g, remaining, red, &bin, &before, &in_bin);
+            given = mark != 0u;
+        }
+        // the chunk's own counts of the pass in hist: added row-wide, a barrier, the row's bin, unless
+        // given (the first pass); then only where the chunk's counts are wanted
+        const bool from_score = pass == 0 && given;
+        const auto count = [&] { count_pass<Threads, BINS, 1>(keys, lo, hi, prefix, mask, shift, digits, hist); };
+        if (!from_score) {
+            count();
+            for (int i = threadIdx.x; i < BINS; i += Threads)
+                if (hist[i])
+                    atomicAdd(g + i, hist[i]);
+            group_sync(state + pass, S);
+            counted = find_bin<Threads, BINS, true>(g, remaining, red, &bin, &before, &in_bin);
+        }
         uint32_t s = 0u;
         if (pass == 0) {
             total = counted;
             if (total <= (uint32_t)K) { // the same in every CTA: they read the same counts
+                if (from_score)
+                    count();
                 for (int i = threadIdx.x; i < BINS; i += Threads)
                     s += hist[i];
                 mine_above = block_sum<Threads>(s, red);
@@ -595,16 +622,22 @@ __device__ void select_topk_split(const uint32_t *keys, int64_t n, int64_t bit_k
                 break;
             }
         }
-        for (int i = threadIdx.x; i < BINS; i += Threads)
-            s += (uint32_t)i > bin ? hist[i] : 0u;
-        mine_above += block_sum<Threads>(s, red);
+        // the same in every CTA, as above; given, the gather below counts the chunk's keys above the bin
+        const bool gather = pass == 0 && in_bin <= (uint32_t)Cands;
+        if (from_score && !gather)
+            count();
+        if (!(from_score && gather)) {
+            for (int i = threadIdx.x; i < BINS; i += Threads)
+                s += (uint32_t)i > bin ? hist[i] : 0u;
+            mine_above += block_sum<Threads>(s, red);
+        }
         if (pass == PASSES - 1)
             mine_tie = hist[bin];
         remaining -= before;
         larger += before;
         prefix |= bin << shift;
         mask |= digits << shift;
-        if (pass == 0 && in_bin <= (uint32_t)Cands) { // the same in every CTA, as above
+        if (gather) {
             gathered = true;
             break;
         }
@@ -620,11 +653,13 @@ __device__ void select_topk_split(const uint32_t *keys, int64_t n, int64_t bit_k
         uint32_t *const up = state + St::above(MaxSplits);
         const bool long_chunk = hi - lo >= bit_keys; // the chunk's emit may take its bits (below)
         if (threadIdx.x == 0) {
-            mine_at = atomicAdd(state + St::STORED, hist[prefix >> (32 - RB)]);
-            // mine_above: the chunk's keys above the bin, which only a long chunk stores (below)
-            up_at = long_chunk ? atomicAdd(state + St::ABOVE, mine_above) : 0u;
+            if (!given) {
+                mine_at = atomicAdd(state + St::STORED, hist[prefix >> (32 - RB)]);
+                // mine_above: the chunk's keys above the bin, which only a long chunk stores (below)
+                up_at = long_chunk ? atomicAdd(state + St::ABOVE, mine_above) : 0u;
+                counts[2 * part] = mine_above;
+            }
             mine_up = 0u;
-            counts[2 * part] = mine_above;
         }
         __syncthreads();
         // the candidates, and for a chunk that takes the bit emit below, the positions of the keys
@@ -633,36 +668,80 @@ __device__ void select_topk_split(const uint32_t *keys, int64_t n, int64_t bit_k
         // above as bits; a lane with any takes its places by one shared atomic and writes them,
         // a candidate's key read again (an L1 hit). (A key's own test and warp-aggregated atomic
         // were ~24 instructions a key: in 256 keys a warp step there is almost always one.)
-        const uint32_t span = ~mask;                                        // a candidate: 0 < key, key - prefix <= span
-        const uint32_t bin_top = long_chunk ? prefix | span : 0xffffffffu; // no key is above all ones
-        steps(lo, hi, (int64_t)Threads * 8, [&](int64_t b, bool checked) {
-            uint32_t u[2][4];
+        // Given the first pass's counts, the chunk's own are not known before this read: its
+        // candidates and keys above wait in shared memory (staged: cand_s and hist, free until the
+        // barrier below) and take their places row-wide after it, by one atomic each; a chunk with
+        // more than those hold (rare: its share of the row's candidates is under the bin's Cands)
+        // reads itself again, storing straight to its places.
+        uint2 *const stage_c = reinterpret_cast<uint2 *>(cand_s); // 16-byte aligned
+        uint32_t *const stage_u = hist;
+        // (hist_given 2: none held, a test of that path)
+        const uint32_t stage_cn = hist_given == 2 ? 0u : (Cands + Cands / 32) / 2, stage_un = hist_given == 2 ? 0u : BINS;
+        const uint32_t span = ~mask; // a candidate: 0 < key, key - prefix <= span
+        // no key is above all ones; given, every chunk counts its keys above (mine_above)
+        const uint32_t bin_top = long_chunk || given ? prefix | span : 0xffffffffu;
+        const auto gather = [&](bool staged) {
+            steps(lo, hi, (int64_t)Threads * 8, [&](int64_t b, bool checked) {
+                uint32_t u[2][4];
 #pragma unroll
-            for (int j = 0; j < 2; j++)
-                keys4_if<1>(checked, keys, b + ((int64_t)j * Threads + threadIdx.x) * 4, hi, u[j]);
-            uint32_t cb = 0u, ub = 0u; // bit 4 j + e: key u[j][e]
+                for (int j = 0; j < 2; j++)
+                    keys4_if<1>(checked, keys, b + ((int64_t)j * Threads + threadIdx.x) * 4, hi, u[j]);
+                uint32_t cb = 0u, ub = 0u; // bit 4 j + e: key u[j][e]
 #pragma unroll
-            for (int j = 0; j < 2; j++)
+                for (int j = 0; j < 2; j++)
 #pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    const uint32_t v = u[j][e];
-                    cb |= (uint32_t)(v != 0u && v - prefix <= span) << (4 * j + e);
-                    ub |= (uint32_t)(v > bin_top) << (4 * j + e);
+                    for (int e = 0; e < 4; e++) {
+                        const uint32_t v = u[j][e];
+                        cb |= (uint32_t)(v != 0u && v - prefix <= span) << (4 * j + e);
+                        ub |= (uint32_t)(v > bin_top) << (4 * j + e);
+                    }
+                if ((cb | ub) == 0u)
+                    return;
+                const uint32_t at = atomicAdd(&mine_up, (uint32_t)__popc(cb) | (uint32_t)__popc(ub) << 16);
+                const auto where = [&](uint32_t bits) { // the position of the lowest bit's key
+                    const int s = __ffs(bits) - 1;
+                    return b + ((int64_t)(s / 4) * Threads + threadIdx.x) * 4 + s % 4;
+                };
+                for (uint32_t c = at & 0xffffu; cb != 0u; cb &= cb - 1u, c++) {
+                    const int64_t i = where(cb);
+                    const uint2 v = make_uint2(keys[i], (uint32_t)i);
+                    if (!staged)
+                        cands[mine_at + c] = v;
+                    else if (c < stage_cn)
+                        stage_c[c] = v;
                 }
-            if ((cb | ub) == 0u)
-                return;
-            const uint32_t at = atomicAdd(&mine_up, (uint32_t)__popc(cb) | (uint32_t)__popc(ub) << 16);
-            const auto where = [&](uint32_t bits) { // the position of the lowest bit's key
-                const int s = __ffs(bits) - 1;
-                return b + ((int64_t)(s / 4) * Threads + threadIdx.x) * 4 + s % 4;
-            };
-            for (uint32_t c = mine_at + (at & 0xffffu); cb != 0u; cb &= cb - 1u, c++) {
-                const int64_t i = where(cb);
-                cands[c] = make_uint2(keys[i], (uint32_t)i);
+                if (long_chunk)
+                    for (uint32_t c = at >> 16; ub != 0u; ub &= ub - 1u, c++) {
+                        const uint32_t i = (uint32_t)where(ub);
+                        if (!staged)
+                            up[up_at + c] = i;
+                        else if (c < stage_un)
+                            stage_u[c] = i;
+                    }
+            });
+        };
+        gather(given);
+        if (given) {
+            __syncthreads();
+            const uint32_t got = mine_up, got_c = got & 0xffffu, got_u = got >> 16;
+            if (threadIdx.x == 0) {
+                mine_at = atomicAdd(state + St::STORED, got_c);
+                up_at = long_chunk ? atomicAdd(state + St::ABOVE, got_u) : 0u;
+                counts[2 * part] = got_u;
             }
-            for (uint32_t c = up_at + (at >> 16); ub != 0u; ub &= ub - 1u, c++)
-                up[c] = (uint32_t)where(ub);
-        });
+            __syncthreads();
+            if (got_c <= stage_cn && (!long_chunk || got_u <= stage_un)) {
+                for (uint32_t c = threadIdx.x; c < got_c; c += Threads)
+                    cands[mine_at + c] = stage_c[c];
+                for (uint32_t c = threadIdx.x; long_chunk && c < got_u; c += Threads)
+                    up[up_at + c] = stage_u[c];
+            } else {
+                if (threadIdx.x == 0)
+                    mine_up = 0u; // every thread read it above, before the barrier
+                __syncthreads();
+                gather(false); // the same keys, so the same counts
+            }
+        }
         group_sync(state + St::LAST, S);
         const uint32_t mine_n = mine_up & 0xffffu, up_n = mine_up >> 16;
         // the counts of the chunks before this one, loaded now so that they arrive with the candidates

@@ -206,6 +206,14 @@ __device__ __forceinline__ void score_sum_rows(const float (&acc)[NA], int j0, c
     }
 }
 
+// The split top-k's first radix pass as index_score counts it (score_rows_wgmma): the row state's
+// layout (St), the bin of a key (key >> shift) and the shared words of the CTA's counts, two bins a
+// word.
+template <class C> struct ScoreBinsOf {
+    using St = SplitState<C::idx_topk_radix_bits, C::idx_topk_split_cands, C::idx_topk>;
+    static constexpr int shift = 32 - C::idx_topk_radix_bits, words = St::BINS / 2;
+};
+
 // B.2 on wgmma, the same scores as the mma.sync kernel up to the order of the fp32 sums, for R rows
 // t0 .. t0 + R - 1 of one request at once (R = 1: row t0 alone, index_score; R > 1: a group,
 // index_score_group), in sm (ScoreWgmmaSmem or ScoreGroupSmem). n[j]: row t0 + j's keys on this
@@ -221,9 +229,11 @@ __device__ __forceinline__ void score_sum_rows(const float (&acc)[NA], int j0, c
 // then the key's scale, and each row's keys below n[j] are written. A score is one
 // wgmma column's k-steps in the same order whatever N, so every key of every tile, CTA, group and
 // DCP rank takes the same steps: grouped or alone, a row's scores are the same bits.
+// bins (R = 1, or null): ScoreBinsOf<C>::words of shared memory where the CTA counts the split top-k's
+// first radix pass over the keys it writes (count_bins below).
 template <class C, int R, class Smem>
 __device__ __forceinline__ void score_rows_wgmma(const dsa_index_score_params &p, Smem &sm, int t0, int rows,
-                                                 const int64_t (&n)[R])
+                                                 const int64_t (&n)[R], uint32_t *bins = nullptr)
 {
     constexpr int H = C::idx_heads, D = C::idx_head_dim, BS = C::block_size, Threads = C::idx_score_threads;
     constexpr bool F16 = kScoreF16;
@@ -269,6 +279,20 @@ __device__ __forceinline__ void score_rows_wgmma(const dsa_index_score_params &p
         after_prior_grid();
         return;
     }
+    // The split top-k's first radix pass over a row it takes (p.topk_hist: the runtime gives its
+    // row states where that kernel follows; a row of more than idx_topk_split_keys keys, as it
+    // tests): each written key > 0 counted by its top RB bits, two 16-bit counts a shared word, and
+    // the CTA's counts added to the row's histogram at the end, so that the top-k starts from the
+    // row-wide counts rather than reading the row once more and meeting at a barrier for them. Where
+    // the CTA with the most tiles (blockIdx.y = 0) could count 65,536 keys in one bin, no CTA of the
+    // row counts (the same test in each), and the top-k, finding no count, counts itself.
+    using Bins = ScoreBinsOf<C>;
+    const bool count_bins = R == 1 && bins != nullptr && p.topk_hist != nullptr && n[0] > C::idx_topk_split_keys &&
+                            ((tiles + RUN - 1) / RUN + step - 1) / step * RUN * TK < 65536;
+    const uint32_t bins_s = smem_addr(bins);
+    if (count_bins)
+        for (int w = threadIdx.x; w < Bins::words; w += Threads)
+            bins[w] = 0u;
     const int32_t req = p.req_of_token[t0];
     const int32_t *blocks = p.block_table + (int64_t)req * p.max_blocks;
     // the page holding local key l, or null: past the longest row, no block, or a block beyond the
@@ -565,28 +589,47 @@ __device__ __forceinline__ void score_rows_wgmma(const dsa_index_score_params &p
             uint32_t *const at = krow + (int64_t)(R == 1 ? 0 : 2 * i) * p.key_stride;
             const int64_t nj = R == 1 ? n[0] : (upper ? n[2 * i + 1] : n[2 * i]);
             if ((R > 1 || tig < 2) && l < nj) {
-                if constexpr (R == 1)
+                if constexpr (R == 1) {
                     store_hint(at, v, keep);
-                else
+                    if (count_bins && v != 0u) // bin v >> shift: half (bin & 1) of word bin / 2
+                        shared_add(bins_s + 4u * (v >> (Bins::shift + 1)), 1u << (16 * ((v >> Bins::shift) & 1u)));
+                } else {
                     *at = v;
+                }
             }
+        }
+    }
+    if (count_bins) {
+        __syncthreads();
+        uint32_t *const state = p.topk_hist + (int64_t)t0 * p.hist_stride, *const g = state + Bins::St::HIST;
+        if (threadIdx.x == 0)
+            state[Bins::St::GIVEN] = 1u; // the mark the top-k reads: this row's first pass is counted
+        for (int w = threadIdx.x; w < Bins::words; w += Threads) {
+            const uint32_t c = bins[w];
+            if (c & 0xffffu)
+                atomicAdd(g + 2 * w, c & 0xffffu);
+            if (c >> 16)
+                atomicAdd(g + 2 * w + 1, c >> 16);
         }
     }
 }
 
-// B.2 on wgmma for row blockIdx.x alone, its n keys on this rank (index_score), in sm
+// B.2 on wgmma for row blockIdx.x alone, its n keys on this rank (index_score), in sm; bins: as
+// score_rows_wgmma's
 template <class C, class Smem>
-__device__ __forceinline__ void index_score_wgmma_in(const dsa_index_score_params &p, int64_t n, Smem &sm)
+__device__ __forceinline__ void index_score_wgmma_in(const dsa_index_score_params &p, int64_t n, Smem &sm,
+                                                     uint32_t *bins = nullptr)
 {
     const int64_t ns[1] = {n};
-    score_rows_wgmma<C, 1>(p, sm, (int)blockIdx.x, 1, ns);
+    score_rows_wgmma<C, 1>(p, sm, (int)blockIdx.x, 1, ns, bins);
 }
 
-// The same in static shared memory (under 48 KiB: no opt-in)
+// The same in static shared memory (under 48 KiB: no opt-in), with the top-k's first pass counted
 template <class C> __device__ __forceinline__ void index_score_wgmma(const dsa_index_score_params &p, int64_t n)
 {
     __shared__ ScoreWgmmaSmem<C::idx_heads, C::idx_head_dim, kScoreF16> sm;
-    index_score_wgmma_in<C>(p, n, sm);
+    __shared__ uint32_t bins[ScoreBinsOf<C>::words];
+    index_score_wgmma_in<C>(p, n, sm, bins);
 }
 
 // The grouped score kernel's configuration (index_score_group, dsa_index.cuh): rows = the plan's
@@ -610,8 +653,8 @@ template <class C> struct ScoreGroupOf {
 // spills. Measured against the loop without that prefetch at 5 CTAs, 1-4% faster at 64 and 128 rows
 // (tests/bench/RESULTS.md). Elsewhere (the mma.sync kernel) the plan's cap, 1 where it gives none.
 template <class C> struct ScoreCtasOf {
-    static constexpr int fit =
-        (int)((228u * 1024u) / (sizeof(ScoreWgmmaSmem<C::idx_heads, C::idx_head_dim, kScoreF16>) + 1024u));
+    static constexpr int fit = (int)((228u * 1024u) / (sizeof(ScoreWgmmaSmem<C::idx_heads, C::idx_head_dim, kScoreF16>) +
+                                                       4u * ScoreBinsOf<C>::words + 1024u));
     static constexpr int ctas = kHasWgmma && C::idx_heads <= 64 ? (fit < 4 ? fit : 4)
                                 : C::idx_score_min_ctas > 0     ? C::idx_score_min_ctas
                                                                 : 1;

@@ -545,6 +545,18 @@ dsa_result_t dsa_testing_index_keep_keys(dsa_ctx_t ctx, int on)
     return rc;
 }
 
+dsa_result_t dsa_testing_index_score_bins(dsa_ctx_t ctx, int mode)
+{
+    if (!ctx)
+        return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT, "dsa_testing_index_score_bins: ctx is NULL");
+    if (mode < 0 || mode > 2)
+        return dsa_fail(ctx, DSA_ERROR_INVALID_ARGUMENT, "dsa_testing_index_score_bins: mode is %d, must be 0, 1 or 2",
+                        mode);
+    ctx->no_score_bins = mode == 0;
+    ctx->no_bins_stage = mode == 2;
+    return DSA_SUCCESS;
+}
+
 dsa_result_t dsa_testing_index_topk_bit_keys(dsa_ctx_t ctx, int keys)
 {
     if (!ctx)
@@ -622,6 +634,17 @@ static dsa_result_t index_chunk(dsa_ctx_t ctx, const dsa_index_args_t *a, const 
     const int64_t most = (cfg->idx_max_local + cfg->index_score_keys_per_cta - 1) / cfg->index_score_keys_per_cta;
     splits = splits < 1 ? 1 : splits > most ? most : splits > 65535 ? 65535 : splits;
     CUfunction fn = score == 1 ? ctx->index_score_few_fn : score == 2 ? ctx->index_score_fn : ctx->index_score_group_fn;
+    /* few rows: each row's top-k over several CTAs, which meet at barriers (a cooperative launch,
+     * so that they are resident at once); many rows: a CTA per row fills the device already */
+    const int64_t tsplits = topk_splits(ctx, n, a->max_blocks * cfg->info.block_size); /* a row's keys at most */
+    /* index_score (on sm_90a) counts the split top-k's first radix pass into the rows' states as it
+     * writes the scores, and the top-k starts from those counts (a row that index_score did not mark
+     * counted it counts itself), in chunks of at most the plan's rows (0: every chunk) */
+    const unsigned bins_rows = cfg->index_score_bins_rows;
+    if (score == 2 && tsplits > 1 && !ctx->no_score_bins && (bins_rows == 0 || n <= (int64_t)bins_rows)) {
+        sc.topk_hist = (uint32_t *)(uintptr_t)ctx->ws_itopk_state;
+        sc.hist_stride = cfg->ws_idx_topk_state / 4;
+    }
     if ((rc = launch(ctx, "dsa_index", fn, (unsigned)n, (unsigned)splits, cfg->index_score_threads,
                      score == 3 ? ctx->score_group_smem : 0, &sc, stream, "index score")) != DSA_SUCCESS)
         return rc;
@@ -643,6 +666,7 @@ static dsa_result_t index_chunk(dsa_ctx_t ctx, const dsa_index_args_t *a, const 
     tk.rank = sc.rank;
     tk.bit_keys = ctx->topk_bit_keys ? ctx->topk_bit_keys : (int32_t)cfg->index_topk_bit_keys;
     tk.discard_keys = !ctx->keep_index_keys;
+    tk.hist_given = sc.topk_hist == NULL ? 0 : ctx->no_bins_stage ? 2 : 1;
     /* DCP > 1, fused: the top-k stores each row's candidates into every rank's cand_in, once every
      * rank's merge of the previous chunk (or call) is done reading its own: a barrier first. (No
      * other barrier need come between two index chunks, unlike the query gather and the exchange,
@@ -655,9 +679,6 @@ static dsa_result_t index_chunk(dsa_ctx_t ctx, const dsa_index_args_t *a, const 
         tk.cdest[r] = (uint32_t *)(uintptr_t)ctx->c_peer[r];
     if (fused && (rc = dcp_barrier(ctx, "dsa_index", stream, "index barrier")) != DSA_SUCCESS)
         return rc;
-    /* few rows: each row's top-k over several CTAs, which meet at barriers (a cooperative launch,
-     * so that they are resident at once); many rows: a CTA per row fills the device already */
-    const int64_t tsplits = topk_splits(ctx, n, a->max_blocks * cfg->info.block_size); /* a row's keys at most */
     rc = tsplits > 1 ? launch_as(ctx, "dsa_index", ctx->index_topk_split_fn, (unsigned)n, (unsigned)tsplits, 1,
                                  cfg->index_topk_split_threads, 0, &tk, stream, "index top-k (split)", 1, 1)
                      : launch(ctx, "dsa_index", ctx->index_topk_fn, (unsigned)n, 1, cfg->index_topk_threads, 0, &tk,

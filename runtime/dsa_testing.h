@@ -63,6 +63,13 @@ DSA_API dsa_result_t dsa_testing_index_keys(dsa_ctx_t ctx, int64_t rows, int64_t
  * undefined. */
 DSA_API dsa_result_t dsa_testing_index_keep_keys(dsa_ctx_t ctx, int on);
 
+/* Whether later dsa_index calls of ctx have index_score count the split top-k's first radix pass as
+ * it writes the scores (mode 1, the default, where index_score runs on warpgroup MMA and the split
+ * top-k follows) or leave that count to the top-k (0); 2: counted, and each chunk of the top-k then
+ * stores its candidates by reading its keys a second time, the path of a chunk with more candidates
+ * than its shared memory holds. So that a test can compare the three: the same rows, bit for bit. */
+DSA_API dsa_result_t dsa_testing_index_score_bins(dsa_ctx_t ctx, int mode);
+
 /* Whether later calls of ctx launch their kernels as programmatic dependent launches (1, the
  * default: each kernel's launch overlaps the end of the one before it) or plainly (0), so a benchmark
  * can measure what the overlap buys on the same context. */

@@ -17,7 +17,9 @@
  *   absent requests: rows bit-identical at every split the chunking gives (index_tokens 1, 3, 64)
  *   and at 2 CTAs a row, with the split's emit from a bit a key where the plan takes it and at
  *   every chunk (dsa_testing_index_topk_bit_keys), at DCP = 1 after each score kernel (one of them
- *   a configuration) and at DCP = 2, 4, 8 through the in-process group after the mma.sync kernel
+ *   a configuration; after index_score with the top-k's first radix pass counted by the scores, by
+ *   the top-k, and by the scores with every chunk reading its keys twice: dsa_testing_index_score_bins)
+ *   and at DCP = 4, 8 through the in-process group after the mma.sync kernel and after index_score
  *   (dsa_testing_force_index_topk picks the kernel).
  * - `test_index scores`: every score of long rows, as each score kernel wrote it, against the
  *   reference's within 2^-16 of its magnitude (the rule the top-k comparisons allow at the k-th);
@@ -107,6 +109,11 @@ static int topk_kernel = 0;
 /* ... at most this many CTAs a row (dsa_testing_index_topk_cap; 0: no cap), and their bit emit from
  * chunks of this many keys (dsa_testing_index_topk_bit_keys; 0: the plan's threshold, 1: every chunk) */
 static int topk_cap = 0, bit_keys = 0;
+/* ... and the split top-k's first pass (dsa_testing_index_score_bins): 1 counted by index_score (the
+ * default), 0 by the top-k, 2 counted and every chunk reading its keys twice to store them */
+static int score_bins = 1;
+static const char *const bins_name[] = {", first pass counted by the top-k", "",
+                                        ", first pass counted by the scores, chunks read twice"};
 static const char *const score_name[] = {"", "score: mma.sync", "score: index_score", "score: index_score_group"};
 
 /* Runs dsa_index of config on GPU `device` (the current context's) over cache s of w twice on one
@@ -126,6 +133,7 @@ static int run_index(const char *config, const iworld_t *w, int s, int32_t *out,
     CHECK(dsa_testing_force_index_topk(ctx, topk_kernel) == DSA_SUCCESS);
     CHECK(dsa_testing_index_topk_cap(ctx, topk_cap) == DSA_SUCCESS);
     CHECK(dsa_testing_index_topk_bit_keys(ctx, bit_keys) == DSA_SUCCESS);
+    CHECK(dsa_testing_index_score_bins(ctx, score_bins) == DSA_SUCCESS);
     dev_world_t d;
     upload(w, s, &d);
     dsa_index_args_t a = args_of(w, &d);
@@ -310,6 +318,7 @@ static void *index_rank(void *arg)
     if (dsa_testing_force_index_score(ctx, score_kernel) != DSA_SUCCESS ||
         dsa_testing_force_index_topk(ctx, topk_kernel) != DSA_SUCCESS ||
         dsa_testing_index_topk_bit_keys(ctx, bit_keys) != DSA_SUCCESS ||
+        dsa_testing_index_score_bins(ctx, score_bins) != DSA_SUCCESS ||
         (!fused_gather && dsa_testing_fused_exchange(ctx, 0) != DSA_SUCCESS))
         io->failed = 1;
     dev_world_t d;
@@ -407,9 +416,13 @@ static void test_paths(const char *config, int key_pool, int nan_keys, int absen
     int32_t *one = malloc(n * 4), *split = malloc(n * 4);
     /* the split top-k after each score kernel, against one CTA a row after the same score kernel
      * (the mma.sync kernel's sums are in another order) */
-    const int chunks[] = {1, 3, 64, 64, 3}, caps[] = {0, 0, 0, 2, 0}, bits[] = {0, 0, 0, 0, 1}, scores[] = {1, 2, 2, 3, 2};
-    for (int i = 0; i < 5; i++) {
+    /* (after index_score, the first radix pass counted by the scores, by the top-k, and counted with
+     * every chunk read twice) */
+    const int chunks[] = {1, 3, 64, 64, 3, 3, 64}, caps[] = {0, 0, 0, 2, 0, 0, 0}, bits[] = {0, 0, 0, 0, 1, 0, 0},
+              scores[] = {1, 2, 2, 3, 2, 2, 2}, bins[] = {1, 1, 1, 1, 1, 0, 2};
+    for (int i = 0; i < 7; i++) {
         score_kernel = scores[i];
+        score_bins = bins[i];
         if (i == 0 || scores[i] != scores[i - 1]) {
             topk_kernel = 1, topk_cap = 0, bit_keys = 0;
             CHECK(run_index(config, &w, w.W, one, 64, 0) == 0);
@@ -435,14 +448,14 @@ static void test_paths(const char *config, int key_pool, int nan_keys, int absen
                            (long long)w.positions[t]);
             }
         CHECK(bad == 0 && splits > 1 && (!caps[i] || splits == caps[i]));
-        printf("%s %s%s%s%s, chunks of %d rows (%lld CTAs a row%s, %s): split top-k against one CTA a row, %d rows, "
+        printf("%s %s%s%s%s, chunks of %d rows (%lld CTAs a row%s, %s%s): split top-k against one CTA a row, %d rows, "
                "%d differ\n",
                bad || splits < 2 || (caps[i] && splits != caps[i]) ? "FAIL" : "ok  ", config,
                key_pool ? ", exact ties" : "", nan_keys ? ", NaN keys" : "", absent ? ", an absent request" : "",
                chunks[i], (long long)splits, bits[i] ? ", every chunk's emit from its bits" : "",
-               score_name[score_kernel], w.T, bad);
+               score_name[score_kernel], bins_name[score_bins], w.T, bad);
     }
-    topk_kernel = 0, topk_cap = 0, bit_keys = 0, score_kernel = 1;
+    topk_kernel = 0, topk_cap = 0, bit_keys = 0, score_kernel = 1, score_bins = 1;
     free(one), free(split);
     iworld_free(&w);
 }
@@ -796,6 +809,11 @@ int main(int argc, char **argv)
         test_dcp_as("glm5.2_tp4_dcp4_i4_fp8_ds_mla", "glm5.2_tp4_dcp1_i1_fp8_ds_mla", 4, 4, 4, 0, 1);
         test_dcp_as("deepseek_v32_tp8_dcp8_i1_fp8_ds_mla", "deepseek_v32_tp8_dcp1_i1_fp8_ds_mla", 8, 1, 0, 1, 1);
         bit_keys = 0;
+        score_kernel = 2; /* the ranks' split top-k starting from index_score's first-pass counts */
+        printf("-- paths, the ranks after index_score\n");
+        test_dcp_as("glm5.2_tp4_dcp4_i4_fp8_ds_mla", "glm5.2_tp4_dcp1_i1_fp8_ds_mla", 4, 4, 4, 0, 1);
+        test_dcp_as("deepseek_v32_tp8_dcp8_i1_fp8_ds_mla", "deepseek_v32_tp8_dcp1_i1_fp8_ds_mla", 8, 1, 0, 1, 1);
+        score_kernel = 1;
         if (!dcp_ran)
             printf("FAIL test_index paths: no configuration starts with '%s'\n", only);
         CHECK(dcp_ran > 0);

@@ -692,6 +692,15 @@ static void test_index_checks(void)
     CHECK(dsa_testing_index_keep_keys(ctx, 0) == DSA_SUCCESS && ctx->keep_index_keys == 0);
     WANT_ERROR(dsa_testing_index_keep_keys(ctx, 2), ctx, "dsa_testing_index_keep_keys: on is 2, must be 0 or 1");
     WANT_ERROR(dsa_testing_index_keep_keys(NULL, 1), NULL, "dsa_testing_index_keep_keys: ctx is NULL");
+    /* the split top-k's first pass: 1 counted by the scores (the default), 0 by the top-k, 2 counted
+     * with the chunks read twice */
+    CHECK(ctx->no_score_bins == 0 && ctx->no_bins_stage == 0);
+    CHECK(dsa_testing_index_score_bins(ctx, 0) == DSA_SUCCESS && ctx->no_score_bins == 1 && ctx->no_bins_stage == 0);
+    CHECK(dsa_testing_index_score_bins(ctx, 2) == DSA_SUCCESS && ctx->no_score_bins == 0 && ctx->no_bins_stage == 1);
+    CHECK(dsa_testing_index_score_bins(ctx, 1) == DSA_SUCCESS && ctx->no_score_bins == 0 && ctx->no_bins_stage == 0);
+    WANT_ERROR(dsa_testing_index_score_bins(ctx, 3), ctx, "dsa_testing_index_score_bins: mode is 3, must be 0, 1 or 2");
+    WANT_ERROR(dsa_testing_index_score_bins(ctx, -1), ctx, "dsa_testing_index_score_bins: mode is -1, must be 0, 1 or 2");
+    WANT_ERROR(dsa_testing_index_score_bins(NULL, 1), NULL, "dsa_testing_index_score_bins: ctx is NULL");
     free(ctx);
 }
 

@@ -279,7 +279,7 @@ static void push_env(lua_State *L, const loaded *l, const dsg_config *c, const c
     set_int(L, "index_topk_split_min", dv.index_topk_split_min);
     set_int(L, "index_topk_split_cands", dv.index_topk_split_cands);
     set_int(L, "index_topk_bit_keys", dv.index_topk_bit_keys);
-    set_int(L, "index_score_bins_rows", dv.index_score_bins_rows);
+    set_int(L, "index_score_bins", dv.index_score_bins);
     set_int(L, "ws_idx_topk_state", dv.ws_idx_topk_state);
     lua_newtable(L);
     for (int i = 0; i < g->qk_rope_dim / 2; i++) {

@@ -95,8 +95,7 @@ typedef struct dsg_derived {
     int index_topk_split_min; /* fewer CTAs a row than this: one CTA a row (measured on an H200) */
     int index_topk_split_cands; /* keys of the first pass's bin the split top-k finishes in shared memory */
     int index_topk_bit_keys;    /* the fewest keys of a split top-k CTA's chunk it emits from a bit a key */
-    int index_score_bins_rows;  /* the most rows of a chunk whose index_score counts the split top-k's
-                                   first pass (0: every chunk) */
+    int index_score_bins;       /* 1: index_score counts the split top-k's first radix pass */
     int ws_idx_topk_state;
     /* rope: per-pair frequencies (theta^(-2i/d), YaRN-corrected) and the cos/sin scale */
     double rope_freq[DSG_MAX_ROPE_PAIRS];

@@ -41,6 +41,7 @@ struct Config {
         idx_topk_split_max = DSA_IDX_TOPK_SPLIT_MAX,
         idx_topk_split_cands = DSA_IDX_TOPK_SPLIT_CANDS,
         idx_topk_state_bytes = DSA_IDX_TOPK_STATE_BYTES,
+        idx_score_bins = DSA_IDX_SCORE_BINS,
         // topology: DCP ranks, their interleave, this rank's heads and the heads it attends for
         dcp = DSA_DCP,
         interleave = DSA_INTERLEAVE,

@@ -334,13 +334,13 @@ template <class C> __device__ __forceinline__ void index_topk_split(const dsa_in
     const int rank = p.rank;
     if constexpr (W == 1) {
         int32_t *out = p.topk + (int64_t)t * p.topk_stride;
-        select_topk_split<Threads, RB, SplitKeys, Cands, C::idx_topk_split_max, K>(
+        select_topk_split<Threads, RB, SplitKeys, Cands, C::idx_topk_split_max, K, C::idx_score_bins != 0>(
             keys, n, p.bit_keys, p.hist_given, p.discard_keys != 0, [&](int j, int64_t i) { out[j] = (int32_t)i; }, [&](int j) { out[j] = -1; },
             state, hist, red, cand_s);
     } else {
         // the sink formed at each store from the parameters (constant memory): its W pointers held
         // through the selection made the kernel spill under its 64 registers
-        select_topk_split<Threads, RB, SplitKeys, Cands, C::idx_topk_split_max, K>(
+        select_topk_split<Threads, RB, SplitKeys, Cands, C::idx_topk_split_max, K, C::idx_score_bins != 0>(
             keys, n, p.bit_keys, p.hist_given, p.discard_keys != 0,
             [&](int j, int64_t i) {
                 CandidateSink<W, K>(p, t).put(j, keys[i], (uint32_t)global_position<W, I>(i, rank));

@@ -538,7 +538,7 @@ __device__ uint32_t find_bin(const uint32_t *g, uint32_t remaining, uint32_t *re
 // than the two reads, for the other cases, and for the one chunk of a row where the cut among the
 // K-th's ties falls inside it). A row of at most SplitKeys keys is CTA 0's alone (select_topk); the
 // other CTAs return at once and the state is not touched.
-// hist_given (1 or 2): the score kernel may have counted the first pass row-wide into the state
+// Bins (the plan's index_score_bins) and hist_given (1 or 2): the score kernel may have counted the first pass row-wide into the state
 // (index_score's count_bins), marked at word GIVEN: where it did, no CTA counts that pass nor meets
 // at its barrier; a CTA counts its own chunk only where the rest wants its counts (every key in; more
 // candidates than Cands), and in the gathered case the read that stores the candidates counts them
@@ -549,7 +549,7 @@ __device__ uint32_t find_bin(const uint32_t *g, uint32_t remaining, uint32_t *re
 // discard: each CTA drops its chunk's lines from L2 at the end (discard_lines; the keys are dead).
 // state: St::bytes(MaxSplits) bytes, 8-byte aligned; hist: 1 << RB words; red: 3 + 2 * Threads / 32
 // words; cand_s: Cands + Cands / 32 words of shared memory, 16-byte aligned.
-template <int Threads, int RB, int SplitKeys, int Cands, int MaxSplits, int K, class Emit, class Pad>
+template <int Threads, int RB, int SplitKeys, int Cands, int MaxSplits, int K, bool Bins, class Emit, class Pad>
 __device__ void select_topk_split(const uint32_t *keys, int64_t n, int64_t bit_keys, int hist_given, bool discard,
                                   Emit emit, Pad pad, uint32_t *state, uint32_t *hist, uint32_t *red, uint32_t *cand_s)
 {
@@ -589,7 +589,7 @@ __device__ void select_topk_split(const uint32_t *keys, int64_t n, int64_t bit_k
         const uint32_t digits = St::digits(pass);
         uint32_t *g = state + St::HIST + pass * BINS;
         uint32_t bin, before, counted = 0u;
-        if (pass == 0 && hist_given != 0) {
+        if (Bins && pass == 0 && hist_given != 0) {
             // the mark and the counts read together; without the mark the counts mean nothing (the
             // other CTAs may be adding theirs) and are read again after the barrier. The same in
             // every CTA: the score kernel wrote them, and the mark stays until every CTA has left.
@@ -657,9 +657,10 @@ __device__ void select_topk_split(const uint32_t *keys, int64_t n, int64_t bit_k
                 mine_at = atomicAdd(state + St::STORED, hist[prefix >> (32 - RB)]);
                 // mine_above: the chunk's keys above the bin, which only a long chunk stores (below)
                 up_at = long_chunk ? atomicAdd(state + St::ABOVE, mine_above) : 0u;
-                counts[2 * part] = mine_above;
             }
             mine_up = 0u;
+            if (!given)
+                counts[2 * part] = mine_above;
         }
         __syncthreads();
         // the candidates, and for a chunk that takes the bit emit below, the positions of the keys
@@ -702,19 +703,21 @@ __device__ void select_topk_split(const uint32_t *keys, int64_t n, int64_t bit_k
                     const int s = __ffs(bits) - 1;
                     return b + ((int64_t)(s / 4) * Threads + threadIdx.x) * 4 + s % 4;
                 };
-                for (uint32_t c = at & 0xffffu; cb != 0u; cb &= cb - 1u, c++) {
+                // (staged: c counts from 0, in the chunk's stage; else from the chunk's places)
+                for (uint32_t c = (staged ? 0u : mine_at) + (at & 0xffffu); cb != 0u; cb &= cb - 1u, c++) {
                     const int64_t i = where(cb);
                     const uint2 v = make_uint2(keys[i], (uint32_t)i);
                     if (!staged)
-                        cands[mine_at + c] = v;
+                        cands[c] = v;
                     else if (c < stage_cn)
                         stage_c[c] = v;
                 }
-                if (long_chunk)
-                    for (uint32_t c = at >> 16; ub != 0u; ub &= ub - 1u, c++) {
+                // (a short chunk's keys above, which only the staged count has, are not stored)
+                if (!staged || long_chunk)
+                    for (uint32_t c = (staged ? 0u : up_at) + (at >> 16); ub != 0u; ub &= ub - 1u, c++) {
                         const uint32_t i = (uint32_t)where(ub);
                         if (!staged)
-                            up[up_at + c] = i;
+                            up[c] = i;
                         else if (c < stage_un)
                             stage_u[c] = i;
                     }

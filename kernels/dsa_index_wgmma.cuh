@@ -206,12 +206,13 @@ __device__ __forceinline__ void score_sum_rows(const float (&acc)[NA], int j0, c
     }
 }
 
-// The split top-k's first radix pass as index_score counts it (score_rows_wgmma): the row state's
-// layout (St), the bin of a key (key >> shift) and the shared words of the CTA's counts, two bins a
-// word.
+// The split top-k's first radix pass as index_score counts it (score_rows_wgmma), where the plan
+// says so (on; elsewhere the kernels are compiled without it): the row state's layout (St), the bin
+// of a key (key >> shift) and the shared words of the CTA's counts, two bins a word (none when off).
 template <class C> struct ScoreBinsOf {
     using St = SplitState<C::idx_topk_radix_bits, C::idx_topk_split_cands, C::idx_topk>;
-    static constexpr int shift = 32 - C::idx_topk_radix_bits, words = St::BINS / 2;
+    static constexpr bool on = C::idx_score_bins != 0;
+    static constexpr int shift = 32 - C::idx_topk_radix_bits, words = on ? St::BINS / 2 : 0;
 };
 
 // B.2 on wgmma, the same scores as the mma.sync kernel up to the order of the fp32 sums, for R rows
@@ -287,8 +288,8 @@ __device__ __forceinline__ void score_rows_wgmma(const dsa_index_score_params &p
     // the CTA with the most tiles (blockIdx.y = 0) could count 65,536 keys in one bin, no CTA of the
     // row counts (the same test in each), and the top-k, finding no count, counts itself.
     using Bins = ScoreBinsOf<C>;
-    const bool count_bins = R == 1 && bins != nullptr && p.topk_hist != nullptr && n[0] > C::idx_topk_split_keys &&
-                            ((tiles + RUN - 1) / RUN + step - 1) / step * RUN * TK < 65536;
+    const bool count_bins = Bins::on && R == 1 && bins != nullptr && p.topk_hist != nullptr &&
+                            n[0] > C::idx_topk_split_keys && ((tiles + RUN - 1) / RUN + step - 1) / step * RUN * TK < 65536;
     const uint32_t bins_s = smem_addr(bins);
     if (count_bins)
         for (int w = threadIdx.x; w < Bins::words; w += Threads)
@@ -625,11 +626,16 @@ __device__ __forceinline__ void index_score_wgmma_in(const dsa_index_score_param
 }
 
 // The same in static shared memory (under 48 KiB: no opt-in), with the top-k's first pass counted
+// where the plan says so
 template <class C> __device__ __forceinline__ void index_score_wgmma(const dsa_index_score_params &p, int64_t n)
 {
     __shared__ ScoreWgmmaSmem<C::idx_heads, C::idx_head_dim, kScoreF16> sm;
-    __shared__ uint32_t bins[ScoreBinsOf<C>::words];
-    index_score_wgmma_in<C>(p, n, sm, bins);
+    if constexpr (ScoreBinsOf<C>::on) {
+        __shared__ uint32_t bins[ScoreBinsOf<C>::words];
+        index_score_wgmma_in<C>(p, n, sm, bins);
+    } else {
+        index_score_wgmma_in<C>(p, n, sm);
+    }
 }
 
 // The grouped score kernel's configuration (index_score_group, dsa_index.cuh): rows = the plan's

@@ -637,11 +637,10 @@ static dsa_result_t index_chunk(dsa_ctx_t ctx, const dsa_index_args_t *a, const 
     /* few rows: each row's top-k over several CTAs, which meet at barriers (a cooperative launch,
      * so that they are resident at once); many rows: a CTA per row fills the device already */
     const int64_t tsplits = topk_splits(ctx, n, a->max_blocks * cfg->info.block_size); /* a row's keys at most */
-    /* index_score (on sm_90a) counts the split top-k's first radix pass into the rows' states as it
-     * writes the scores, and the top-k starts from those counts (a row that index_score did not mark
-     * counted it counts itself), in chunks of at most the plan's rows (0: every chunk) */
-    const unsigned bins_rows = cfg->index_score_bins_rows;
-    if (score == 2 && tsplits > 1 && !ctx->no_score_bins && (bins_rows == 0 || n <= (int64_t)bins_rows)) {
+    /* where the plan says so, index_score (on sm_90a) counts the split top-k's first radix pass into
+     * the rows' states as it writes the scores, and the top-k starts from those counts (a row that
+     * index_score did not mark counted it counts itself) */
+    if (score == 2 && tsplits > 1 && cfg->index_score_bins && !ctx->no_score_bins) {
         sc.topk_hist = (uint32_t *)(uintptr_t)ctx->ws_itopk_state;
         sc.hist_stride = cfg->ws_idx_topk_state / 4;
     }

@@ -106,7 +106,7 @@ static const field_t fields[] = {
     {"index_topk_split_min", F_U32, M(index_topk_split_min), 2, 65535},
     {"index_topk_split_keys", F_U32, M(index_topk_split_keys), 1, 1 << 24},
     {"index_topk_bit_keys", F_U32, M(index_topk_bit_keys), 1, 1 << 30},
-    {"index_score_bins_rows", F_U32, M(index_score_bins_rows), 0, 1 << 30},
+    {"index_score_bins", F_U32, M(index_score_bins), 0, 1},
     {"idx_max_local", F_I64, M(idx_max_local), 1, 1LL << 30},
     {"ws_idx_q8", F_I64, M(ws_idx_q8), 1, 1LL << 31},
     {"ws_idx_wq", F_I64, M(ws_idx_wq), 1, 1LL << 31},

@@ -48,8 +48,7 @@ typedef struct dsa_cfg {
     unsigned index_topk_split_threads, index_topk_split_max; /* the split top-k: CTA size, most CTAs a row */
     unsigned index_topk_split_min, index_topk_split_keys;     /* fewest CTAs a row worth a split; keys a CTA at least */
     unsigned index_topk_bit_keys; /* a split top-k CTA of at least this many keys emits from a bit a key */
-    unsigned index_score_bins_rows; /* chunks of at most this many rows (0: all) have index_score count the
-                                       split top-k's first pass */
+    unsigned index_score_bins; /* 1: index_score counts the split top-k's first pass (DSA_IDX_SCORE_BINS) */
     /* stage B: keys of a row on one rank at most; workspaces per row, bytes */
     int64_t idx_max_local, ws_idx_q8, ws_idx_wq, ws_idx_keys, ws_idx_cand, ws_idx_merged, ws_idx_topk_state;
     /* rope table */

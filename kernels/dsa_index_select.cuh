@@ -583,26 +583,27 @@ __device__ void select_topk_split(const uint32_t *keys, int64_t n, int64_t bit_k
     uint32_t in_bin = 0u;
     bool all = false;      // at most K keys > 0: every one is in
     bool gathered = false; // the first pass's bin holds at most Cands keys: the rest in shared memory
-    bool given = false;    // the score kernel counted the first pass row-wide (hist_given, and a count there)
+    bool given = false;    // the score kernel counted the first pass row-wide (hist_given, and its mark)
     for (int pass = 0; pass < PASSES; pass++) {
         const int shift = St::shift(pass);
         const uint32_t digits = St::digits(pass);
-        uint32_t *g = state + St::HIST + pass * BINS;
-        uint32_t bin, before, counted = 0u;
-        if (Bins && pass == 0 && hist_given != 0) {
-            // the mark and the counts read together; without the mark the counts mean nothing (the
-            // other CTAs may be adding theirs) and are read again after the barrier. The same in
-            // every CTA: the score kernel wrote them, and the mark stays until every CTA has left.
-            const uint32_t mark = __ldcg(state + St::GIVEN);
-            counted = find_bin<Threads, BINS, true>(g, remaining, red, &bin, &before, &in_bin);
-            given = mark != 0u;
+        uint32_t bin, before, counted;
+        bool from_score = false; // this pass's row-wide counts are the score kernel's (the first, given)
+        if constexpr (Bins) {
+            if (pass == 0 && hist_given != 0) {
+                // the mark and the counts read together; without the mark the counts mean nothing (the
+                // other CTAs may be adding theirs) and are read again after the barrier. The same in
+                // every CTA: the score kernel wrote them, and the mark stays until every CTA has left.
+                const uint32_t mark = __ldcg(state + St::GIVEN);
+                counted = find_bin<Threads, BINS, true>(state + St::HIST, remaining, red, &bin, &before, &in_bin);
+                given = from_score = mark != 0u;
+            }
         }
-        // the chunk's own counts of the pass in hist: added row-wide, a barrier, the row's bin, unless
-        // given (the first pass); then only where the chunk's counts are wanted
-        const bool from_score = pass == 0 && given;
-        const auto count = [&] { count_pass<Threads, BINS, 1>(keys, lo, hi, prefix, mask, shift, digits, hist); };
+        // the chunk's own counts of the pass in hist, added row-wide, a barrier, the row's bin; given,
+        // the chunk's counts only where the rest wants them
         if (!from_score) {
-            count();
+            count_pass<Threads, BINS, 1>(keys, lo, hi, prefix, mask, shift, digits, hist);
+            uint32_t *g = state + St::HIST + pass * BINS;
             for (int i = threadIdx.x; i < BINS; i += Threads)
                 if (hist[i])
                     atomicAdd(g + i, hist[i]);
@@ -614,7 +615,7 @@ __device__ void select_topk_split(const uint32_t *keys, int64_t n, int64_t bit_k
             total = counted;
             if (total <= (uint32_t)K) { // the same in every CTA: they read the same counts
                 if (from_score)
-                    count();
+                    count_pass<Threads, BINS, 1>(keys, lo, hi, prefix, mask, shift, digits, hist);
                 for (int i = threadIdx.x; i < BINS; i += Threads)
                     s += hist[i];
                 mine_above = block_sum<Threads>(s, red);
@@ -622,11 +623,10 @@ __device__ void select_topk_split(const uint32_t *keys, int64_t n, int64_t bit_k
                 break;
             }
         }
-        // the same in every CTA, as above; given, the gather below counts the chunk's keys above the bin
-        const bool gather = pass == 0 && in_bin <= (uint32_t)Cands;
-        if (from_score && !gather)
-            count();
-        if (!(from_score && gather)) {
+        // given and gathered (below), the gather counts the chunk's keys above the bin
+        if (from_score && in_bin > (uint32_t)Cands)
+            count_pass<Threads, BINS, 1>(keys, lo, hi, prefix, mask, shift, digits, hist);
+        if (!from_score || in_bin > (uint32_t)Cands) {
             for (int i = threadIdx.x; i < BINS; i += Threads)
                 s += (uint32_t)i > bin ? hist[i] : 0u;
             mine_above += block_sum<Threads>(s, red);
@@ -637,7 +637,7 @@ __device__ void select_topk_split(const uint32_t *keys, int64_t n, int64_t bit_k
         larger += before;
         prefix |= bin << shift;
         mask |= digits << shift;
-        if (gather) {
+        if (pass == 0 && in_bin <= (uint32_t)Cands) { // the same in every CTA, as above
             gathered = true;
             break;
         }

@@ -552,6 +552,11 @@ dsa_result_t dsa_testing_index_score_bins(dsa_ctx_t ctx, int mode)
     if (mode < 0 || mode > 2)
         return dsa_fail(ctx, DSA_ERROR_INVALID_ARGUMENT, "dsa_testing_index_score_bins: mode is %d, must be 0, 1 or 2",
                         mode);
+    if (mode != 0 && !ctx->cfg->index_score_bins)
+        return dsa_fail(ctx, DSA_ERROR_UNSUPPORTED,
+                        "dsa_testing_index_score_bins: mode is %d, but %s's plan has index_score count nothing "
+                        "(index_score_bins 0)",
+                        mode, ctx->cfg->info.name);
     ctx->no_score_bins = mode == 0;
     ctx->no_bins_stage = mode == 2;
     return DSA_SUCCESS;

@@ -67,7 +67,9 @@ DSA_API dsa_result_t dsa_testing_index_keep_keys(dsa_ctx_t ctx, int on);
  * it writes the scores (mode 1, the default, where index_score runs on warpgroup MMA and the split
  * top-k follows) or leave that count to the top-k (0); 2: counted, and each chunk of the top-k then
  * stores its candidates by reading its keys a second time, the path of a chunk with more candidates
- * than its shared memory holds. So that a test can compare the three: the same rows, bit for bit. */
+ * than its shared memory holds. So that a test can compare the three: the same rows, bit for bit.
+ * DSA_ERROR_UNSUPPORTED for 1 and 2 where the plan has index_score count nothing (index_score_bins 0:
+ * its kernels are compiled without the count). */
 DSA_API dsa_result_t dsa_testing_index_score_bins(dsa_ctx_t ctx, int mode);
 
 /* Whether later calls of ctx launch their kernels as programmatic dependent launches (1, the

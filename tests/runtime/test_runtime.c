@@ -702,6 +702,16 @@ static void test_index_checks(void)
     WANT_ERROR(dsa_testing_index_score_bins(ctx, -1), ctx, "dsa_testing_index_score_bins: mode is -1, must be 0, 1 or 2");
     WANT_ERROR(dsa_testing_index_score_bins(NULL, 1), NULL, "dsa_testing_index_score_bins: ctx is NULL");
     free(ctx);
+    /* a plan without the count (64 heads): only 0 */
+    ctx = fake_ctx("deepseek_v32_tp8_dcp1_i1_fp8_ds_mla");
+    if (!ctx)
+        return;
+    CHECK(ctx->cfg->index_score_bins == 0);
+    CHECK(dsa_testing_index_score_bins(ctx, 0) == DSA_SUCCESS && ctx->no_score_bins == 1);
+    CHECK(dsa_testing_index_score_bins(ctx, 2) == DSA_ERROR_UNSUPPORTED &&
+          !strcmp(dsa_last_error(ctx), "dsa_testing_index_score_bins: mode is 2, but deepseek_v32_tp8_dcp1_i1_fp8_ds_mla's "
+                                       "plan has index_score count nothing (index_score_bins 0)"));
+    free(ctx);
 }
 
 /* The JIT's target reaches NVRTC's options and the cache's file names: anything but sm_ and

@@ -713,7 +713,7 @@ __device__ void select_topk_split(const uint32_t *keys, int64_t n, int64_t bit_k
                         stage_c[c] = v;
                 }
                 // (a short chunk's keys above, which only the staged count has, are not stored)
-                if (!staged || long_chunk)
+                if (!given || long_chunk)
                     for (uint32_t c = (staged ? 0u : up_at) + (at >> 16); ub != 0u; ub &= ub - 1u, c++) {
                         const uint32_t i = (uint32_t)where(ub);
                         if (!staged)

@@ -417,10 +417,12 @@ static void test_paths(const char *config, int key_pool, int nan_keys, int absen
     /* the split top-k after each score kernel, against one CTA a row after the same score kernel
      * (the mma.sync kernel's sums are in another order) */
     /* (after index_score, the first radix pass counted by the scores, by the top-k, and counted with
-     * every chunk read twice) */
-    const int chunks[] = {1, 3, 64, 64, 3, 3, 64}, caps[] = {0, 0, 0, 2, 0, 0, 0}, bits[] = {0, 0, 0, 0, 1, 0, 0},
-              scores[] = {1, 2, 2, 3, 2, 2, 2}, bins[] = {1, 1, 1, 1, 1, 0, 2};
-    for (int i = 0; i < 7; i++) {
+     * every chunk read twice: the last with a row's last, shorter chunk below the bit emit's 2048 keys
+     * and the others at or above it, so that a short chunk's second read meets the long chunks' keys
+     * above the bin row-wide) */
+    const int chunks[] = {1, 3, 64, 64, 3, 3, 64, 64}, caps[] = {0, 0, 0, 2, 0, 0, 0, 0},
+              bits[] = {0, 0, 0, 0, 1, 0, 0, 2048}, scores[] = {1, 2, 2, 3, 2, 2, 2, 2}, bins[] = {1, 1, 1, 1, 1, 0, 2, 2};
+    for (int i = 0; i < 8; i++) {
         score_kernel = scores[i];
         score_bins = bins[i];
         if (i == 0 || scores[i] != scores[i - 1]) {
@@ -458,12 +460,16 @@ static void test_paths(const char *config, int key_pool, int nan_keys, int absen
                            (long long)w.positions[t]);
             }
         CHECK(bad == 0 && splits > 1 && (!caps[i] || splits == caps[i]));
+        char emit[64] = "";
+        if (bits[i])
+            snprintf(emit, sizeof emit, bits[i] == 1 ? ", every chunk's emit from its bits"
+                                                     : ", chunks of %d keys or more emitted from their bits",
+                     bits[i]);
         printf("%s %s%s%s%s, chunks of %d rows (%lld CTAs a row%s, %s%s): split top-k against one CTA a row, %d rows, "
                "%d differ\n",
                bad || splits < 2 || (caps[i] && splits != caps[i]) ? "FAIL" : "ok  ", config,
                key_pool ? ", exact ties" : "", nan_keys ? ", NaN keys" : "", absent ? ", an absent request" : "",
-               chunks[i], (long long)splits, bits[i] ? ", every chunk's emit from its bits" : "",
-               score_name[score_kernel], bins_name[score_bins], w.T, bad);
+               chunks[i], (long long)splits, emit, score_name[score_kernel], bins_name[score_bins], w.T, bad);
     }
     topk_kernel = 0, topk_cap = 0, bit_keys = 0, score_kernel = 1, score_bins = 1;
     free(one), free(split);

@@ -712,7 +712,8 @@ __device__ void select_topk_split(const uint32_t *keys, int64_t n, int64_t bit_k
                     else if (c < stage_cn)
                         stage_c[c] = v;
                 }
-                // (a short chunk's keys above, which only the staged count has, are not stored)
+                // (given, a short chunk counts its keys above the bin but has no place for them in up:
+                // not stored, in its second read either)
                 if (!given || long_chunk)
                     for (uint32_t c = (staged ? 0u : up_at) + (at >> 16); ub != 0u; ub &= ub - 1u, c++) {
                         const uint32_t i = (uint32_t)where(ub);

@@ -538,14 +538,14 @@ __device__ uint32_t find_bin(const uint32_t *g, uint32_t remaining, uint32_t *re
 // than the two reads, for the other cases, and for the one chunk of a row where the cut among the
 // K-th's ties falls inside it). A row of at most SplitKeys keys is CTA 0's alone (select_topk); the
 // other CTAs return at once and the state is not touched.
-// Bins (the plan's index_score_bins) and hist_given (1 or 2): the score kernel may have counted the first pass row-wide into the state
-// (index_score's count_bins), marked at word GIVEN: where it did, no CTA counts that pass nor meets
-// at its barrier; a CTA counts its own chunk only where the rest wants its counts (every key in; more
-// candidates than Cands), and in the gathered case the read that stores the candidates counts them
-// (and the keys above the bin), staged in shared memory until one atomic places them (2: a test,
-// no staging: every chunk reads its keys again to store them, the path of a chunk with more than
-// shared memory holds). Where it did not (the mma.sync kernel; a CTA that could overflow its 16-bit
-// counts) the CTAs count.
+// Bins (the plan's index_score_bins) and hist_given (1 or 2): the score kernel may have counted the
+// first pass row-wide into the state (index_score's count_bins), marked at word GIVEN: where it did,
+// no CTA counts that pass nor meets at its barrier; a CTA counts its own chunk only where the rest
+// wants its counts (every key in; more candidates than Cands), and in the gathered case the read that
+// stores the candidates counts them (and the keys above the bin), staged in shared memory until one
+// atomic places them (2: a test, no staging: every chunk reads its keys again to store them, the
+// path of a chunk with more than shared memory holds). Where it did not (the mma.sync kernel; a CTA
+// that could overflow its 16-bit counts) the CTAs count.
 // discard: each CTA drops its chunk's lines from L2 at the end (discard_lines; the keys are dead).
 // state: St::bytes(MaxSplits) bytes, 8-byte aligned; hist: 1 << RB words; red: 3 + 2 * Threads / 32
 // words; cand_s: Cands + Cands / 32 words of shared memory, 16-byte aligned.
@@ -677,7 +677,8 @@ __device__ void select_topk_split(const uint32_t *keys, int64_t n, int64_t bit_k
         uint2 *const stage_c = reinterpret_cast<uint2 *>(cand_s); // 16-byte aligned
         uint32_t *const stage_u = hist;
         // (hist_given 2: none held, a test of that path)
-        const uint32_t stage_cn = hist_given == 2 ? 0u : (Cands + Cands / 32) / 2, stage_un = hist_given == 2 ? 0u : BINS;
+        const uint32_t stage_cn = hist_given == 2 ? 0u : (Cands + Cands / 32) / 2;
+        const uint32_t stage_un = hist_given == 2 ? 0u : BINS;
         const uint32_t span = ~mask; // a candidate: 0 < key, key - prefix <= span
         // no key is above all ones; given, every chunk counts its keys above (mine_above)
         const uint32_t bin_top = long_chunk || given ? prefix | span : 0xffffffffu;

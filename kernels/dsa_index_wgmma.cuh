@@ -659,8 +659,8 @@ template <class C> struct ScoreGroupOf {
 // spills. Measured against the loop without that prefetch at 5 CTAs, 1-4% faster at 64 and 128 rows
 // (tests/bench/RESULTS.md). Elsewhere (the mma.sync kernel) the plan's cap, 1 where it gives none.
 template <class C> struct ScoreCtasOf {
-    static constexpr int fit = (int)((228u * 1024u) / (sizeof(ScoreWgmmaSmem<C::idx_heads, C::idx_head_dim, kScoreF16>) +
-                                                       4u * ScoreBinsOf<C>::words + 1024u));
+    using Smem = ScoreWgmmaSmem<C::idx_heads, C::idx_head_dim, kScoreF16>;
+    static constexpr int fit = (int)((228u * 1024u) / (sizeof(Smem) + 4u * ScoreBinsOf<C>::words + 1024u));
     static constexpr int ctas = kHasWgmma && C::idx_heads <= 64 ? (fit < 4 ? fit : 4)
                                 : C::idx_score_min_ctas > 0     ? C::idx_score_min_ctas
                                                                 : 1;

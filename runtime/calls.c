@@ -580,6 +580,19 @@ int64_t dsa_index_topk_splits(dsa_ctx_t ctx, int64_t rows, int64_t max_blocks)
     return topk_splits(ctx, rows < ctx->idx_tokens ? rows : ctx->idx_tokens, max_blocks * ctx->cfg->info.block_size);
 }
 
+/* A chunk that failed (rc) after its score kernel was launched: where that kernel counted into the
+ * rows' top-k states (sc->topk_hist), which only the top-k clears, the states are zeroed on the
+ * call's stream after it, so that the next call does not start from this one's counts (a failure
+ * of the zeroing too is lost behind rc, which the caller gets). */
+static dsa_result_t index_unwind(dsa_ctx_t ctx, const dsa_index_score_params *sc, int64_t n, CUstream stream,
+                                 dsa_result_t rc)
+{
+    if (sc->topk_hist)
+        (void)dsa_cu.cuMemsetD8Async((CUdeviceptr)(uintptr_t)sc->topk_hist, 0,
+                                     (size_t)n * (size_t)ctx->cfg->ws_idx_topk_state, stream);
+    return rc;
+}
+
 /* One chunk of n rows from t0: query, scores, local top-k, (exchange, merge). */
 static dsa_result_t index_chunk(dsa_ctx_t ctx, const dsa_index_args_t *a, const dsa_index_strides_t *st, int64_t t0,
                                 int64_t n, CUstream stream)
@@ -677,17 +690,19 @@ static dsa_result_t index_chunk(dsa_ctx_t ctx, const dsa_index_args_t *a, const 
      * which the other's barrier separates.) */
     int fused = 0;
     if (dcp && (rc = fused_now(ctx, &fused)) != DSA_SUCCESS)
-        return rc;
+        return index_unwind(ctx, &sc, n, stream, rc);
     tk.cfused = fused;
     for (int r = 0; fused && r < cfg->info.dcp; r++)
         tk.cdest[r] = (uint32_t *)(uintptr_t)ctx->c_peer[r];
     if (fused && (rc = dcp_barrier(ctx, "dsa_index", stream, "index barrier")) != DSA_SUCCESS)
-        return rc;
+        return index_unwind(ctx, &sc, n, stream, rc);
     rc = tsplits > 1 ? launch_as(ctx, "dsa_index", ctx->index_topk_split_fn, (unsigned)n, (unsigned)tsplits, 1,
                                  cfg->index_topk_split_threads, 0, &tk, stream, "index top-k (split)", 1, 1)
                      : launch(ctx, "dsa_index", ctx->index_topk_fn, (unsigned)n, 1, cfg->index_topk_threads, 0, &tk,
                               stream, "index top-k");
-    if (rc != DSA_SUCCESS || !dcp)
+    if (rc != DSA_SUCCESS)
+        return index_unwind(ctx, &sc, n, stream, rc);
+    if (!dcp)
         return rc;
     /* the candidates of every rank to every rank (in place already when fused), then the same merge
      * everywhere */

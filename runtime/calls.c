@@ -562,6 +562,14 @@ dsa_result_t dsa_testing_index_score_bins(dsa_ctx_t ctx, int mode)
     return DSA_SUCCESS;
 }
 
+dsa_result_t dsa_testing_index_fail_topk(dsa_ctx_t ctx, int on)
+{
+    const dsa_result_t rc = check_switch(ctx, "dsa_testing_index_fail_topk", on);
+    if (rc == DSA_SUCCESS)
+        ctx->fail_topk = on;
+    return rc;
+}
+
 dsa_result_t dsa_testing_index_topk_bit_keys(dsa_ctx_t ctx, int keys)
 {
     if (!ctx)
@@ -696,10 +704,13 @@ static dsa_result_t index_chunk(dsa_ctx_t ctx, const dsa_index_args_t *a, const 
         tk.cdest[r] = (uint32_t *)(uintptr_t)ctx->c_peer[r];
     if (fused && (rc = dcp_barrier(ctx, "dsa_index", stream, "index barrier")) != DSA_SUCCESS)
         return index_unwind(ctx, &sc, n, stream, rc);
-    rc = tsplits > 1 ? launch_as(ctx, "dsa_index", ctx->index_topk_split_fn, (unsigned)n, (unsigned)tsplits, 1,
-                                 cfg->index_topk_split_threads, 0, &tk, stream, "index top-k (split)", 1, 1)
-                     : launch(ctx, "dsa_index", ctx->index_topk_fn, (unsigned)n, 1, cfg->index_topk_threads, 0, &tk,
-                              stream, "index top-k");
+    if (ctx->fail_topk)
+        rc = dsa_fail(ctx, DSA_ERROR_INTERNAL, "dsa_index: index top-k not launched (dsa_testing_index_fail_topk)");
+    else
+        rc = tsplits > 1 ? launch_as(ctx, "dsa_index", ctx->index_topk_split_fn, (unsigned)n, (unsigned)tsplits, 1,
+                                     cfg->index_topk_split_threads, 0, &tk, stream, "index top-k (split)", 1, 1)
+                         : launch(ctx, "dsa_index", ctx->index_topk_fn, (unsigned)n, 1, cfg->index_topk_threads, 0,
+                                  &tk, stream, "index top-k");
     if (rc != DSA_SUCCESS)
         return index_unwind(ctx, &sc, n, stream, rc);
     if (!dcp)

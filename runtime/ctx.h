@@ -48,6 +48,7 @@ struct dsa_ctx {
     int keep_index_keys;            /* 1: the top-k leaves the score keys in memory (dsa_testing_index_keep_keys) */
     int no_score_bins;              /* 1: the split top-k counts its first pass itself (dsa_testing_index_score_bins) */
     int no_bins_stage;              /* 1: given those counts, each chunk reads its keys twice (the same hook) */
+    int fail_topk;                  /* 1: each index chunk fails before its top-k (dsa_testing_index_fail_topk) */
     unsigned attend_smem;           /* dynamic shared memory of attend_fn, exported by its module */
     unsigned attend_threads;        /* threads of attend_fn, exported by its module (by its target) */
     int attend_slots;               /* attend CTAs resident at once on the device: what splits fill */

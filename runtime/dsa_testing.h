@@ -72,6 +72,11 @@ DSA_API dsa_result_t dsa_testing_index_keep_keys(dsa_ctx_t ctx, int on);
  * its kernels are compiled without the count). */
 DSA_API dsa_result_t dsa_testing_index_score_bins(dsa_ctx_t ctx, int mode);
 
+/* Whether later dsa_index calls of ctx fail (on = 1: DSA_ERROR_INTERNAL) in their first chunk after
+ * its score kernel, where its top-k would launch: the test that such a call leaves the context as a
+ * call that succeeded does (the scores' counts cleared), so that the next call's rows are right. */
+DSA_API dsa_result_t dsa_testing_index_fail_topk(dsa_ctx_t ctx, int on);
+
 /* Whether later calls of ctx launch their kernels as programmatic dependent launches (1, the
  * default: each kernel's launch overlaps the end of the one before it) or plainly (0), so a benchmark
  * can measure what the overlap buys on the same context. */

@@ -18,7 +18,8 @@
  *   and at 2 CTAs a row, with the split's emit from a bit a key where the plan takes it and at
  *   every chunk (dsa_testing_index_topk_bit_keys), at DCP = 1 after each score kernel (one of them
  *   a configuration; after index_score with the top-k's first radix pass counted by the scores, by
- *   the top-k, and by the scores with every chunk reading its keys twice: dsa_testing_index_score_bins)
+ *   the top-k, and by the scores with every chunk reading its keys twice: dsa_testing_index_score_bins;
+ *   and after a call made to fail before its top-k once its scores counted: dsa_testing_index_fail_topk)
  *   and at DCP = 4, 8 through the in-process group after the mma.sync kernel and after index_score
  *   (dsa_testing_force_index_topk picks the kernel).
  * - `test_index scores`: every score of long rows, as each score kernel wrote it, against the
@@ -112,6 +113,9 @@ static int topk_cap = 0, bit_keys = 0;
 /* ... and the split top-k's first pass (dsa_testing_index_score_bins): 1 counted by index_score (the
  * default), 0 by the top-k, 2 counted and every chunk reading its keys twice to store them */
 static int score_bins = 1;
+/* ... and, 1: run_index first makes a call that fails before its top-k (dsa_testing_index_fail_topk),
+ * after its score kernel counted into the rows' states: the calls after it must not see its counts */
+static int fail_first = 0;
 static const char *const bins_name[] = {", first pass counted by the top-k", "",
                                         ", first pass counted by the scores, chunks read twice"};
 static const char *const score_name[] = {"", "score: mma.sync", "score: index_score", "score: index_score_group"};
@@ -143,6 +147,17 @@ static int run_index(const char *config, const iworld_t *w, int s, int32_t *out,
     const size_t bytes = (size_t)w->T * (size_t)w->cfg.K * 4;
     int32_t *first = malloc(bytes);
     dsa_result_t rc = DSA_SUCCESS;
+    if (fail_first) {
+        CHECK(dsa_testing_index_fail_topk(ctx, 1) == DSA_SUCCESS);
+        const dsa_result_t f = dsa_index(ctx, &a, NULL);
+        CK(cuCtxSynchronize());
+        if (f != DSA_ERROR_INTERNAL || !strstr(dsa_last_error(ctx), "index top-k not launched")) {
+            printf("FAIL %s: the call made to fail before its top-k returned %d (%s)\n", config, (int)f,
+                   dsa_last_error(ctx));
+            rc = DSA_ERROR_INTERNAL;
+        }
+        CHECK(dsa_testing_index_fail_topk(ctx, 0) == DSA_SUCCESS);
+    }
     for (int call = 0; call < 2 && rc == DSA_SUCCESS; call++) {
         CK(cuMemsetD8(d.topk, 0xab, bytes));
         rc = dsa_index(ctx, &a, NULL);
@@ -420,11 +435,14 @@ static void test_paths(const char *config, int key_pool, int nan_keys, int absen
      * every chunk read twice: the last with a row's last, shorter chunk below the bit emit's 2048 keys
      * and the others at or above it, so that a short chunk's second read meets the long chunks' keys
      * above the bin row-wide) */
-    const int chunks[] = {1, 3, 64, 64, 3, 3, 64, 64}, caps[] = {0, 0, 0, 2, 0, 0, 0, 0},
-              bits[] = {0, 0, 0, 0, 1, 0, 0, 2048}, scores[] = {1, 2, 2, 3, 2, 2, 2, 2}, bins[] = {1, 1, 1, 1, 1, 0, 2, 2};
-    for (int i = 0; i < 8; i++) {
+    /* (the last: after a call that failed before its top-k, its scores having counted) */
+    const int chunks[] = {1, 3, 64, 64, 3, 3, 64, 64, 3}, caps[] = {0, 0, 0, 2, 0, 0, 0, 0, 0},
+              bits[] = {0, 0, 0, 0, 1, 0, 0, 2048, 0}, scores[] = {1, 2, 2, 3, 2, 2, 2, 2, 2},
+              bins[] = {1, 1, 1, 1, 1, 0, 2, 2, 1}, fails[] = {0, 0, 0, 0, 0, 0, 0, 0, 1};
+    for (int i = 0; i < 9; i++) {
         score_kernel = scores[i];
         score_bins = bins[i];
+        fail_first = fails[i];
         if (i == 0 || scores[i] != scores[i - 1]) {
             topk_kernel = 1, topk_cap = 0, bit_keys = 0;
             CHECK(run_index(config, &w, w.W, one, 64, 0) == 0);
@@ -465,13 +483,14 @@ static void test_paths(const char *config, int key_pool, int nan_keys, int absen
             snprintf(emit, sizeof emit, bits[i] == 1 ? ", every chunk's emit from its bits"
                                                      : ", chunks of %d keys or more emitted from their bits",
                      bits[i]);
-        printf("%s %s%s%s%s, chunks of %d rows (%lld CTAs a row%s, %s%s): split top-k against one CTA a row, %d rows, "
-               "%d differ\n",
+        printf("%s %s%s%s%s, chunks of %d rows (%lld CTAs a row%s, %s%s%s): split top-k against one CTA a row, %d "
+               "rows, %d differ\n",
                bad || splits < 2 || (caps[i] && splits != caps[i]) ? "FAIL" : "ok  ", config,
                key_pool ? ", exact ties" : "", nan_keys ? ", NaN keys" : "", absent ? ", an absent request" : "",
-               chunks[i], (long long)splits, emit, score_name[score_kernel], bins_name[score_bins], w.T, bad);
+               chunks[i], (long long)splits, emit, score_name[score_kernel], bins_name[score_bins],
+               fail_first ? ", after a call that failed before its top-k" : "", w.T, bad);
     }
-    topk_kernel = 0, topk_cap = 0, bit_keys = 0, score_kernel = 1, score_bins = 1;
+    topk_kernel = 0, topk_cap = 0, bit_keys = 0, score_kernel = 1, score_bins = 1, fail_first = 0;
     free(one), free(split);
     iworld_free(&w);
 }

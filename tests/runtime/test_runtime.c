@@ -701,6 +701,12 @@ static void test_index_checks(void)
     WANT_ERROR(dsa_testing_index_score_bins(ctx, 3), ctx, "dsa_testing_index_score_bins: mode is 3, must be 0, 1 or 2");
     WANT_ERROR(dsa_testing_index_score_bins(ctx, -1), ctx, "dsa_testing_index_score_bins: mode is -1, must be 0, 1 or 2");
     WANT_ERROR(dsa_testing_index_score_bins(NULL, 1), NULL, "dsa_testing_index_score_bins: ctx is NULL");
+    /* a call made to fail before its top-k: 0 (the default) or 1 */
+    CHECK(ctx->fail_topk == 0);
+    CHECK(dsa_testing_index_fail_topk(ctx, 1) == DSA_SUCCESS && ctx->fail_topk == 1);
+    CHECK(dsa_testing_index_fail_topk(ctx, 0) == DSA_SUCCESS && ctx->fail_topk == 0);
+    WANT_ERROR(dsa_testing_index_fail_topk(ctx, 2), ctx, "dsa_testing_index_fail_topk: on is 2, must be 0 or 1");
+    WANT_ERROR(dsa_testing_index_fail_topk(NULL, 1), NULL, "dsa_testing_index_fail_topk: ctx is NULL");
     free(ctx);
     /* a plan without the count (64 heads): only 0 */
     ctx = fake_ctx("deepseek_v32_tp8_dcp1_i1_fp8_ds_mla");

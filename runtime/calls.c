@@ -537,12 +537,19 @@ dsa_result_t dsa_testing_index_topk_cap(dsa_ctx_t ctx, int cap)
     return DSA_SUCCESS;
 }
 
+/* A testing hook that sets a switch of ctx (*field: in ctx, NULL where ctx is) to on, once
+ * check_switch allows it (fn, for messages). */
+static dsa_result_t set_switch(dsa_ctx_t ctx, const char *fn, int on, int *field)
+{
+    const dsa_result_t rc = check_switch(ctx, fn, on);
+    if (rc == DSA_SUCCESS)
+        *field = on;
+    return rc;
+}
+
 dsa_result_t dsa_testing_index_keep_keys(dsa_ctx_t ctx, int on)
 {
-    const dsa_result_t rc = check_switch(ctx, "dsa_testing_index_keep_keys", on);
-    if (rc == DSA_SUCCESS)
-        ctx->keep_index_keys = on;
-    return rc;
+    return set_switch(ctx, "dsa_testing_index_keep_keys", on, ctx ? &ctx->keep_index_keys : NULL);
 }
 
 dsa_result_t dsa_testing_index_score_bins(dsa_ctx_t ctx, int mode)
@@ -564,10 +571,7 @@ dsa_result_t dsa_testing_index_score_bins(dsa_ctx_t ctx, int mode)
 
 dsa_result_t dsa_testing_index_fail_topk(dsa_ctx_t ctx, int on)
 {
-    const dsa_result_t rc = check_switch(ctx, "dsa_testing_index_fail_topk", on);
-    if (rc == DSA_SUCCESS)
-        ctx->fail_topk = on;
-    return rc;
+    return set_switch(ctx, "dsa_testing_index_fail_topk", on, ctx ? &ctx->fail_topk : NULL);
 }
 
 dsa_result_t dsa_testing_index_topk_bit_keys(dsa_ctx_t ctx, int keys)

@@ -592,6 +592,20 @@ static void test_attend_checks(void)
 
 /* The index call of glm5.2_tp4_dcp4_i1_fp8_ds_mla (32 heads of 128, idx_topk 2048, 8448-byte
  * pages). */
+/* A testing hook that turns a switch of ctx on and off (runtime/calls.c, check_switch): the switch,
+ * *field, 0 by default, set by 1 and cleared by 0; 2 and a NULL ctx refused, each with its message. */
+static void check_on_off(struct dsa_ctx *ctx, dsa_result_t (*hook)(dsa_ctx_t, int), const char *name, const int *field)
+{
+    char want[160];
+    CHECK(*field == 0);
+    CHECK(hook(ctx, 1) == DSA_SUCCESS && *field == 1);
+    CHECK(hook(ctx, 0) == DSA_SUCCESS && *field == 0);
+    snprintf(want, sizeof want, "%s: on is 2, must be 0 or 1", name);
+    WANT_ERROR(hook(ctx, 2), ctx, want);
+    snprintf(want, sizeof want, "%s: ctx is NULL", name);
+    WANT_ERROR(hook(NULL, 1), NULL, want);
+}
+
 static void test_index_checks(void)
 {
     struct dsa_ctx *ctx = fake_ctx("glm5.2_tp4_dcp4_i1_fp8_ds_mla");
@@ -687,11 +701,7 @@ static void test_index_checks(void)
                "dsa_testing_index_topk_bit_keys: keys is -1, must be 0 (the plan's) or at least 1");
     WANT_ERROR(dsa_testing_index_topk_bit_keys(NULL, 1), NULL, "dsa_testing_index_topk_bit_keys: ctx is NULL");
     /* the score keys kept readable after a call: 0 (dropped, the default) or 1 */
-    CHECK(ctx->keep_index_keys == 0);
-    CHECK(dsa_testing_index_keep_keys(ctx, 1) == DSA_SUCCESS && ctx->keep_index_keys == 1);
-    CHECK(dsa_testing_index_keep_keys(ctx, 0) == DSA_SUCCESS && ctx->keep_index_keys == 0);
-    WANT_ERROR(dsa_testing_index_keep_keys(ctx, 2), ctx, "dsa_testing_index_keep_keys: on is 2, must be 0 or 1");
-    WANT_ERROR(dsa_testing_index_keep_keys(NULL, 1), NULL, "dsa_testing_index_keep_keys: ctx is NULL");
+    check_on_off(ctx, dsa_testing_index_keep_keys, "dsa_testing_index_keep_keys", &ctx->keep_index_keys);
     /* the split top-k's first pass: 1 counted by the scores (the default), 0 by the top-k, 2 counted
      * with the chunks read twice */
     CHECK(ctx->no_score_bins == 0 && ctx->no_bins_stage == 0);
@@ -702,11 +712,7 @@ static void test_index_checks(void)
     WANT_ERROR(dsa_testing_index_score_bins(ctx, -1), ctx, "dsa_testing_index_score_bins: mode is -1, must be 0, 1 or 2");
     WANT_ERROR(dsa_testing_index_score_bins(NULL, 1), NULL, "dsa_testing_index_score_bins: ctx is NULL");
     /* a call made to fail before its top-k: 0 (the default) or 1 */
-    CHECK(ctx->fail_topk == 0);
-    CHECK(dsa_testing_index_fail_topk(ctx, 1) == DSA_SUCCESS && ctx->fail_topk == 1);
-    CHECK(dsa_testing_index_fail_topk(ctx, 0) == DSA_SUCCESS && ctx->fail_topk == 0);
-    WANT_ERROR(dsa_testing_index_fail_topk(ctx, 2), ctx, "dsa_testing_index_fail_topk: on is 2, must be 0 or 1");
-    WANT_ERROR(dsa_testing_index_fail_topk(NULL, 1), NULL, "dsa_testing_index_fail_topk: ctx is NULL");
+    check_on_off(ctx, dsa_testing_index_fail_topk, "dsa_testing_index_fail_topk", &ctx->fail_topk);
     free(ctx);
     /* a plan without the count (64 heads): only 0 */
     ctx = fake_ctx("deepseek_v32_tp8_dcp1_i1_fp8_ds_mla");

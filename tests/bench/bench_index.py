@@ -10,9 +10,11 @@ The configuration's shapes come from libdsa (dsa_config_info, through tests/benc
 Each point runs with the top-k kernels (dsa_testing_force_index_topk: `auto`, the runtime's choice,
 which spreads a row over several CTAs when there are few rows; `split`, split from 2 CTAs a row;
 `one`, a CTA per row; `capN`, the runtime's choice with at most N CTAs a row, dsa_testing_index_topk_cap;
-several, comma-separated), says how many CTAs a row got, and checks that they give the same rows.
+`nobins`, the runtime's choice with the split top-k counting its first pass itself rather than
+index_score, dsa_testing_index_score_bins(ctx, 0): the same binary both ways, in one run; several,
+comma-separated), says how many CTAs a row got, and checks that they give the same rows.
 
-Usage: python3 tests/bench/bench_index.py [--quick] [--topk auto|split|one|both|capN,..] [--rows 1,64,128]
+Usage: python3 tests/bench/bench_index.py [--quick] [--topk auto|split|one|both|capN|nobins,..] [--rows 1,64,128]
 [--context 8192,32768,131072] [--no-peer] [--score auto|few|main|group] [--plain]   (from the repository root, after `ninja gpu`; default:
 both top-k kernels, every row count and context, the peer where its scores fit; --plain: kernels
 launched plainly, not as programmatic dependent launches, to measure what those buy)
@@ -85,14 +87,16 @@ def point(name, B, L):
 
 
 def context(name, opts, mode):
-    """A context of the configuration with the top-k path `mode` (auto, one, split, or capN: auto with at
-    most N CTAs a row) and SCORE forced."""
+    """A context of the configuration with the top-k path `mode` (auto, one, split, capN: auto with at
+    most N CTAs a row, or nobins: auto without index_score's first-pass count) and SCORE forced."""
     ctx = ctypes.c_void_p()
     if lib.dsa_ctx_create(name.encode(), ctypes.byref(opts), ctypes.byref(ctx)) != 0:
         sys.exit(f"dsa_ctx_create: {lib.dsa_last_error(None).decode()}")
     lib.dsa_testing_force_index_score(ctx, SCORE)
     cap = int(mode[3:]) if mode.startswith("cap") else 0
-    lib.dsa_testing_force_index_topk(ctx, 0 if cap else {"auto": 0, "one": 1, "split": 2}[mode])
+    lib.dsa_testing_force_index_topk(ctx, 0 if cap else {"auto": 0, "one": 1, "split": 2, "nobins": 0}[mode])
+    if mode == "nobins" and lib.dsa_testing_index_score_bins(ctx, 0) != 0:
+        sys.exit(f"dsa_testing_index_score_bins: {lib.dsa_last_error(ctx).decode()}")
     if lib.dsa_testing_index_topk_cap(ctx, cap) != 0:
         sys.exit(f"dsa_testing_index_topk_cap: {lib.dsa_last_error(ctx).decode()}")
     lib.dsa_testing_programmatic_launch(ctx, 0 if "--plain" in sys.argv else 1)

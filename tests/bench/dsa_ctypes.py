@@ -115,6 +115,7 @@ def load(path=None):
     lib.dsa_testing_force_index_topk.argtypes = [ctypes.c_void_p, ctypes.c_int]
     lib.dsa_testing_index_topk_cap.argtypes = [ctypes.c_void_p, ctypes.c_int]
     lib.dsa_testing_index_topk_bit_keys.argtypes = [ctypes.c_void_p, ctypes.c_int]
+    lib.dsa_testing_index_score_bins.argtypes = [ctypes.c_void_p, ctypes.c_int]
     lib.dsa_testing_programmatic_launch.argtypes = [ctypes.c_void_p, ctypes.c_int]
     lib.dsa_configs.restype = ctypes.POINTER(ctypes.c_char_p)
     return lib

@@ -898,11 +898,11 @@ void dsg_derive(const dsg_geometry *g, const dsg_config *c, dsg_derived *o)
     /* index_score counts the split top-k's first radix pass as it writes the scores (one shared
      * atomic a key, its CTA's counts added to the row's histogram at the end), so that the top-k
      * neither reads the row for it nor meets at its barrier: on an H200 GLM-5.2's (32 heads) call
-     * 1-7 us faster (one row of 128K, 8 x 128K, 64 x 32K, 128 x 128K); DeepSeek-V3.2's (64 heads,
-     * whose score loop is not memory-bound: the atomic lengthens it) 5-11 us slower at 64-128 rows
-     * of 128K counting, and still 5-8 us slower with the code compiled in and not used at those rows,
-     * its gain at 1-8 rows within the noise (tests/bench/RESULTS.md). So up to 32 heads only; the
-     * kernels of the others are compiled without it. */
+     * 1-5 us faster at 8 rows or more (one row within the noise); DeepSeek-V3.2's (64 heads, whose
+     * score loop is not memory-bound, so the atomic lengthens it) 5-11 us slower at 64-128 rows of
+     * 128K counting (part of that run-to-run drift, which reached 7-9 us there with unchanged
+     * machine code), its gain at 1-8 rows within the noise (tests/bench/RESULTS.md). So up to 32
+     * heads only; the kernels of the others are compiled without it. */
     o->index_score_bins = g->idx_heads <= 32;
     {
         const int passes = (32 + o->index_topk_radix_bits - 1) / o->index_topk_radix_bits;

@@ -590,8 +590,6 @@ static void test_attend_checks(void)
     free(ctx);
 }
 
-/* The index call of glm5.2_tp4_dcp4_i1_fp8_ds_mla (32 heads of 128, idx_topk 2048, 8448-byte
- * pages). */
 /* A testing hook that turns a switch of ctx on and off (runtime/calls.c, check_switch): the switch,
  * *field, 0 by default, set by 1 and cleared by 0; 2 and a NULL ctx refused, each with its message. */
 static void check_on_off(struct dsa_ctx *ctx, dsa_result_t (*hook)(dsa_ctx_t, int), const char *name, const int *field)
@@ -606,6 +604,8 @@ static void check_on_off(struct dsa_ctx *ctx, dsa_result_t (*hook)(dsa_ctx_t, in
     WANT_ERROR(hook(NULL, 1), NULL, want);
 }
 
+/* The index call of glm5.2_tp4_dcp4_i1_fp8_ds_mla (32 heads of 128, idx_topk 2048, 8448-byte
+ * pages). */
 static void test_index_checks(void)
 {
     struct dsa_ctx *ctx = fake_ctx("glm5.2_tp4_dcp4_i1_fp8_ds_mla");

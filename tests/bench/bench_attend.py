@@ -24,6 +24,8 @@ as programmatic dependent launches, to measure what those buy)
        python3 tests/bench/bench_attend.py --line TAG [--format F]   one line "TAG: 16h x1: us | ..."
            of the L2-flushed times at every heads x rows point (format F: fp8_ds_mla, the default,
            nvfp4_ds_mla or bf16), for A/B runs of two trees in one device call
+       any mode with --sorted-topk: each row's top-k in ascending position order (the order stage
+           B writes) instead of a random one, to see what the cache's DRAM locality is worth
        python3 tests/bench/bench_attend.py --calls TP ROWS   4 calls of the fp8 TP configuration at
            ROWS rows and nothing else, to run under a profiler (ncu --launch-skip 3 ...)
 """
@@ -42,6 +44,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 GRID = os.path.join(ROOT, ".bench-out")
 SEQ = 16384  # tokens of each request
 BATCHES = (1, 8, 64, 128)
+# --sorted-topk: each row's top-k in ascending position order, as stage B (dsa_index) writes it,
+# instead of a random order; the same keys either way
+SORTED_TOPK = "--sorted-topk" in sys.argv
 FORMATS = {"bf16": dsa_ctypes.CACHE_BF16, "fp8": dsa_ctypes.CACHE_FP8_DS_MLA, "nvfp4": dsa_ctypes.CACHE_NVFP4_DS_MLA}
 
 
@@ -83,6 +88,8 @@ class Point:
         self.q_pe = torch.randn(B, H, R, device="cuda").bfloat16()
         self.pos = torch.full((B,), SEQ - 1, device="cuda", dtype=torch.int64)
         self.topk = torch.stack([torch.randperm(SEQ, device="cuda")[:info.idx_topk] for _ in range(B)]).to(torch.int32)
+        if SORTED_TOPK:  # each row's positions ascending, the order dsa_index writes
+            self.topk = self.topk.sort(dim=1).values
         self.req = torch.arange(B, device="cuda", dtype=torch.int32)
         self.lens = torch.full((B,), SEQ, device="cuda", dtype=torch.int32)
         self.out = torch.empty(B, H, L, device="cuda", dtype=torch.bfloat16)

@@ -8,7 +8,8 @@
 #   python3 tests/bench/bench_attend.py --calls TP ROWS | grep '^TL'
 # Consumer line: tiles, then per tile: wait (full), S (its wgmmas), max (column maxima to barrier
 # 1), soft (softmax, P^T, to barrier 2), pv (the P V wgmmas), and the loop's total from before the
-# first compaction to after the last tile, and the end (merge and stores). Producer line: tiles,
+# first compaction to after the last tile (and to its first tile's arrival), and the end (merge and
+# stores) in four parts. One row (gridDim.x < 6): CTA x 0. Producer line: tiles,
 # per tile: wait (empty), put (convert and store), load (the next tile's issue), arrive; total.
 import sys
 p = 'kernels/dsa_wgmma_t.cuh'
@@ -18,7 +19,7 @@ def rep(s, a, b, cnt=1):
     return s.replace(a, b, cnt)
 s = rep(s, '''    int u = 0;
     for (int seg0 = 0; seg0 < TOPK; seg0 += kAttendSegment) {''', '''    int u = 0;
-    long long xw = 0, xs = 0, xm = 0, xso = 0, xpv = 0, xsm = 0, xfe = 0;
+    long long xw = 0, xs = 0, xm = 0, xso = 0, xpv = 0, xsm = 0, xfe = 0, xw0 = -1;
     const long long x0 = clock64();
     for (int seg0 = 0; seg0 < TOPK; seg0 += kAttendSegment) {''')
 s = rep(s, '''            mbar_wait(full0 + 8 * wg, (u / 2) % 2);''', '''            const long long xa = clock64();
@@ -45,7 +46,18 @@ s = rep(s, '''            fence_proxy_async(); // P^T is read by the tensor core
 ''')
 s = rep(s, '''            mbar_arrive(empty0 + 8 * wg);''', '''            const long long xf = clock64();
             xw += xb - xa, xs += xc - xb, xm += xd - xc, xso += xe - xd, xpv += xf - xe;
+            if (xw0 < 0)
+                xw0 = xb - x0; // from the loop's start (the first compaction included) to its first tile
             mbar_arrive(empty0 + 8 * wg);''')
+s = rep(s, '''    mbar_arrive(done);
+    mbar_wait(done, 0);''', '''    mbar_arrive(done);
+    mbar_wait(done, 0);
+    const long long x2 = clock64();''')
+s = rep(s, '''    mbar_arrive(done);
+    mbar_wait(done, 1);''', '''    const long long x3 = clock64();
+    mbar_arrive(done);
+    mbar_wait(done, 1);
+    const long long x4 = clock64();''')
 s = rep(s, '''    float l[NH];
 #pragma unroll
     for (int h = 0; h < NH; h++) {''', '''    const long long x1 = clock64();
@@ -57,12 +69,13 @@ i = s.rindex('''        store(head, d + 2, o.z, o.w);
 ''') + len('''        store(head, d + 2, o.z, o.w);
     }
 ''')
-s = s[:i] + '''    if (gt == 0 && blockIdx.x % 32 == 5 && blockIdx.y == 0 && blockIdx.x < 128 && blockIdx.z < 2) {
+s = s[:i] + '''    if (gt == 0 && blockIdx.x % 32 == (gridDim.x > 5 ? 5 : 0) && blockIdx.y == 0 && blockIdx.x < 128 && blockIdx.z < 2) {
         const int nt = (u + 1 - wg) / 2 > 0 ? (u + 1 - wg) / 2 : 1;
         long long *r = xtl[((blockIdx.x / 32) * 2 + blockIdx.z) * 4 + wg];
         r[0] = 1, r[1] = blockIdx.x, r[2] = blockIdx.z, r[3] = (u + 1 - wg) / 2, r[4] = xw / nt, r[5] = xs / nt;
         r[6] = xm / nt, r[7] = xso / nt, r[8] = xpv / nt, r[9] = x1 - x0, r[10] = clock64() - x1, r[11] = xsm / nt;
         r[0] = 1 + 16 * (xfe / nt);
+        r[12] = xw0, r[13] = x2 - x1, r[14] = x3 - x2, r[15] = x4 - x3, r[16] = clock64() - x4;
     }
 ''' + s[i:]
 open(p, 'w').write(s)
@@ -109,7 +122,7 @@ if deep:
                     tile(a, t0, n);
             }
         }
-        if (th.tid % 128 == 0 && blockIdx.x % 32 == 5 && blockIdx.y == 0 && blockIdx.x < 128 && blockIdx.z < 2 && Lay::TR) {
+        if (th.tid % 128 == 0 && blockIdx.x % 32 == (gridDim.x > 5 ? 5 : 0) && blockIdx.y == 0 && blockIdx.x < 128 && blockIdx.z < 2 && Lay::TR) {
             const int nt = u > 0 ? u : 1;
             long long *r = xtl[((blockIdx.x / 32) * 2 + blockIdx.z) * 4 + th.warp / 4];
             r[0] = 2, r[1] = blockIdx.x, r[2] = blockIdx.z, r[3] = u, r[4] = xw / nt, r[5] = xp / nt;
@@ -135,7 +148,7 @@ else:
                 xw += xb - xa, xp += xc - xb, xl += xd - xc, xr += xe - xd;
             }
         }
-        if (th.tid % 128 == 0 && blockIdx.x % 32 == 5 && blockIdx.y == 0 && blockIdx.x < 128 && blockIdx.z < 2 && Lay::TR) {
+        if (th.tid % 128 == 0 && blockIdx.x % 32 == (gridDim.x > 5 ? 5 : 0) && blockIdx.y == 0 && blockIdx.x < 128 && blockIdx.z < 2 && Lay::TR) {
             const int nt = u > 0 ? u : 1;
             long long *r = xtl[((blockIdx.x / 32) * 2 + blockIdx.z) * 4 + th.warp / 4];
             r[0] = 2, r[1] = blockIdx.x, r[2] = blockIdx.z, r[3] = u, r[4] = xw / nt, r[5] = xp / nt;
@@ -165,7 +178,7 @@ s = rep(s, '''            a.landed(); // bf16: both halves' cp.async
             xw += xb - xa, xp += xc - xb, xr += clock64() - xc;
         }
     }
-    if (th.tid % 128 == 0 && blockIdx.x % 32 == 5 && blockIdx.y == 0 && blockIdx.x < 128 && blockIdx.z < 2 && Lay::TR) {
+    if (th.tid % 128 == 0 && blockIdx.x % 32 == (gridDim.x > 5 ? 5 : 0) && blockIdx.y == 0 && blockIdx.x < 128 && blockIdx.z < 2 && Lay::TR) {
         const int nt = u > 0 ? u : 1;
         long long *r = xtl[((blockIdx.x / 32) * 2 + blockIdx.z) * 4 + 2];
         r[0] = 3, r[1] = blockIdx.x, r[2] = blockIdx.z, r[3] = u, r[4] = xw / nt, r[5] = xp / nt, r[6] = xr / nt;
@@ -176,7 +189,7 @@ open(p, 'w').write(s)
 p = 'kernels/dsa_merge.cuh'
 s = open(p).read()
 s = rep(s, 'namespace dsa {\n', '''namespace dsa {
-__device__ long long xtl[32][12]; // the phases instrument's records (never to land)
+__device__ long long xtl[32][20]; // the phases instrument's records (never to land)
 ''')
 a = s.index('split_merge(const dsa_split_merge_params &p)')
 b = s.index('{', a)
@@ -185,8 +198,8 @@ s = s[:b + 1] + '''
         for (int i = 0; i < 32; i++) {
             const long long *r = xtl[i];
             if (r[0] % 16 == 1)
-                printf("TLC x %lld z %lld wg %d tiles %lld per-tile wait %lld S %lld max %lld soft %lld (math %lld fence %lld) pv %lld | loop %lld end %lld\\n",
-                       r[1], r[2], i % 4, r[3], r[4], r[5], r[6], r[7], r[11], r[0] / 16, r[8], r[9], r[10]);
+                printf("TLC x %lld z %lld wg %d tiles %lld per-tile wait %lld S %lld max %lld soft %lld (math %lld fence %lld) pv %lld | loop %lld (to first tile %lld) end %lld (l + phase 0 %lld, merge + obuf %lld, phase 1 %lld, stores %lld)\\n",
+                       r[1], r[2], i % 4, r[3], r[4], r[5], r[6], r[7], r[11], r[0] / 16, r[8], r[9], r[12], r[10], r[13], r[14], r[15], r[16]);
             else if (r[0] == 2)
                 printf("TLP x %lld z %lld pwg %d tiles %lld per-tile wait %lld put %lld load %lld arrive %lld | total %lld\\n",
                        r[1], r[2], i % 4, r[3], r[4], r[5], r[6], r[7], r[8]);

@@ -290,7 +290,7 @@ static void push_env(lua_State *L, const loaded *l, const dsg_config *c, const c
     /* kernel entry names: the instantiations define them, the plan names them */
     lua_newtable(L);
     static const char *const entries[] = {"prologue",    "rope_table",  "pack_q",     "attend",     "merge",
-                                          "split_merge", "split_merge_few", "attend_smem", "attend_threads", "index_q",     "index_score", "index_score_few", "index_score_group", "index_score_group_smem", "index_topk",
+                                          "split_merge", "split_merge_few", "attend_smem", "attend_threads", "attend_cluster_merge", "index_q",     "index_score", "index_score_few", "index_score_group", "index_score_group_smem", "index_topk",
                                           "index_topk_split", "index_merge", "barrier"};
     for (size_t i = 0; i < sizeof entries / sizeof entries[0]; i++) {
         char e[192];

@@ -172,6 +172,15 @@ template <class C>
 using AttendLayoutOf = AttendLayout<C::attend_heads_per_cta, C::kv_dim, C::kv_lora_rank, C::cache_format,
                                     C::cache_bytes, attend_threads<C>>;
 template <class C> constexpr unsigned int attend_smem_bytes = AttendLayoutOf<C>::bytes;
+// The most split CTAs of a row that may merge it in their cluster (a launch in clusters of the
+// row's splits, cluster_merge): the 16- and 32-head loop on sm_90a, up to the plan's splits; 0
+// elsewhere (the split merge kernel merges). The runtime reads it from the module
+// (dsa_attend_cluster_merge_<config>) and launches such clusters where the device holds them.
+template <class C>
+constexpr unsigned int attend_cluster_merge =
+    AttendLayoutOf<C>::TR && C::attend_cluster == 1 && C::attend_max_splits > 1
+        ? (C::attend_max_splits < kClusterMergeMax ? C::attend_max_splits : kClusterMergeMax)
+        : 0;
 
 // q_chunk(h, c): bf16 q[h][8c .. 8c + 8) of gathered head hg0 + h, zeros past the real heads. Gathered
 // head hg is head hg % heads_local of rank hg / heads_local (the all-gather is rank-major). At DCP =
@@ -282,6 +291,9 @@ template <class C> struct StoreAttend {
         else
             whole(h, d, x0, x1);
     }
+    // the row merged by its split CTAs in their cluster (cluster_merge, dsa_wgmma_t.cuh): what one
+    // split writes
+    __device__ __forceinline__ void merged(int h, int d, float x0, float x1) const { whole(h, d, x0, x1); }
 };
 
 // Top-k positions to this rank's slots (compacted: only this rank's keys are computed), then

@@ -54,6 +54,45 @@ template <class C> struct ExchangeTarget {
 constexpr int kMergeMax = DSA_MERGE_MAX; // the most partials one merge takes (attend_max_splits, DCP ranks)
 constexpr int kMergeLoads = 8;            // partials a merge thread loads at once, unless told fewer
 
+// The merges' arithmetic, in one place for lse_merge below and for the split CTAs of a cluster that
+// merge a row among themselves (dsa_wgmma_t.cuh): a partial's LSE as a merge counts it (NaN or +inf
+// as -inf); the merged LSE of n of them, lse(r) for r = 0 .. n - 1 in that order (-inf where every
+// one is); a partial's weight in the merged output; and its output added with that weight (the
+// caller skips a -inf partial, whose output is never added).
+__device__ __forceinline__ float merge_lse_in(float x) { return (x != x || x == -neg_inf()) ? neg_inf() : x; }
+// f(r) for r = 0 .. n - 1 in order: NMax = 0, a loop to n; NMax > 0 (n <= NMax), unrolled to NMax,
+// so that f may index a thread's registers by r
+template <int NMax, class F> __device__ __forceinline__ void merge_each(int n, const F &f)
+{
+    if constexpr (NMax > 0) {
+#pragma unroll
+        for (int r = 0; r < NMax; r++)
+            if (r < n)
+                f(r);
+    } else {
+        for (int r = 0; r < n; r++)
+            f(r);
+    }
+}
+template <int NMax, class Lse> __device__ __forceinline__ float merge_lse_total(int n, const Lse &lse)
+{
+    float m = neg_inf();
+    merge_each<NMax>(n, [&](int r) { m = fmaxf(m, lse(r)); });
+    if (m == neg_inf())
+        return neg_inf();
+    float sum = 0.0f;
+    merge_each<NMax>(n, [&](int r) {
+        if (lse(r) != neg_inf())
+            sum += expf(lse(r) - m);
+    });
+    return m + logf(sum);
+}
+__device__ __forceinline__ float merge_weight(float lse, float total) { return lse != neg_inf() ? expf(lse - total) : 0.0f; }
+__device__ __forceinline__ void merge_add(float4 &v, float w, const float4 &x)
+{
+    v.x += w * x.x, v.y += w * x.y, v.z += w * x.z, v.w += w * x.w;
+}
+
 // The merge of the n <= kMergeMax partials of one (token, head) by the whole CTA, IN THE ORDER r = 0
 // .. n - 1 and in fp32, so the result is bit-for-bit repeatable: lse_at(r) is partial r's LSE,
 // part4(r, d) its output at latent dims d .. d + 3 (a float4); put4(d, v) takes the merged output
@@ -78,24 +117,12 @@ __device__ __forceinline__ float lse_merge(int n, LseAt lse_at, Part4 part4, Put
     static_assert(G >= 1 && G <= kMergeMax, "partials loaded at once");
     __shared__ float lse_s[kMergeMax], w_s[kMergeMax];
     const int tid = threadIdx.x;
-    if (tid < n) {
-        const float x = lse_at(tid);
-        lse_s[tid] = (x != x || x == -neg_inf()) ? neg_inf() : x;
-    }
+    if (tid < n)
+        lse_s[tid] = merge_lse_in(lse_at(tid));
     __syncthreads();
-    float m = neg_inf();
-    for (int r = 0; r < n; r++)
-        m = fmaxf(m, lse_s[r]);
-    float total = neg_inf();
-    if (m != neg_inf()) {
-        float sum = 0.0f;
-        for (int r = 0; r < n; r++)
-            if (lse_s[r] != neg_inf())
-                sum += expf(lse_s[r] - m);
-        total = m + logf(sum);
-    }
+    const float total = merge_lse_total<0>(n, [&](int r) { return lse_s[r]; });
     if (tid < n) // a -inf partial weighs 0 (and is skipped below)
-        w_s[tid] = lse_s[tid] != neg_inf() ? expf(lse_s[tid] - total) : 0.0f;
+        w_s[tid] = merge_weight(lse_s[tid], total);
     __syncthreads();
     for (int d = 4 * tid; d < L; d += 4 * (int)blockDim.x) {
         float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
@@ -106,10 +133,8 @@ __device__ __forceinline__ float lse_merge(int n, LseAt lse_at, Part4 part4, Put
                 x[i] = r0 + i < n ? part4(r0 + i, d) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 #pragma unroll
             for (int i = 0; i < G; i++)
-                if (r0 + i < n && lse_s[r0 + i] != neg_inf()) {
-                    const float w = w_s[r0 + i];
-                    v.x += w * x[i].x, v.y += w * x[i].y, v.z += w * x[i].z, v.w += w * x[i].w;
-                }
+                if (r0 + i < n && lse_s[r0 + i] != neg_inf())
+                    merge_add(v, w_s[r0 + i], x[i]);
         }
         put4(d, v);
     }

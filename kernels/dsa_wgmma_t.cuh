@@ -7,6 +7,7 @@
 // at the end the two are merged in a fixed order. At 16 heads two producer warpgroups, one a half of
 // every tile.
 #pragma once
+#include "dsa_merge.cuh"
 #include "dsa_wgmma.cuh"
 
 namespace dsa {
@@ -31,6 +32,53 @@ __device__ __forceinline__ void wgmma_t(float (&d)[HB / 2], uint64_t a, uint64_t
         wgmma_n16<TransB, TransA>(d, a, b);
     else
         wgmma_n32<TransB, TransA>(d, a, b);
+}
+
+constexpr int kClusterMergeMax = 16; // the most split CTAs of a row that merge it in their cluster
+
+// The merge of a row's splits by the S split CTAs of its cluster (S > 1, the cluster's rank r =
+// split r), the 256 consumer threads of each (ct = 0 .. 255): each CTA holds its split's partial
+// of the row's HB heads in shared memory at obuf (its rows of OP floats: O / l at dims 0 .. LAT - 1,
+// the head's LSE at LAT; in the cluster's every CTA at the same address), and CTA r merges heads
+// r HB / S .. (r + 1) HB / S - 1, reading every CTA's rows of them, with what the split merge
+// kernel computes (dsa_merge.cuh, lse_merge: in split order, in fp32, the same bits), and stores
+// them as one split would (store.merged). 256 S / HB threads a head. The cluster's barrier before
+// (every partial in place) and after (no CTA leaves while another reads its shared memory).
+template <int HB, int LAT, int OP, class Store>
+__device__ __forceinline__ void cluster_merge(uint32_t obuf, int S, int ct, const Store &store)
+{
+    static_assert(HB >= kClusterMergeMax && LAT % 4 == 0, "a head or more a CTA");
+    if (S > kClusterMergeMax || HB % S != 0)
+        __trap(); // the runtime launches clusters of a power of two up to the module's attend_cluster_merge
+    const int TT = 256 * S / HB, head = (int)cluster_rank() * (HB / S) + ct / TT, tt = ct % TT;
+    cluster_sync();
+    uint32_t at[kClusterMergeMax]; // head's row in CTA r
+    float lse[kClusterMergeMax], w[kClusterMergeMax];
+#pragma unroll
+    for (int r = 0; r < kClusterMergeMax; r++) {
+        at[r] = cluster_addr(obuf + 4u * (uint32_t)(head * OP), (uint32_t)(r < S ? r : 0));
+        lse[r] = r < S ? merge_lse_in(ld_cluster_f32(at[r] + 4u * LAT)) : neg_inf();
+    }
+    const float total = merge_lse_total<kClusterMergeMax>(S, [&](int r) { return lse[r]; });
+#pragma unroll
+    for (int r = 0; r < kClusterMergeMax; r++)
+        w[r] = merge_weight(lse[r], total);
+    for (int d = 4 * tt; d < LAT; d += 4 * TT) {
+        float4 x[kClusterMergeMax];
+#pragma unroll
+        for (int r = 0; r < kClusterMergeMax; r++)
+            x[r] = r < S ? ld_cluster_f32x4(at[r] + 4u * d) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+        for (int r = 0; r < kClusterMergeMax; r++)
+            if (r < S && lse[r] != neg_inf())
+                merge_add(v, w[r], x[r]);
+        store.merged(head, d, v.x, v.y);
+        store.merged(head, d + 2, v.z, v.w);
+    }
+    if (tt == 0)
+        store.merged(head, -1, total, 0.0f);
+    cluster_sync();
 }
 
 // The whole key loop of one CTA of 16 or 32 heads, warp-specialised; also stores O / l and the LSE
@@ -253,6 +301,11 @@ __device__ __forceinline__ void wgmma_t_main_loop(const CtaThread &th, const Att
         f = lt > 0.0f ? (wg == 0 ? c0 : c1) * (1.0f / lt) : 0.0f;
     };
     constexpr int OP = Lay::OP;
+    static_assert(OP >= LAT + 1, "a head's row of O has room for its LSE");
+    // launched in clusters of the row's split CTAs (the runtime's choice, attend_cluster_merge): they
+    // merge the row among themselves, no partial leaves the cluster
+    const int nsplit = (int)cluster_size();
+    const bool clustered = nsplit > 1;
     float *const obuf0 = reinterpret_cast<float *>(sm.k_s + Lay::key_tile_off(0));
     float *const obuf1 = reinterpret_cast<float *>(sm.k_s + Lay::key_tile_off(1));
     if (wg == 0 || both) {
@@ -269,8 +322,12 @@ __device__ __forceinline__ void wgmma_t_main_loop(const CtaThread &th, const Att
 #pragma unroll
                     for (int r = 0; r < 2; r++)
                         mine[(8 * j + e) * OP + 64 * b + 8 * r] = f != 0.0f ? oacc[b][4 * j + 2 * r + e] * f : 0.0f;
-                if (wg == 0 && wl == 0 && g == 0) // d = -1: the LSE (natural log; -inf for a head with no kept key)
-                    store(8 * j + 2 * t4 + e, -1, smx.lse(mm, lt), 0.0f);
+                if (wg == 0 && wl == 0 && g == 0) { // d = -1: the LSE (natural log; -inf for a head with no kept key)
+                    if (clustered) // beside the head's row of O, in its padding, for the cluster's merge
+                        obuf0[(8 * j + 2 * t4 + e) * OP + LAT] = smx.lse(mm, lt);
+                    else
+                        store(8 * j + 2 * t4 + e, -1, smx.lse(mm, lt), 0.0f);
+                }
             }
     }
     mbar_arrive(done);
@@ -283,9 +340,16 @@ __device__ __forceinline__ void wgmma_t_main_loop(const CtaThread &th, const Att
             const float4 o1 = *reinterpret_cast<const float4 *>(obuf1 + head * OP + d);
             o.x += o1.x, o.y += o1.y, o.z += o1.z, o.w += o1.w;
         }
-        store(head, d, o.x, o.y);
-        store(head, d + 2, o.z, o.w);
+        if (clustered) {
+            if (both)
+                *reinterpret_cast<float4 *>(obuf0 + head * OP + d) = o;
+        } else {
+            store(head, d, o.x, o.y);
+            store(head, d + 2, o.z, o.w);
+        }
     }
+    if (clustered)
+        cluster_merge<HB, LAT, OP>(smem_addr(obuf0), nsplit, wg * NG + gt, store);
 }
 
 } // namespace dsa

@@ -67,7 +67,7 @@ static dsa_result_t collective(dsa_ctx_t ctx, int alltoall, CUdeviceptr send, CU
  * latency overlaps. A cooperative grid is launched plainly: it must find the device free. */
 static dsa_result_t launch_as(dsa_ctx_t ctx, const char *fn, CUfunction f, unsigned gx, unsigned gy, unsigned gz,
                               unsigned threads, unsigned smem, void *params, CUstream stream, const char *what, int coop,
-                              unsigned cluster_y)
+                              unsigned cluster_y, unsigned cluster_z)
 {
     void *args[] = {params};
     CUresult r;
@@ -75,13 +75,14 @@ static dsa_result_t launch_as(dsa_ctx_t ctx, const char *fn, CUfunction f, unsig
         r = dsa_cu.cuLaunchCooperativeKernel(f, gx, gy, gz, threads, 1, 1, smem, stream, args);
     } else {
         /* cluster_y > 1: clusters of that many CTAs along y (the sparse MLA's CTAs of a row that
-         * share key tiles, attend_cluster), listed first so that it survives without PDL */
+         * share key tiles, attend_cluster); cluster_z > 1: along z (a row's split CTAs that merge it,
+         * attend_cluster_merge); listed first so that it survives without PDL */
         CUlaunchAttribute attr[2];
         unsigned na = 0;
         memset(attr, 0, sizeof attr);
-        if (cluster_y > 1) {
+        if (cluster_y > 1 || cluster_z > 1) {
             attr[na].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-            attr[na].value.clusterDim.x = 1, attr[na].value.clusterDim.y = cluster_y, attr[na].value.clusterDim.z = 1;
+            attr[na].value.clusterDim.x = 1, attr[na].value.clusterDim.y = cluster_y, attr[na].value.clusterDim.z = cluster_z;
             na++;
         }
         if (!ctx->no_pdl) {
@@ -111,7 +112,7 @@ static dsa_result_t launch_as(dsa_ctx_t ctx, const char *fn, CUfunction f, unsig
 static dsa_result_t launch(dsa_ctx_t ctx, const char *fn, CUfunction f, unsigned gx, unsigned gy, unsigned threads,
                            unsigned smem, void *params, CUstream stream, const char *what)
 {
-    return launch_as(ctx, fn, f, gx, gy, 1, threads, smem, params, stream, what, 0, 1);
+    return launch_as(ctx, fn, f, gx, gy, 1, threads, smem, params, stream, what, 0, 1, 1);
 }
 
 /* The barrier of the group that replaces a collective of the fused gather and exchange, then its
@@ -246,9 +247,31 @@ static int attend_splits(const dsa_ctx_t ctx, int64_t n)
     return s;
 }
 
+/* Whether the `splits` CTAs of each row of a chunk of n rows merge the row in their cluster (the
+ * module's cluster_merge, kernels/dsa_wgmma_t.cuh) rather than the split merge kernel after them:
+ * where the kernel can (attend_cluster_merge), and the device holds the chunk's clusters at once
+ * (queried at context creation), so the launch stays one wave. */
+static int attend_cluster_merges(const dsa_ctx_t ctx, int64_t n, int splits)
+{
+    if (splits < 2 || (unsigned)splits > ctx->attend_cluster_merge || ctx->cluster_merge_off)
+        return 0;
+    int k = 0;
+    while ((1 << k) < splits)
+        k++;
+    return n * (int64_t)ctx->cfg->attend_ctas_per_token <= (int64_t)ctx->attend_clusters[k];
+}
+
 int dsa_testing_attend_splits(dsa_ctx_t ctx, int64_t rows)
 {
     return ctx && rows > 0 ? attend_splits(ctx, rows < ctx->ws_tokens ? rows : ctx->ws_tokens) : 0;
+}
+
+int dsa_testing_attend_merges_in_cluster(dsa_ctx_t ctx, int64_t rows)
+{
+    if (!ctx || rows <= 0)
+        return 0;
+    const int64_t n = rows < ctx->ws_tokens ? rows : ctx->ws_tokens;
+    return attend_cluster_merges(ctx, n, attend_splits(ctx, n));
 }
 
 dsa_result_t dsa_testing_force_attend_splits(dsa_ctx_t ctx, int splits)
@@ -347,11 +370,14 @@ static dsa_result_t attend_chunk(dsa_ctx_t ctx, const dsa_attend_args_t *a, cons
     at.splits = attend_splits(ctx, n);
     at.split_out = (float *)(uintptr_t)ctx->ws_so;
     at.split_lse = (float *)(uintptr_t)ctx->ws_sl;
+    const int cmerge = attend_cluster_merges(ctx, n, at.splits);
     if ((rc = launch_as(ctx, "dsa_attend", ctx->attend_fn, (unsigned)n, cfg->attend_ctas_per_token, (unsigned)at.splits,
-                        ctx->attend_threads, ctx->attend_smem, &at, stream, "attend", 0, cfg->attend_cluster)) !=
-        DSA_SUCCESS)
+                        ctx->attend_threads, ctx->attend_smem, &at, stream, "attend", 0, cfg->attend_cluster,
+                        cmerge ? (unsigned)at.splits : 1)) != DSA_SUCCESS)
         return rc;
-    if (at.splits > 1) { /* 4b. the splits of each row merged into what one split writes */
+    /* 4b. the splits of each row merged into what one split writes: by the split CTAs themselves
+     * (cmerge), else by the split merge kernel */
+    if (at.splits > 1 && !cmerge) {
         dsa_split_merge_params sm = {0};
         sm.split_out = at.split_out;
         sm.split_lse = at.split_lse;
@@ -452,6 +478,13 @@ dsa_result_t dsa_testing_fused_exchange(dsa_ctx_t ctx, int on)
     return path_switch(ctx, "dsa_testing_fused_exchange", on, ctx && ctx->x_fused,
                        "fused gathers and exchange (dcp 1, or a rank's buffer not load/store reachable)",
                        ctx ? &ctx->x_fused_off : NULL);
+}
+
+dsa_result_t dsa_testing_attend_cluster_merge(dsa_ctx_t ctx, int on)
+{
+    return path_switch(ctx, "dsa_testing_attend_cluster_merge", on, ctx && ctx->attend_cluster_merge > 1,
+                       "cluster merge of a row's splits (only the 16- and 32-head sparse MLA on sm_90a has it)",
+                       ctx ? &ctx->cluster_merge_off : NULL);
 }
 
 dsa_result_t dsa_testing_device_barrier(dsa_ctx_t ctx, int on)
@@ -712,7 +745,7 @@ static dsa_result_t index_chunk(dsa_ctx_t ctx, const dsa_index_args_t *a, const 
         rc = dsa_fail(ctx, DSA_ERROR_INTERNAL, "dsa_index: index top-k not launched (dsa_testing_index_fail_topk)");
     else
         rc = tsplits > 1 ? launch_as(ctx, "dsa_index", ctx->index_topk_split_fn, (unsigned)n, (unsigned)tsplits, 1,
-                                     cfg->index_topk_split_threads, 0, &tk, stream, "index top-k (split)", 1, 1)
+                                     cfg->index_topk_split_threads, 0, &tk, stream, "index top-k (split)", 1, 1, 1)
                          : launch(ctx, "dsa_index", ctx->index_topk_fn, (unsigned)n, 1, cfg->index_topk_threads, 0,
                                   &tk, stream, "index top-k");
     if (rc != DSA_SUCCESS)

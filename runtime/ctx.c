@@ -322,6 +322,35 @@ static dsa_result_t prepare_calls(dsa_ctx_t ctx)
     CU_CHECK(ctx, dsa_cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, ctx->attend_fn, (int)ctx->attend_threads,
                                                                      ctx->attend_smem));
     ctx->attend_slots = ctx->sms * (per_sm > 0 ? per_sm : 1);
+    /* clusters of a row's split CTAs that merge the row among themselves (cluster_merge,
+     * kernels/dsa_wgmma_t.cuh): how many of each size the device holds at once, which the call's
+     * clusters must not exceed (the runtime then launches the split merge kernel instead); above 8
+     * CTAs a cluster is not portable, and a device that refuses it merges such splits the other way */
+    if ((rc = module_unsigned(ctx, att, cfg->entry_attend_cluster_merge, &ctx->attend_cluster_merge)) != DSA_SUCCESS)
+        return rc;
+    if (ctx->attend_cluster_merge > 16 || (ctx->attend_cluster_merge & (ctx->attend_cluster_merge - 1)))
+        return dsa_fail(ctx, DSA_ERROR_INTERNAL, "dsa_ctx_create: %s is %u, not 0 or a power of two up to 16",
+                        cfg->entry_attend_cluster_merge, ctx->attend_cluster_merge);
+    if (ctx->attend_cluster_merge > 8 &&
+        dsa_cu.cuFuncSetAttribute(ctx->attend_fn, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1) != CUDA_SUCCESS)
+        ctx->attend_cluster_merge = 8;
+    for (unsigned k = 1, size = 2; size <= ctx->attend_cluster_merge; k++, size *= 2) {
+        CUlaunchAttribute attr;
+        memset(&attr, 0, sizeof attr);
+        attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+        attr.value.clusterDim.x = 1, attr.value.clusterDim.y = 1, attr.value.clusterDim.z = size;
+        CUlaunchConfig lc;
+        memset(&lc, 0, sizeof lc);
+        lc.gridDimX = 1, lc.gridDimY = 1, lc.gridDimZ = size;
+        lc.blockDimX = ctx->attend_threads, lc.blockDimY = 1, lc.blockDimZ = 1;
+        lc.sharedMemBytes = ctx->attend_smem;
+        lc.attrs = &attr;
+        lc.numAttrs = 1;
+        int n = 0;
+        if (dsa_cu.cuOccupancyMaxActiveClusters(&n, ctx->attend_fn, &lc) != CUDA_SUCCESS)
+            n = 0; /* a size the device does not run: the split merge kernel */
+        ctx->attend_clusters[k] = n;
+    }
     ctx->split_rows = cfg->attend_max_splits > 1 ? ctx->attend_slots / (int64_t)cfg->attend_ctas_per_token : 0;
     if (ctx->split_rows >= 2) {
         CU_CHECK(ctx, dsa_cu.cuMemAlloc(&ctx->ws_so, (size_t)ctx->split_rows * (size_t)cfg->ws_partial_out));

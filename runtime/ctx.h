@@ -53,6 +53,10 @@ struct dsa_ctx {
     unsigned attend_threads;        /* threads of attend_fn, exported by its module (by its target) */
     int attend_slots;               /* attend CTAs resident at once on the device: what splits fill */
     int force_splits;               /* 0, or the splits every attend call uses (dsa_testing.h) */
+    unsigned attend_cluster_merge;  /* the most splits of a row its CTAs merge in their cluster, exported by
+                                       attend_fn's module (0: the split merge kernel always) */
+    int attend_clusters[5];         /* [k]: clusters of 2^k such CTAs resident at once (k = 1 .. 4; 0: none) */
+    int cluster_merge_off;          /* 1: the split merge kernel even so (dsa_testing_attend_cluster_merge) */
     CUevent const *marks;           /* stage timing (dsa_testing.h): events recorded after each step */
     const char **mark_names;
     int mark_cap, *mark_count;

@@ -27,10 +27,22 @@ DSA_API dsa_result_t dsa_dcp_alltoall(dsa_ctx_t ctx, const void *send, void *rec
  * 1 when rows alone fill the device. 0 for a NULL ctx or rows <= 0. */
 DSA_API int dsa_testing_attend_splits(dsa_ctx_t ctx, int64_t rows);
 
+/* 1 where a dsa_attend call of `rows` rows (its first chunk) merges each split row in the cluster of
+ * its split CTAs (dsa_testing_attend_cluster_merge), 0 where the split merge kernel merges them or
+ * rows are not split (or ctx is NULL, rows <= 0). */
+DSA_API int dsa_testing_attend_merges_in_cluster(dsa_ctx_t ctx, int64_t rows);
+
 /* Every later dsa_attend call of ctx splits each row over `splits` CTAs (0: the automatic choice
  * again), so a test can run both paths on the same rows: a power of two up to the plan's
  * attend_max_splits, with the ctx's chunk of rows times splits within its split workspace. */
 DSA_API dsa_result_t dsa_testing_force_attend_splits(dsa_ctx_t ctx, int splits);
+
+/* Whether later dsa_attend calls of ctx merge a split row in the cluster of its split CTAs (1, the
+ * default where ctx has it: the 16- and 32-head sparse MLA on sm_90a, when the device holds the
+ * call's clusters at once) or with the split merge kernel after them (0), so a test can compare the
+ * two (the same sums in the same order: the same bits) and a benchmark time them.
+ * DSA_ERROR_UNSUPPORTED for 1 where ctx has no cluster merge. */
+DSA_API dsa_result_t dsa_testing_attend_cluster_merge(dsa_ctx_t ctx, int on);
 
 /* Whether later dsa_index and dsa_attend calls of a DCP context use the fused gathers and exchange
  * (1, the default where the group's buffers are load/store reachable: the index top-k stores its

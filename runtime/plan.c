@@ -76,6 +76,7 @@ static const field_t fields[] = {
     {"entry_split_merge_few", F_NAME, M(entry_split_merge_few), 0, 0},
     {"entry_attend_smem", F_NAME, M(entry_attend_smem), 0, 0},
     {"entry_attend_threads", F_NAME, M(entry_attend_threads), 0, 0},
+    {"entry_attend_cluster_merge", F_NAME, M(entry_attend_cluster_merge), 0, 0},
     {"entry_index_q", F_NAME, M(entry_index_q), 0, 0},
     {"entry_index_score", F_NAME, M(entry_index_score), 0, 0},
     {"entry_index_score_few", F_NAME, M(entry_index_score_few), 0, 0},

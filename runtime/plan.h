@@ -36,7 +36,7 @@ typedef struct dsa_cfg {
     dsa_source_t config_h;
     dsa_module_desc_t modules[DSA_NMODULES];
     char entry_prologue[192], entry_rope_table[192], entry_pack_q[192], entry_attend[192], entry_merge[192],
-        entry_split_merge[192], entry_split_merge_few[192], entry_attend_smem[192], entry_attend_threads[192], entry_index_q[192], entry_index_score[192], entry_index_score_few[192],
+        entry_split_merge[192], entry_split_merge_few[192], entry_attend_smem[192], entry_attend_threads[192], entry_attend_cluster_merge[192], entry_index_q[192], entry_index_score[192], entry_index_score_few[192],
         entry_index_score_group[192], entry_index_score_group_smem[192],
         entry_index_topk[192], entry_index_topk_split[192], entry_index_merge[192],
         entry_barrier[192]; /* entry_merge, entry_index_merge, entry_barrier: "" at dcp 1 */

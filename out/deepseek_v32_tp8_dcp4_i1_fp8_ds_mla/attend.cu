@@ -24,6 +24,8 @@ extern "C" __global__ void __launch_bounds__(256) dsa_pack_q_deepseek_v32_tp8_dc
 extern "C" __device__ const unsigned int dsa_attend_smem_deepseek_v32_tp8_dcp4_i1_fp8_ds_mla = dsa::attend_smem_bytes<C>;
 // and its threads (384 or 512 on sm_90a: warp-specialised; else 256), for the target it was compiled for:
 extern "C" __device__ const unsigned int dsa_attend_threads_deepseek_v32_tp8_dcp4_i1_fp8_ds_mla = dsa::attend_threads<C>;
+// and the most split CTAs of a row that merge it in their cluster (0: the split merge kernel merges):
+extern "C" __device__ const unsigned int dsa_attend_cluster_merge_deepseek_v32_tp8_dcp4_i1_fp8_ds_mla = dsa::attend_cluster_merge<C>;
 extern "C" __global__ void __launch_bounds__(dsa::attend_threads<C>, 1) dsa_attend_deepseek_v32_tp8_dcp4_i1_fp8_ds_mla(const dsa_attend_params p)
 {
     dsa::after_prior_grid();

@@ -24,6 +24,9 @@ as programmatic dependent launches, to measure what those buy)
        python3 tests/bench/bench_attend.py --line TAG [--format F]   one line "TAG: 16h x1: us | ..."
            of the L2-flushed times at every heads x rows point (format F: fp8_ds_mla, the default,
            nvfp4_ds_mla or bf16), for A/B runs of two trees in one device call
+       any mode with --kernel-merge: split rows merged by the split merge kernel even where their
+           CTAs would merge them in their cluster (dsa_testing_attend_cluster_merge(ctx, 0)), to
+           time the two in one run
        any mode with --sorted-topk: each row's top-k in ascending position order (the order stage
            B writes) instead of a random one, to see what the cache's DRAM locality is worth
        python3 tests/bench/bench_attend.py --calls TP ROWS   4 calls of the fp8 TP configuration at
@@ -67,6 +70,8 @@ class Point:
         if lib.dsa_ctx_create_dir(folder.encode(), ctypes.byref(opts), ctypes.byref(self.ctx)) != 0:
             sys.exit(f"dsa_ctx_create_dir({folder}): {lib.dsa_last_error(None).decode()}")
         lib.dsa_testing_programmatic_launch(self.ctx, 0 if "--plain" in sys.argv else 1)
+        if "--kernel-merge" in sys.argv:
+            lib.dsa_testing_attend_cluster_merge(self.ctx, 0)  # refused (a no-op) where it has none
         info = ConfigInfo()
         info.size = ctypes.sizeof(ConfigInfo)
         lib.dsa_ctx_config(self.ctx, ctypes.byref(info))
@@ -187,6 +192,8 @@ def main():
                 run = p.call(B)
                 lib.dsa_testing_force_attend_splits(p.ctx, 0)
                 splits = lib.dsa_testing_attend_splits(p.ctx, B)
+                if lib.dsa_testing_attend_merges_in_cluster(p.ctx, B):
+                    splits = f"{splits}, merged in the cluster"
                 ms = time_ms(run, reps=20, warmup=3, inner=10)
                 msf = time_flushed_ms(run)
                 lib.dsa_testing_force_attend_splits(p.ctx, 1)

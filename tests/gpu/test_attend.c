@@ -194,20 +194,24 @@ static void build_world(world_t *w, const geo_t *g, int mode, unsigned seed)
     w->scale = g->info.softmax_scale;
 }
 
-/* Over NCCL with the fused exchange: the same call again with the fused path's barriers as NCCL
- * all-gathers (dsa_testing_device_barrier) instead of the barrier kernel, which must give
- * bit-identical outputs (a barrier orders, it computes nothing), and no barrier may have timed out
- * (dsa_take_rejected reports that). Ranks r0..r1-1 of this process; 1 when all is well. */
-static int barrier_ab(const char *name, rank_io_t *io, int r0, int r1, size_t out_bytes, size_t lse_bytes)
+/* The same call again on ranks r0..r1-1 of this process with a path of the context turned off by
+ * its testing switch (sw(ctx, 0); what: the two paths, for the line), which must give bit-identical
+ * outputs and LSEs (the path only orders or places the same sums), and no barrier may have timed out
+ * (dsa_take_rejected reports that); the switch is set back on where the context has the path. 1
+ * when all is well. Used for the fused path's barriers over NCCL (the barrier kernel against NCCL
+ * all-gathers, dsa_testing_device_barrier) and for a split row's merge (in the cluster of its
+ * split CTAs against the split merge kernel, dsa_testing_attend_cluster_merge). */
+static int path_ab(const char *name, rank_io_t *io, int r0, int r1, size_t out_bytes, size_t lse_bytes,
+                   dsa_result_t (*sw)(dsa_ctx_t, int), const char *what)
 {
-    int ok = 1, kernel = 1;
+    int ok = 1, had = 1;
     unsigned char *first[8], *again = malloc(out_bytes + lse_bytes);
     for (int r = r0; r < r1; r++) {
         first[r] = malloc(out_bytes + lse_bytes);
         dev_get(first[r], io[r].d[8], out_bytes);
         dev_get(first[r] + out_bytes, io[r].d[9], lse_bytes);
-        kernel &= dsa_testing_device_barrier(io[r].ctx, 1) == DSA_SUCCESS; /* which barrier the first call had */
-        CHECK(dsa_testing_device_barrier(io[r].ctx, 0) == DSA_SUCCESS);
+        had &= sw(io[r].ctx, 1) == DSA_SUCCESS; /* which path the first call had */
+        CHECK(sw(io[r].ctx, 0) == DSA_SUCCESS);
         CK(cuMemsetD8(io[r].d[8], 0xff, out_bytes)); /* poison again */
         CK(cuMemsetD8(io[r].d[9], 0xff, lse_bytes));
     }
@@ -227,11 +231,10 @@ static int barrier_ab(const char *name, rank_io_t *io, int r0, int r1, size_t ou
         dev_get(again, io[r].d[8], out_bytes);
         dev_get(again + out_bytes, io[r].d[9], lse_bytes);
         const int same = memcmp(first[r], again, out_bytes + lse_bytes) == 0;
-        printf("%s %s rank %d: the fused path with NCCL all-gathers as barriers: outputs %s the %s's\n",
-               same ? "ok  " : "FAIL", name, r, same ? "bit-identical to" : "DIFFER from",
-               kernel ? "barrier kernel" : "same path (this context has no barrier kernel)");
+        printf("%s %s rank %d: %s: outputs %s%s\n", same ? "ok  " : "FAIL", name, r, what,
+               same ? "bit-identical" : "DIFFER", had ? "" : " (this context has only the second path: the same one twice)");
         ok &= same;
-        CHECK(dsa_testing_device_barrier(io[r].ctx, kernel) == DSA_SUCCESS);
+        CHECK(sw(io[r].ctx, had) == DSA_SUCCESS);
     }
     for (int r = r0; r < r1; r++)
         free(first[r]);
@@ -327,12 +330,21 @@ static void run_world(const char *name, int mode, unsigned seed, const void *ncc
     CHECK(ok && bad == 0);
     if (ok && nccl_id && W > 1 && fused_exchange) {
         const size_t out_bytes = (size_t)w.T * (size_t)H * (size_t)g.L * 2, lse_bytes = (size_t)w.T * (size_t)H * 4;
-        CHECK(barrier_ab(name, io, r0, r1, out_bytes, lse_bytes));
+        CHECK(path_ab(name, io, r0, r1, out_bytes, lse_bytes, dsa_testing_device_barrier,
+                      "the fused path's barriers, the barrier kernel against NCCL all-gathers"));
     }
     const int used = ok ? dsa_testing_attend_splits(io[r0].ctx, w.T) : 0; /* per chunk of attend_tokens rows */
-    printf("%s %s mode %d%s%s, %d split%s a row: %d bad; worst rel err %.2e, min cosine %.7f, worst lse rel %.2e\n",
+    /* split rows merged in their CTAs' cluster: the same bits as the split merge kernel's */
+    const int in_cluster = ok ? dsa_testing_attend_merges_in_cluster(io[r0].ctx, w.T) : 0;
+    if (ok && bad == 0 && in_cluster) {
+        const size_t out_bytes = (size_t)w.T * (size_t)H * (size_t)g.L * 2, lse_bytes = (size_t)w.T * (size_t)H * 4;
+        CHECK(path_ab(name, io, r0, r1, out_bytes, lse_bytes, dsa_testing_attend_cluster_merge,
+                      "split rows merged in their cluster against the split merge kernel"));
+    }
+    printf("%s %s mode %d%s%s, %d split%s a row%s: %d bad; worst rel err %.2e, min cosine %.7f, worst lse rel %.2e\n",
            ok && bad == 0 ? "ok  " : "FAIL", name, mode, nccl_id ? " (NCCL rank)" : "",
-           W > 1 ? (fused_exchange ? ", fused exchange" : ", all-to-all") : "", used, used == 1 ? "" : "s", bad,
+           W > 1 ? (fused_exchange ? ", fused exchange" : ", all-to-all") : "", used, used == 1 ? "" : "s",
+           in_cluster ? " merged in the cluster" : "", bad,
            worst[0], worst[1], worst[2]);
     for (int r = r0; r < r1; r++) {
         for (int k = 0; k < 10; k++)

@@ -604,6 +604,49 @@ static void check_on_off(struct dsa_ctx *ctx, dsa_result_t (*hook)(dsa_ctx_t, in
     WANT_ERROR(hook(NULL, 1), NULL, want);
 }
 
+/* Where a split row is merged (runtime/calls.c, attend_cluster_merges): in the cluster of its
+ * split CTAs only where the module has the cluster merge (attend_cluster_merge, its most splits),
+ * the device holds all of the chunk's clusters at once (attend_clusters, per size) and no test
+ * turned it off; a module without it refuses the switch's 1. DeepSeek-V3.2 at TP8, 16 heads, a
+ * device of 132 one-CTA slots: 1 row and 8 rows split 16 ways, 64 rows 2 ways, 128 rows not. */
+static void test_cluster_merge_choice(void)
+{
+    struct dsa_ctx *ctx = fake_ctx("deepseek_v32_tp8_dcp1_i1_fp8_ds_mla");
+    if (!ctx)
+        return;
+    ctx->attend_slots = 132, ctx->ws_tokens = 128;
+    CHECK(ctx->cfg->attend_max_splits == 16 && ctx->cfg->attend_ctas_per_token == 1);
+    CHECK(dsa_testing_attend_splits(ctx, 1) == 16 && dsa_testing_attend_splits(ctx, 8) == 16 &&
+          dsa_testing_attend_splits(ctx, 64) == 2 && dsa_testing_attend_splits(ctx, 128) == 1);
+    /* no cluster merge in the module: the kernel merges, and the switch's 1 is refused */
+    CHECK(dsa_testing_attend_merges_in_cluster(ctx, 1) == 0);
+    CHECK(dsa_testing_attend_cluster_merge(ctx, 0) == DSA_SUCCESS && ctx->cluster_merge_off == 1);
+    CHECK(dsa_testing_attend_cluster_merge(ctx, 1) == DSA_ERROR_UNSUPPORTED &&
+          strstr(dsa_last_error(ctx), "dsa_testing_attend_cluster_merge: deepseek_v32_tp8_dcp1_i1_fp8_ds_mla has no "
+                                      "cluster merge of a row's splits") != NULL);
+    ctx->cluster_merge_off = 0;
+    /* up to 16 splits; the device holds 7 clusters of 16 and 66 of 2 */
+    ctx->attend_cluster_merge = 16;
+    ctx->attend_clusters[1] = 66, ctx->attend_clusters[2] = 33, ctx->attend_clusters[3] = 16, ctx->attend_clusters[4] = 7;
+    CHECK(dsa_testing_attend_merges_in_cluster(ctx, 1) == 1);
+    CHECK(dsa_testing_attend_merges_in_cluster(ctx, 7) == 1);  /* 16 splits, 7 clusters */
+    CHECK(dsa_testing_attend_merges_in_cluster(ctx, 8) == 0);  /* 8 clusters of 16: more than the device holds */
+    CHECK(dsa_testing_attend_merges_in_cluster(ctx, 64) == 1); /* 2 splits, 64 clusters of 2 */
+    CHECK(dsa_testing_attend_merges_in_cluster(ctx, 128) == 0); /* not split */
+    CHECK(dsa_testing_attend_merges_in_cluster(ctx, 0) == 0 && dsa_testing_attend_merges_in_cluster(NULL, 1) == 0);
+    /* a module whose clusters stop at 8 (a device without non-portable clusters): 16 splits merge
+     * in the kernel */
+    ctx->attend_cluster_merge = 8;
+    CHECK(dsa_testing_attend_merges_in_cluster(ctx, 1) == 0 && dsa_testing_attend_merges_in_cluster(ctx, 64) == 1);
+    ctx->attend_cluster_merge = 16;
+    /* the switch: off, then back on */
+    CHECK(dsa_testing_attend_cluster_merge(ctx, 0) == DSA_SUCCESS && dsa_testing_attend_merges_in_cluster(ctx, 1) == 0);
+    CHECK(dsa_testing_attend_cluster_merge(ctx, 1) == DSA_SUCCESS && dsa_testing_attend_merges_in_cluster(ctx, 1) == 1);
+    WANT_ERROR(dsa_testing_attend_cluster_merge(ctx, 2), ctx, "dsa_testing_attend_cluster_merge: on is 2, must be 0 or 1");
+    WANT_ERROR(dsa_testing_attend_cluster_merge(NULL, 1), NULL, "dsa_testing_attend_cluster_merge: ctx is NULL");
+    free(ctx);
+}
+
 /* The index call of glm5.2_tp4_dcp4_i1_fp8_ds_mla (32 heads of 128, idx_topk 2048, 8448-byte
  * pages). */
 static void test_index_checks(void)
@@ -724,6 +767,7 @@ static void test_index_checks(void)
           !strcmp(dsa_last_error(ctx), "dsa_testing_index_score_bins: mode is 2, but deepseek_v32_tp8_dcp1_i1_fp8_ds_mla's "
                                        "plan has index_score count nothing (index_score_bins 0)"));
     free(ctx);
+    test_cluster_merge_choice();
 }
 
 /* The JIT's target reaches NVRTC's options and the cache's file names: anything but sm_ and

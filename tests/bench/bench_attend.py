@@ -29,6 +29,9 @@ as programmatic dependent launches, to measure what those buy)
            time the two in one run
        any mode with --sorted-topk: each row's top-k in ascending position order (the order stage
            B writes) instead of a random one, to see what the cache's DRAM locality is worth
+       python3 tests/bench/bench_attend.py --merge-sweep   fp8, 16 and 32 heads at 1, 8 and 64 rows,
+           each forced split count, the split rows merged in their cluster against the split merge
+           kernel, L2 flushed
        python3 tests/bench/bench_attend.py --calls TP ROWS   4 calls of the fp8 TP configuration at
            ROWS rows and nothing else, to run under a profiler (ncu --launch-skip 3 ...)
 """
@@ -64,8 +67,8 @@ def tensor_rate():
 class Point:
     """One configuration's context and a cache for BATCHES[-1] requests; rows 0..B-1 for batch B."""
 
-    def __init__(self, folder):
-        opts = Options(ctypes.sizeof(Options), None, 16384, 0, 1, None, None, None, None, 0, 256)
+    def __init__(self, folder, attend_tokens=256):
+        opts = Options(ctypes.sizeof(Options), None, 16384, 0, 1, None, None, None, None, 0, attend_tokens)
         self.ctx = ctypes.c_void_p()
         if lib.dsa_ctx_create_dir(folder.encode(), ctypes.byref(opts), ctypes.byref(self.ctx)) != 0:
             sys.exit(f"dsa_ctx_create_dir({folder}): {lib.dsa_last_error(None).decode()}")
@@ -153,6 +156,31 @@ def line(tag, fmt="fp8_ds_mla"):
     print(f"{tag}: " + " | ".join(res), flush=True)
 
 
+def merge_sweep():
+    """--merge-sweep: fp8, 16 and 32 heads, 1 / 8 / 64 rows, each split count the context allows (a
+    context of that many rows a chunk), L2-flushed us with the split rows merged in their CTAs'
+    cluster and by the split merge kernel, in one run."""
+    for tp in (8, 4):
+        for B in (1, 8, 64):
+            p = Point(os.path.join(GRID, f"grid_tp{tp}_dcp1_i1_fp8_ds_mla"), attend_tokens=B)
+            run = p.call(B)
+            res = []
+            for sp in (2, 4, 8, 16):
+                if lib.dsa_testing_force_attend_splits(p.ctx, sp) != 0:
+                    continue
+                t = []
+                for on in (1, 0):
+                    lib.dsa_testing_attend_cluster_merge(p.ctx, on)
+                    used = lib.dsa_testing_attend_merges_in_cluster(p.ctx, B)
+                    t.append(f"{'cluster' if used else 'kernel'} {time_flushed_ms(run) * 1e3:.1f}")
+                res.append(f"s{sp}: " + " / ".join(t))
+            lib.dsa_testing_attend_cluster_merge(p.ctx, 1)
+            print(f"MS {p.info.heads_local}h x{B}: " + " | ".join(res), flush=True)
+            p.close()
+            del p
+            torch.cuda.empty_cache()
+
+
 def calls(tp, B):
     """--calls: a warm-up and three more calls of one point, for a profiler to pick the fourth."""
     p = Point(os.path.join(GRID, f"grid_tp{tp}_dcp1_i1_fp8_ds_mla"))
@@ -171,6 +199,8 @@ def main():
         if fmt not in ("fp8_ds_mla", "nvfp4_ds_mla", "bf16"):
             sys.exit(f"bench_attend: --format {fmt}: not one of fp8_ds_mla, nvfp4_ds_mla, bf16")
         return line(sys.argv[sys.argv.index("--line") + 1], fmt)
+    if "--merge-sweep" in sys.argv:
+        return merge_sweep()
     if "--calls" in sys.argv:
         i = sys.argv.index("--calls")
         return calls(int(sys.argv[i + 1]), int(sys.argv[i + 2]))

@@ -172,16 +172,6 @@ template <class C>
 using AttendLayoutOf = AttendLayout<C::attend_heads_per_cta, C::kv_dim, C::kv_lora_rank, C::cache_format,
                                     C::cache_bytes, attend_threads<C>>;
 template <class C> constexpr unsigned int attend_smem_bytes = AttendLayoutOf<C>::bytes;
-// The most split CTAs of a row that may merge it in their cluster (a launch in clusters of the
-// row's splits, cluster_merge): the 16- and 32-head loop on sm_90a, up to the plan's splits; 0
-// elsewhere (the split merge kernel merges). The runtime reads it from the module
-// (dsa_attend_cluster_merge_<config>) and launches such clusters where the device holds them.
-template <class C>
-constexpr unsigned int attend_cluster_merge =
-    AttendLayoutOf<C>::TR && C::attend_cluster == 1 && C::attend_max_splits > 1
-        ? (C::attend_max_splits < kClusterMergeMax ? C::attend_max_splits : kClusterMergeMax)
-        : 0;
-
 // q_chunk(h, c): bf16 q[h][8c .. 8c + 8) of gathered head hg0 + h, zeros past the real heads. Gathered
 // head hg is head hg % heads_local of rank hg / heads_local (the all-gather is rank-major). At DCP =
 // 1 the CTA packs it from the host's q_lat and q_pe (packed_q_chunk, pack_q's formula): no pack
@@ -292,9 +282,23 @@ template <class C> struct StoreAttend {
             whole(h, d, x0, x1);
     }
     // the row merged by its split CTAs in their cluster (cluster_merge, dsa_wgmma_t.cuh): what one
-    // split writes
+    // split writes. At DCP = 1 only: the exchange's stores, inlined in that merge's unrolled loads,
+    // left the 16-head kernel 8 bytes of spills (a DCP > 1 row is merged by the split merge kernel)
+    static constexpr bool cluster_merges = C::dcp == 1;
     __device__ __forceinline__ void merged(int h, int d, float x0, float x1) const { whole(h, d, x0, x1); }
 };
+
+// The most split CTAs of a row that may merge it in their cluster (a launch in clusters of the
+// row's split CTAs, cluster_merge): the 16- and 32-head loop on sm_90a at DCP = 1, up to the
+// plan's splits and cluster_merge_most (dsa_wgmma_t.cuh); 0 elsewhere (the split merge kernel
+// merges). The runtime reads it from the module (dsa_attend_cluster_merge_<config>) and launches
+// such clusters where the device holds them.
+template <class C>
+constexpr unsigned int attend_cluster_merge =
+    AttendLayoutOf<C>::TR && StoreAttend<C>::cluster_merges && C::attend_cluster == 1 && C::attend_max_splits > 1
+        ? (C::attend_max_splits < cluster_merge_most(C::attend_heads_per_cta) ? C::attend_max_splits
+                                                                               : cluster_merge_most(C::attend_heads_per_cta))
+        : 0;
 
 // Top-k positions to this rank's slots (compacted: only this rank's keys are computed), then
 // attention of HB heads per CTA over the kept keys. Grid (T, heads_gathered / HB, splits). A row (or

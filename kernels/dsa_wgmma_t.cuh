@@ -34,7 +34,10 @@ __device__ __forceinline__ void wgmma_t(float (&d)[HB / 2], uint64_t a, uint64_t
         wgmma_n32<TransB, TransA>(d, a, b);
 }
 
-constexpr int kClusterMergeMax = 16; // the most split CTAs of a row that merge it in their cluster
+// The most split CTAs of a row that merge it in their cluster, at HB heads a CTA: 16 at 16 heads,
+// 8 at 32. At 32 heads a cluster of 16 (one row) was 1.2 us slower than the split merge kernel (26.0
+// against 24.8 us), where 16 heads gained 0.8 (tests/bench/RESULTS.md, twenty-eighth session).
+__host__ __device__ constexpr int cluster_merge_most(int heads) { return heads == 16 ? 16 : 8; }
 
 // The merge of a row's splits by the S split CTAs of its cluster (S > 1, the cluster's rank r =
 // split r), the 256 consumer threads of each (ct = 0 .. 255): each CTA holds its split's partial
@@ -44,41 +47,70 @@ constexpr int kClusterMergeMax = 16; // the most split CTAs of a row that merge 
 // kernel computes (dsa_merge.cuh, lse_merge: in split order, in fp32, the same bits), and stores
 // them as one split would (store.merged). 256 S / HB threads a head. The cluster's barrier before
 // (every partial in place) and after (no CTA leaves while another reads its shared memory).
-template <int HB, int LAT, int OP, class Store>
-__device__ __forceinline__ void cluster_merge(uint32_t obuf, int S, int ct, const Store &store)
+template <int HB, int LAT, int OP, int S, class Store>
+__device__ __forceinline__ void cluster_merge_of(uint32_t obuf, int ct, const Store &store)
 {
-    static_assert(HB >= kClusterMergeMax && LAT % 4 == 0, "a head or more a CTA");
-    if (S > kClusterMergeMax || HB % S != 0)
-        __trap(); // the runtime launches clusters of a power of two up to the module's attend_cluster_merge
-    const int TT = 256 * S / HB, head = (int)cluster_rank() * (HB / S) + ct / TT, tt = ct % TT;
+    // TT threads a head, of which the first LAT / 4 hold IT groups of 4 dims each; every thread
+    // issues all of its loads (S LSEs, S x IT partial dims) before it uses any
+    constexpr int TT = 256 * S / HB, IT = LAT / 4 / TT > 0 ? LAT / 4 / TT : 1;
+    const int head = (int)cluster_rank() * (HB / S) + ct / TT, tt = ct % TT;
+    const bool on = tt < LAT / 4;
     cluster_sync();
-    uint32_t at[kClusterMergeMax]; // head's row in CTA r
-    float lse[kClusterMergeMax], w[kClusterMergeMax];
+    const uint32_t row = obuf + 4u * (uint32_t)(head * OP); // head's row, in CTA r at cluster_addr(row, r)
+    float lw[S];                                            // CTA r's LSE, then its weight
+    float4 x[S][IT];
 #pragma unroll
-    for (int r = 0; r < kClusterMergeMax; r++) {
-        at[r] = cluster_addr(obuf + 4u * (uint32_t)(head * OP), (uint32_t)(r < S ? r : 0));
-        lse[r] = r < S ? merge_lse_in(ld_cluster_f32(at[r] + 4u * LAT)) : neg_inf();
+    for (int r = 0; r < S; r++) {
+        lw[r] = ld_cluster_f32(cluster_addr(row + 4u * LAT, (uint32_t)r));
+#pragma unroll
+        for (int it = 0; it < IT; it++)
+            x[r][it] = on ? ld_cluster_f32x4(cluster_addr(row + 16u * (uint32_t)(tt + it * TT), (uint32_t)r))
+                          : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     }
-    const float total = merge_lse_total<kClusterMergeMax>(S, [&](int r) { return lse[r]; });
 #pragma unroll
-    for (int r = 0; r < kClusterMergeMax; r++)
-        w[r] = merge_weight(lse[r], total);
-    for (int d = 4 * tt; d < LAT; d += 4 * TT) {
-        float4 x[kClusterMergeMax];
+    for (int r = 0; r < S; r++)
+        lw[r] = merge_lse_in(lw[r]);
+    const float total = merge_lse_total<S>(S, [&](int r) { return lw[r]; });
+    uint32_t live = 0; // the partials of a finite LSE: the only ones added
 #pragma unroll
-        for (int r = 0; r < kClusterMergeMax; r++)
-            x[r] = r < S ? ld_cluster_f32x4(at[r] + 4u * d) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    for (int r = 0; r < S; r++) {
+        live |= (lw[r] != neg_inf() ? 1u : 0u) << r;
+        lw[r] = merge_weight(lw[r], total);
+    }
+#pragma unroll
+    for (int it = 0; it < IT; it++) {
         float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 #pragma unroll
-        for (int r = 0; r < kClusterMergeMax; r++)
-            if (r < S && lse[r] != neg_inf())
-                merge_add(v, w[r], x[r]);
-        store.merged(head, d, v.x, v.y);
-        store.merged(head, d + 2, v.z, v.w);
+        for (int r = 0; r < S; r++)
+            if (live >> r & 1u)
+                merge_add(v, lw[r], x[r][it]);
+        if (on) {
+            const int d = 4 * (tt + it * TT);
+            store.merged(head, d, v.x, v.y);
+            store.merged(head, d + 2, v.z, v.w);
+        }
     }
     if (tt == 0)
         store.merged(head, -1, total, 0.0f);
     cluster_sync();
+}
+template <int HB, int LAT, int OP, class Store>
+__device__ __forceinline__ void cluster_merge(uint32_t obuf, int S, int ct, const Store &store)
+{
+    constexpr int Most = cluster_merge_most(HB);
+    static_assert(HB >= Most && LAT % 4 == 0, "a head or more a CTA");
+    switch (S) {
+    case 2: cluster_merge_of<HB, LAT, OP, 2>(obuf, ct, store); return;
+    case 4: cluster_merge_of<HB, LAT, OP, 4>(obuf, ct, store); return;
+    case 8: cluster_merge_of<HB, LAT, OP, 8>(obuf, ct, store); return;
+    case 16:
+        if constexpr (Most >= 16) {
+            cluster_merge_of<HB, LAT, OP, 16>(obuf, ct, store);
+            return;
+        }
+        break;
+    }
+    __trap(); // the runtime launches clusters of a power of two up to the module's attend_cluster_merge
 }
 
 // The whole key loop of one CTA of 16 or 32 heads, warp-specialised; also stores O / l and the LSE
@@ -302,9 +334,10 @@ __device__ __forceinline__ void wgmma_t_main_loop(const CtaThread &th, const Att
     };
     constexpr int OP = Lay::OP;
     static_assert(OP >= LAT + 1, "a head's row of O has room for its LSE");
-    // launched in clusters of the row's split CTAs (the runtime's choice, attend_cluster_merge): they
-    // merge the row among themselves, no partial leaves the cluster
-    const int nsplit = (int)cluster_size();
+    // launched in clusters of the row's split CTAs (the runtime's choice, attend_cluster_merge; only
+    // where the store has that path, Store::cluster_merges): they merge the row among themselves, no
+    // partial leaves the cluster
+    const int nsplit = Store::cluster_merges ? (int)cluster_size() : 1;
     const bool clustered = nsplit > 1;
     float *const obuf0 = reinterpret_cast<float *>(sm.k_s + Lay::key_tile_off(0));
     float *const obuf1 = reinterpret_cast<float *>(sm.k_s + Lay::key_tile_off(1));
@@ -348,8 +381,9 @@ __device__ __forceinline__ void wgmma_t_main_loop(const CtaThread &th, const Att
             store(head, d + 2, o.z, o.w);
         }
     }
-    if (clustered)
-        cluster_merge<HB, LAT, OP>(smem_addr(obuf0), nsplit, wg * NG + gt, store);
+    if constexpr (Store::cluster_merges)
+        if (clustered)
+            cluster_merge<HB, LAT, OP>(smem_addr(obuf0), nsplit, wg * NG + gt, store);
 }
 
 } // namespace dsa

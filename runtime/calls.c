@@ -483,7 +483,7 @@ dsa_result_t dsa_testing_fused_exchange(dsa_ctx_t ctx, int on)
 dsa_result_t dsa_testing_attend_cluster_merge(dsa_ctx_t ctx, int on)
 {
     return path_switch(ctx, "dsa_testing_attend_cluster_merge", on, ctx && ctx->attend_cluster_merge > 1,
-                       "cluster merge of a row's splits (only the 16- and 32-head sparse MLA on sm_90a has it)",
+                       "cluster merge of a row's splits (only the 16- and 32-head sparse MLA on sm_90a at DCP = 1 has it)",
                        ctx ? &ctx->cluster_merge_off : NULL);
 }
 

@@ -38,9 +38,9 @@ DSA_API int dsa_testing_attend_merges_in_cluster(dsa_ctx_t ctx, int64_t rows);
 DSA_API dsa_result_t dsa_testing_force_attend_splits(dsa_ctx_t ctx, int splits);
 
 /* Whether later dsa_attend calls of ctx merge a split row in the cluster of its split CTAs (1, the
- * default where ctx has it: the 16- and 32-head sparse MLA on sm_90a, when the device holds the
- * call's clusters at once) or with the split merge kernel after them (0), so a test can compare the
- * two (the same sums in the same order: the same bits) and a benchmark time them.
+ * default where ctx has it: the 16- and 32-head sparse MLA on sm_90a at DCP = 1, when the device
+ * holds the call's clusters at once) or with the split merge kernel after them (0), so a test can
+ * compare the two (the same sums in the same order: the same bits) and a benchmark time them.
  * DSA_ERROR_UNSUPPORTED for 1 where ctx has no cluster merge. */
 DSA_API dsa_result_t dsa_testing_attend_cluster_merge(dsa_ctx_t ctx, int on);
 

@@ -29,7 +29,9 @@ if [ "$mode" = test ] || [ "$mode" = all ]; then
   t build/examples/host_engine || status=1
   cache=$(mktemp -d)
   echo "== test_prologue (cold JIT cache $cache)"
-  DSA_TEST_CACHE=$cache t build/tests/gpu/test_prologue 2>&1 | tee "$log/test_prologue.log" | grep -E "^(FAIL|ok|[0-9]+ passed)|ctx_create" || status=1
+  # cold: NVRTC compiles every configuration's three modules first (105 s at 8439bcb, past 120 s at
+  # f5aa9d1 on a slower host: tests/bench/RESULTS.md), so its bound is compile time, not a hang
+  DSA_TEST_CACHE=$cache timeout 300 build/tests/gpu/test_prologue 2>&1 | tee "$log/test_prologue.log" | grep -E "^(FAIL|ok|[0-9]+ passed)|ctx_create" || status=1
   echo "== test_prologue again (warm JIT cache)"
   DSA_TEST_CACHE=$cache t build/tests/gpu/test_prologue 2>&1 | tee "$log/test_prologue_warm.log" | grep -E "^(FAIL|ok|[0-9]+ passed)|ctx_create" || status=1
   echo "== test_dcp (in-process DCP group on one GPU)"

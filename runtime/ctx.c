@@ -351,6 +351,12 @@ static dsa_result_t prepare_calls(dsa_ctx_t ctx)
             n = 0; /* a size the device does not run: the split merge kernel */
         ctx->attend_clusters[k] = n;
     }
+    if (ctx->attend_cluster_merge > 1)
+        dsa_log(ctx->opts.log_level, DSA_LOG_INFO,
+                "%s: split rows merged in the cluster of their CTAs, clusters of 2 / 4 / 8 / 16 held at once: %d / %d "
+                "/ %d / %d (0: the split merge kernel merges)",
+                cfg->info.name, ctx->attend_clusters[1], ctx->attend_clusters[2], ctx->attend_clusters[3],
+                ctx->attend_clusters[4]);
     ctx->split_rows = cfg->attend_max_splits > 1 ? ctx->attend_slots / (int64_t)cfg->attend_ctas_per_token : 0;
     if (ctx->split_rows >= 2) {
         CU_CHECK(ctx, dsa_cu.cuMemAlloc(&ctx->ws_so, (size_t)ctx->split_rows * (size_t)cfg->ws_partial_out));

@@ -283,8 +283,9 @@ template <class C> struct StoreAttend {
     }
     // the row merged by its split CTAs in their cluster (cluster_merge, dsa_wgmma_t.cuh): what one
     // split writes. At DCP = 1 only: the exchange's stores, inlined in that merge's unrolled loads,
-    // left the 16-head kernel 8 bytes of spills (a DCP > 1 row is merged by the split merge kernel)
-    static constexpr bool cluster_merges = C::dcp == 1;
+    // left the 16-head kernel 8 bytes of spills (a DCP > 1 row is merged by the split merge kernel);
+    // and only where a row can split (elsewhere the kernel carries no merge code)
+    static constexpr bool cluster_merges = C::dcp == 1 && C::attend_max_splits > 1;
     __device__ __forceinline__ void merged(int h, int d, float x0, float x1) const { whole(h, d, x0, x1); }
 };
 

@@ -261,16 +261,19 @@ static int attend_cluster_merges(const dsa_ctx_t ctx, int64_t n, int splits)
     return n * (int64_t)ctx->cfg->attend_ctas_per_token <= (int64_t)ctx->attend_clusters[k];
 }
 
+/* The rows of the first chunk of a dsa_attend call of `rows` rows (ctx not NULL, rows > 0). */
+static int64_t first_chunk(const dsa_ctx_t ctx, int64_t rows) { return rows < ctx->ws_tokens ? rows : ctx->ws_tokens; }
+
 int dsa_testing_attend_splits(dsa_ctx_t ctx, int64_t rows)
 {
-    return ctx && rows > 0 ? attend_splits(ctx, rows < ctx->ws_tokens ? rows : ctx->ws_tokens) : 0;
+    return ctx && rows > 0 ? attend_splits(ctx, first_chunk(ctx, rows)) : 0;
 }
 
 int dsa_testing_attend_merges_in_cluster(dsa_ctx_t ctx, int64_t rows)
 {
     if (!ctx || rows <= 0)
         return 0;
-    const int64_t n = rows < ctx->ws_tokens ? rows : ctx->ws_tokens;
+    const int64_t n = first_chunk(ctx, rows);
     return attend_cluster_merges(ctx, n, attend_splits(ctx, n));
 }
 

@@ -21,9 +21,11 @@ skips the dequantisation of fp8 and nvfp4 keys, which favours it (not with --qui
 Usage: python3 tests/bench/bench_attend.py [--quick] [--plain]   (from the repository root, after
 `ninja gpu` and the dsagen command above; --quick: fp8 only; --plain: kernels launched plainly, not
 as programmatic dependent launches, to measure what those buy)
-       python3 tests/bench/bench_attend.py --line TAG [--format F]   one line "TAG: 16h x1: us | ..."
-           of the L2-flushed times at every heads x rows point (format F: fp8_ds_mla, the default,
-           nvfp4_ds_mla or bf16), for A/B runs of two trees in one device call
+       python3 tests/bench/bench_attend.py --line TAG [--format F] [--floor]   one line "TAG: 16h x1:
+           us | ..." of the L2-flushed times at every heads x rows point (format F: fp8_ds_mla, the
+           default, nvfp4_ds_mla or bf16), for A/B runs of two trees in one device call; --floor
+           puts first the launch floor, one one-element kernel timed the same way (the table prints
+           it in its header)
        any mode with --kernel-merge: split rows merged by the split merge kernel even where their
            CTAs would merge them in their cluster (dsa_testing_attend_cluster_merge(ctx, 0)), to
            time the two in one run
@@ -43,7 +45,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import dsa_ctypes  # noqa: E402  (the binding the benchmarks share)
-from bench_prologue import copy_bandwidth, encode_entries, lib, time_flushed_ms, time_ms  # noqa: E402
+from bench_prologue import copy_bandwidth, encode_entries, launch_floor_us, lib, time_flushed_ms, time_ms  # noqa: E402
 from dsa_ctypes import AttendArgs, ConfigInfo, Options  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -153,6 +155,8 @@ def line(tag, fmt="fp8_ds_mla"):
         p.close()
         del p
         torch.cuda.empty_cache()
+    if "--floor" in sys.argv:
+        res.insert(0, "floor %.1f" % launch_floor_us()[1])
     print(f"{tag}: " + " | ".join(res), flush=True)
 
 
@@ -208,6 +212,9 @@ def main():
     bw, rate = copy_bandwidth(), tensor_rate()
     print(f"device {torch.cuda.get_device_name()}; copy bandwidth {bw / 1e12:.2f} TB/s (read + write), "
           f"bf16 tensor-core rate {rate / 1e12:.0f} TFLOP/s (8192^3 product); top-k 2048, {SEQ}-token requests")
+    floor, floor_f = launch_floor_us()
+    print(f"launch floor (one one-element kernel, timed as a call is): {floor:.1f} us back to back, "
+          f"{floor_f:.1f} us L2 flushed")
     print("| heads | format | rows | splits | us | us L2 flushed | TFLOP/s | key TB/s | share of bound | "
           "bound | one CTA a row: us, L2 flushed | speed-up (flushed) | PyTorch eager us (bf16 keys) | x eager |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")

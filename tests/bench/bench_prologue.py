@@ -99,6 +99,15 @@ def time_flushed_ms(fn, reps=20, warmup=3, inner=1):
     return statistics.median(times)
 
 
+def launch_floor_us():
+    """(back to back, L2 flushed) us of one launch that does nothing worth timing (a one-element add),
+    timed as time_ms and time_flushed_ms time a call: what a one-kernel call cannot go below in these
+    harnesses (the launch, and the events' own gap), for the one-row targets."""
+    x = torch.zeros(1, dtype=torch.float32, device="cuda")
+    run = lambda: x.add_(1.0)  # noqa: E731
+    return time_ms(run, reps=20, warmup=3, inner=10) * 1e3, time_flushed_ms(run) * 1e3
+
+
 def copy_bandwidth():
     n = 1 << 31  # 2 GiB, far beyond L2
     x = torch.empty(n, dtype=torch.uint8, device="cuda")

@@ -1,0 +1,38 @@
+# Throwaway driver of attend_cluster_timeline_instrument.py (run from the tree root after it and
+# `ninja gpu`): 16 heads (grid_tp8, fp8_ds_mla), 1 and 8 rows. Each round: L2 flushed, one call
+# launched in clusters timed between two events (its stamps recorded), then one call merged by the
+# split merge kernel, whose CTA (0, 0) prints the clustered call's stamps. Also the launch floor.
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from bench_attend import GRID, Point, lib  # noqa: E402
+from bench_prologue import launch_floor_us  # noqa: E402
+
+floor, floor_f = launch_floor_us()
+print(f"XC launch floor {floor:.1f} us back to back, {floor_f:.1f} us L2 flushed", flush=True)
+flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+for fmt in ("fp8_ds_mla",):
+    p = Point(os.path.join(GRID, f"grid_tp8_dcp1_i1_{fmt}"))
+    for B in (1, 8):
+        run = p.call(B)
+        lib.dsa_testing_attend_cluster_merge(p.ctx, 1)
+        print(f"XC {fmt} rows {B}: merged in the cluster: {lib.dsa_testing_attend_merges_in_cluster(p.ctx, B)}", flush=True)
+        for _ in range(3):
+            run()
+        torch.cuda.synchronize()
+        for rnd in range(3):
+            flush.fill_(1)
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            run()
+            b.record()
+            b.synchronize()
+            print(f"XC round {rnd}: the clustered call {a.elapsed_time(b) * 1e3:.1f} us between its events", flush=True)
+            lib.dsa_testing_attend_cluster_merge(p.ctx, 0)
+            run()
+            torch.cuda.synchronize()
+            lib.dsa_testing_attend_cluster_merge(p.ctx, 1)
+    p.close()

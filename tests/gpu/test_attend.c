@@ -505,9 +505,18 @@ int main(int argc, char **argv)
         /* two splits a row, the few-splits merge entry: into out (DCP = 1) and into the exchange */
         test_config("deepseek_v32_tp8_dcp1_i1_fp8_ds_mla", TOPK_MIXED, seed++, 2);
         test_config("glm5.2_tp2_dcp2_i1_nvfp4_ds_mla", TOPK_SKIP_LAST, seed++, 2);
+        /* split rows merged in clusters of 8 (32 heads) and 4 (16), against the split merge kernel */
+        test_config("deepseek_v32_tp4_dcp1_i1_fp8_ds_mla", TOPK_MIXED, seed++, 8);
+        test_config("glm5.2_tp4_dcp1_i1_fp8_ds_mla", TOPK_MIXED, seed++, 4);
+        /* a top-k of two 2048-entry segments with one CTA a row: each segment many tiles, the
+         * tiles' barriers carried across the segments */
+        test_config("tiny_k4096_tp4_dcp1_i1_fp8_ds_mla", TOPK_MIXED, seed++, 1);
+        test_config("tiny_k4096_tp4_dcp2_i1_bf16", TOPK_SKIP_LAST, seed++, 1);
         fused_exchange = 0; /* the all-to-all exchange, as groups without load/store reach run it */
         test_config("tiny_tp4_dcp4_i1_fp8_ds_mla", TOPK_MIXED, seed++, 0);
         test_config("glm5.2_tp2_dcp2_i1_nvfp4_ds_mla", TOPK_MIXED, seed++, 1);
+        /* split rows merged into the all-to-all's send buffer */
+        test_config("glm5.2_tp2_dcp2_i1_nvfp4_ds_mla", TOPK_MIXED, seed++, 0);
         fused_exchange = 1;
         test_config("glm5.2_tp4_dcp1_i1_fp8_ds_mla", TOPK_EMPTY, seed++, 0);
     }

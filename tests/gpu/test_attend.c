@@ -248,6 +248,9 @@ static int path_ab(const char *name, rank_io_t *io, int r0, int r1, size_t out_b
  * receive buffers; what the in-process group and NCCL windows in one NVLink domain get), 0 the
  * all-to-all (dsa_testing_fused_exchange). */
 static int fused_exchange = 1;
+/* The target the contexts compile for (NULL: the configuration's first, sm_90a): "sm_90" runs the
+ * mma.sync loop that targets without warpgroup MMA take, on this H200. */
+static const char *target;
 
 static void run_world(const char *name, int mode, unsigned seed, const void *nccl_id, int only_rank, int splits)
 {
@@ -287,6 +290,7 @@ static void run_world(const char *name, int mode, unsigned seed, const void *ncc
     for (int r = r0; r < r1; r++) {
         dsa_options_t o = harness_options();
         o.attend_tokens = 4; /* 11 rows: three chunks, so chunking is exercised */
+        o.target = target;
         o.inproc_group = group;
         o.nccl_id = nccl_id;
         o.device = nccl_id ? only_rank : 0;
@@ -341,8 +345,8 @@ static void run_world(const char *name, int mode, unsigned seed, const void *ncc
         CHECK(path_ab(name, io, r0, r1, out_bytes, lse_bytes, dsa_testing_attend_cluster_merge,
                       "split rows merged in their cluster against the split merge kernel"));
     }
-    printf("%s %s mode %d%s%s, %d split%s a row%s: %d bad; worst rel err %.2e, min cosine %.7f, worst lse rel %.2e\n",
-           ok && bad == 0 ? "ok  " : "FAIL", name, mode, nccl_id ? " (NCCL rank)" : "",
+    printf("%s %s%s%s mode %d%s%s, %d split%s a row%s: %d bad; worst rel err %.2e, min cosine %.7f, worst lse rel %.2e\n",
+           ok && bad == 0 ? "ok  " : "FAIL", name, target ? " at " : "", target ? target : "", mode, nccl_id ? " (NCCL rank)" : "",
            W > 1 ? (fused_exchange ? ", fused exchange" : ", all-to-all") : "", used, used == 1 ? "" : "s",
            in_cluster ? " merged in the cluster" : "", bad,
            worst[0], worst[1], worst[2]);
@@ -519,6 +523,15 @@ int main(int argc, char **argv)
         test_config("glm5.2_tp2_dcp2_i1_nvfp4_ds_mla", TOPK_MIXED, seed++, 0);
         fused_exchange = 1;
         test_config("glm5.2_tp4_dcp1_i1_fp8_ds_mla", TOPK_EMPTY, seed++, 0);
+        /* the mma.sync loop, which plain sm_90 and sm_100a builds run, on this H200: each cache
+         * format, DCP, rows split and not, a top-k of two segments */
+        target = "sm_90";
+        test_config("tiny_tp4_dcp1_i1_fp8_ds_mla", TOPK_MIXED, seed++, 0);
+        test_config("tiny_tp4_dcp2_i1_bf16", TOPK_SKIP_LAST, seed++, 0);
+        test_config("tiny_tp4_dcp2_i2_nvfp4_ds_mla", TOPK_MIXED, seed++, 0);
+        test_config("deepseek_v32_tp8_dcp1_i1_fp8_ds_mla", TOPK_MIXED, seed++, 1);
+        test_config("tiny_k4096_tp4_dcp1_i1_fp8_ds_mla", TOPK_MIXED, seed++, 1);
+        target = NULL;
     }
     if (!only || !strcmp(only, "args"))
         test_bad_arguments();

@@ -23,6 +23,8 @@ runtime's top-k choice), for tests/bench/profile_index.sh
        python3 tests/bench/bench_index.py --line TAG [--rows 1,8,64,128] [--context 32768,131072]
 [--score ..] [--plain]   one line "TAG: deepseek 1x32K: us/us | ..." of the runtime's choice, back to back /
 L2 flushed, every configuration x rows x context (tests/bench/ab.sh --bench index)
+       python3 tests/bench/bench_index.py --overlap [--rows 64,128] [--context 32768,131072]   each point's
+rows as two halves on two streams at once, against the whole call and the halves in turn (overlap())
 """
 import ctypes
 import os
@@ -171,6 +173,58 @@ def line(tag, rows, contexts):
     print(f"{tag}: " + " | ".join(res), flush=True)
 
 
+def overlap(rows, contexts):
+    """--overlap: a call's rows as two halves, each its own call (and context, so its own
+    workspaces) on its own stream, launched together, against the whole call and the two halves one
+    after the other on one stream, back to back, the runtime's choices. The question under scoring
+    a call's rows in groups (issue 14): whether one group's top-k, a chain of latencies, runs beside
+    another group's scores, which fill the device, or waits for them. Checks that the halves' rows
+    equal the whole call's."""
+    s1, s2 = torch.cuda.Stream(), torch.cuda.Stream()
+    print("| configuration | rows | context | whole us | halves one after the other us | halves on two streams us | rows equal |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for name in CONFIGS:
+        for B in rows:
+            for L in contexts:
+                (H, D, K, BS), opts, t, a = point(name, B, L)
+                h = B // 2
+                whole, ca, cb = (context(name, opts, "auto") for _ in range(3))
+                outs = [torch.empty(h, K, device="cuda", dtype=torch.int32),
+                        torch.empty(B - h, K, device="cuda", dtype=torch.int32)]
+                halves = [index_args(t["q"][lo:hi], t["w"][lo:hi], t["pos"][lo:hi], t["req"][lo:hi], t["lens"],
+                                     t["table"], t["cache"], out) for (lo, hi), out in zip(((0, h), (h, B)), outs)]
+
+                def seq():
+                    call(ca, halves[0])
+                    call(cb, halves[1])
+
+                def par():
+                    cur = torch.cuda.current_stream()
+                    s1.wait_stream(cur)
+                    s2.wait_stream(cur)
+                    with torch.cuda.stream(s1):
+                        call(ca, halves[0])
+                    with torch.cuda.stream(s2):
+                        call(cb, halves[1])
+                    cur.wait_stream(s1)
+                    cur.wait_stream(s2)
+
+                call(whole, a)
+                ref = t["topk"].clone()
+                same = True
+                for fn in (seq, par):
+                    outs[0].fill_(-2), outs[1].fill_(-2)
+                    fn()
+                    torch.cuda.synchronize()
+                    same = same and torch.equal(outs[0], ref[:h]) and torch.equal(outs[1], ref[h:])
+                us = [time_us(f, False) for f in (lambda: call(whole, a), seq, par)]
+                print(f"| {name} | {B} | {L} | {us[0]:.1f} | {us[1]:.1f} | {us[2]:.1f} | {'yes' if same else 'NO'} |",
+                      flush=True)
+                for c in (whole, ca, cb):
+                    lib.dsa_ctx_destroy(c)
+                torch.cuda.empty_cache()
+
+
 def main():
     if "--calls" in sys.argv:
         i = sys.argv.index("--calls")
@@ -186,6 +240,8 @@ def main():
     if "--line" in sys.argv:
         return line(sys.argv[sys.argv.index("--line") + 1], ints("--rows", (1, 8, 64, 128)),
                     ints("--context", (32768, 131072)))
+    if "--overlap" in sys.argv:
+        return overlap(ints("--rows", (64, 128)), ints("--context", (32768, 131072)))
     rows = ints("--rows", (1, 64) if quick else (1, 64, 128))
     contexts = ints("--context", (8192, 32768) if quick else (8192, 32768, 131072))
     no_peer = "--no-peer" in sys.argv

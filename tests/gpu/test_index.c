@@ -798,6 +798,8 @@ int main(int argc, char **argv)
         test_ref("deepseek_v32_tp8_dcp1_i1_fp8_ds_mla", 0);
         test_ref("deepseek_v32_tp8_dcp1_i1_fp8_ds_mla", 5);
         test_ref("tiny_k4096_tp4_dcp1_i1_fp8_ds_mla", 0); /* a top-k of 4096 */
+        /* 16 indexer heads of 256 dims, rope interleaved on the last dims, no Hadamard */
+        test_ref("tiny_variants_tp4_dcp1_i1_bf16", 0);
         if (score_kernel >= 2) { /* the warpgroup kernels on rows that group */
             prefill_world = 1;
             test_ref("tiny_k4096_tp4_dcp1_i1_fp8_ds_mla", 0);
@@ -818,6 +820,7 @@ int main(int argc, char **argv)
         /* lists of 4096: two merged in shared memory, eight from global memory (index_merge_smem 0) */
         test_dcp("tiny_k4096_tp4_dcp2_i1_bf16", "tiny_k4096_tp4_dcp1_i1_fp8_ds_mla", 2, 1, 0, 0);
         test_dcp("tiny_k4096_tp8_dcp8_i1_nvfp4_ds_mla", "tiny_k4096_tp4_dcp1_i1_fp8_ds_mla", 8, 1, 3, 0);
+        test_dcp("tiny_variants_tp8_dcp2_i1_fp8_ds_mla_p2", "tiny_variants_tp4_dcp1_i1_bf16", 2, 1, 0, 0);
         fused_gather = 0; /* the all-gather, as groups without load/store reach run it */
         test_dcp("tiny_tp4_dcp4_i2_fp8_ds_mla", "tiny_tp4_dcp1_i1_bf16", 4, 2, 3, 0);
         test_dcp("deepseek_v32_tp8_dcp8_i1_fp8_ds_mla", "deepseek_v32_tp8_dcp1_i1_fp8_ds_mla", 8, 1, 0, 1);
@@ -863,6 +866,7 @@ int main(int argc, char **argv)
         for (int k = 1; k <= 3; k++)
             for (int prefill = 0; prefill <= (k >= 2); prefill++) {
                 test_scores("tiny_tp4_dcp1_i1_bf16", k, prefill);
+                test_scores("tiny_variants_tp4_dcp1_i1_bf16", k, prefill);
                 test_scores("glm5.2_tp4_dcp1_i1_fp8_ds_mla", k, prefill);
                 test_scores("deepseek_v32_tp8_dcp1_i1_fp8_ds_mla", k, prefill);
             }

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # GPU tests and benchmarks in one call (for the H200 machines, which have CUDA, NCCL and PyTorch
 # but no Lua): builds the runtime and GPU tests from the committed out/ with `ninja gpu`, then runs
-# them. Usage: tests/gpu/run.sh [test|bench|all|stagec|stageb|sanitize|python|dcp] (default test); the NCCL test needs 2 GPUs and
-# says SKIPPED on one. Logs go to $OUT when set. `python [single|dcp]` builds the Python package for the
+# them. Usage: tests/gpu/run.sh [test|test1|test2|bench|all|stagec|stageb|sanitize|python|dcp] (default test); the NCCL test needs 2 GPUs and
+# says SKIPPED on one. test1 and test2 are test's two halves, for two device calls where one would
+# pass its time limit: the main job, test_prologue (cold, then warm) and test_dcp; then test_attend,
+# test_index, test_soak and the NCCL tests, after compiling every configuration in parallel. Logs go to $OUT when set. `python [single|dcp]` builds the Python package for the
 # python3 on PATH (nanobind from its wheel in .whl/ when that python3 lacks it: carry .whl) and runs
 # its GPU tests and the example (python.log, python_dcp.log, dsa_layer.log).
 set -uo pipefail
@@ -16,7 +18,9 @@ mkdir -p "$log" || exit 1
 [ -e .cuda ] || ln -sfn /usr/local/cuda .cuda # what tools/setup.sh does on a machine with the toolkit
 ninja gpu || exit 1
 nvidia-smi -L
-if [ "$mode" = test ] || [ "$mode" = all ]; then
+first=0 second=0
+case "$mode" in test | all) first=1 second=1 ;; test1) first=1 ;; test2) second=1 ;; esac
+if [ "$first" = 1 ]; then
   echo "== dsa-demo (the main job: the whole step across the GPUs present)"
   t build/dsa-demo 2>&1 | tee "$log/dsa_demo.log" || status=1
   echo "== dsa-demo --dir (a configuration generated outside specs/, loaded at run time, not linked)"
@@ -36,6 +40,15 @@ if [ "$mode" = test ] || [ "$mode" = all ]; then
   DSA_TEST_CACHE=$cache t build/tests/gpu/test_prologue 2>&1 | tee "$log/test_prologue_warm.log" | grep -E "^(FAIL|ok|[0-9]+ passed)|ctx_create" || status=1
   echo "== test_dcp (in-process DCP group on one GPU)"
   DSA_TEST_CACHE=$cache t build/tests/gpu/test_dcp 2>&1 | tee "$log/test_dcp.log" || status=1
+fi
+if [ "$second" = 1 ]; then
+  if [ "$first" = 0 ]; then # a fresh cache, filled in parallel (test_prologue's cold run did it above)
+    cache=$(mktemp -d)
+    echo "== every configuration's kernels compiled in parallel into $cache (dsa-jit, for sm_90a and for sm_90, which test_attend also runs)"
+    build/dsa-jit --list | xargs -P "$(nproc)" -n 1 build/dsa-jit --cache "$cache" > "$log/jit_precompile.log" 2>&1
+    build/dsa-jit --list | xargs -P "$(nproc)" -n 1 build/dsa-jit --target sm_90 --cache "$cache" >> "$log/jit_precompile.log" 2>&1
+    echo "compiled ($(ls "$cache" | wc -l) modules; the tests compile whatever is missing)"
+  fi
   echo "== test_attend (stage C, every configuration, DCP ranks on one GPU)"
   # 80 s at f5aa9d1; since then more cases and five configurations compiled for sm_90 (the mma.sync
   # loop) when it reaches them, so its bound is compile time too

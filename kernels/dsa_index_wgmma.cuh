@@ -85,16 +85,23 @@ constexpr bool kScoreF16 = true;
 // keys' D bytes then their 64 fp32 scales (the page's layout, so a page's part lands with two bulk
 // copies, a whole page of 64 keys with one); `stages` slots, so that as many tiles (25 or 34 KiB)
 // per CTA are in flight. The query in the MMA's type (f16: 16 KiB at 64 heads, hence one slot
-// fewer, under 48 KiB in all).
+// fewer). index_score holds this in static shared memory, of which no launch gets more than 48 KiB,
+// with the first pass's counts beside it (4 KiB): fewer slots where the query and the slots of a
+// long head take more (2 at 16 heads of 256 dims), and a geometry that leaves no room for 2 is
+// refused here.
 template <int H, int D, bool F16> struct ScoreWgmmaShape {
     enum : int {
         keys = 64,                                          // per tile
         heads = H <= 8 ? 8 : H <= 16 ? 16 : H <= 32 ? 32 : 64, // the wgmma N: heads past H are zero, weight 0
         elem = F16 ? 2 : 1,                                 // bytes per query or key value at the MMA
         kdims = F16 ? 16 : 32,                              // dims per wgmma (its K)
-        stages = F16 ? 3 : 4,
         slot_bytes = keys * (D + 4),
         q_bytes = heads * D * elem,
+        // the static budget: 48 KiB less the query, the counts, the head weights and 1 KiB for the
+        // barriers and alignment
+        room = 48 * 1024 - q_bytes - 4096 - 4 * 4 * (heads / 4 + 4) - 1024,
+        stages_most = F16 ? 3 : 4,
+        stages = room / slot_bytes < stages_most ? room / slot_bytes : stages_most,
         // the head weights in shared memory: a quad lane's heads / 4 of a row, then the next
         // lane's wq_pitch floats on; 4 more where heads / 4 is a multiple of 16 (64 heads), so that
         // the 4 lanes' 16-byte loads fall in distinct banks (at 16 floats, lanes 0 and 2 collided:
@@ -102,6 +109,8 @@ template <int H, int D, bool F16> struct ScoreWgmmaShape {
         wq_pitch = heads / 4 % 16 == 0 ? heads / 4 + 4 : heads / 4,
         wq_row = 4 * wq_pitch, // floats a row
     };
+    static_assert(stages >= 2, "the indexer's heads x head_dim leave the score kernel's 48 KiB of static shared memory "
+                               "no room for two key slots");
 };
 
 // The CTA's shared memory: the row's query (B: core matrices of 8 heads x 16 bytes, 128 bytes each;
@@ -657,11 +666,14 @@ template <class C> struct ScoreGroupOf {
 // KiB, 1 KiB of it reserved a CTA), at most 4: the loop holds the next tile's key pieces beside the
 // current one's fragments (127 registers at 64 heads, 110 at 32); at 5 CTAs (96 registers) it
 // spills. Measured against the loop without that prefetch at 5 CTAs, 1-4% faster at 64 and 128 rows
-// (tests/bench/RESULTS.md). Elsewhere (the mma.sync kernel) the plan's cap, 1 where it gives none.
+// (tests/bench/RESULTS.md). Past 128 dims a head the key pieces are twice as many: 3 CTAs (at 4,
+// 16 heads of 256 dims spilled 110 bytes). Elsewhere (the mma.sync kernel) the plan's cap, 1 where
+// it gives none.
 template <class C> struct ScoreCtasOf {
     using Smem = ScoreWgmmaSmem<C::idx_heads, C::idx_head_dim, kScoreF16>;
     static constexpr int fit = (int)((228u * 1024u) / (sizeof(Smem) + 4u * ScoreBinsOf<C>::words + 1024u));
-    static constexpr int ctas = kHasWgmma && C::idx_heads <= 64 ? (fit < 4 ? fit : 4)
+    static constexpr int most = C::idx_head_dim <= 128 ? 4 : 3;
+    static constexpr int ctas = kHasWgmma && C::idx_heads <= 64 ? (fit < most ? fit : most)
                                 : C::idx_score_min_ctas > 0     ? C::idx_score_min_ctas
                                                                 : 1;
     static_assert(ctas >= 1, "a CTA's shared memory fits an SM");

@@ -31,8 +31,9 @@ static void print_usage(void)
          "--dump DIR writes each compiled cubin to DIR/<config>.<kernel>.cubin (DIR must exist), e.g. to\n"
          "compare the machine code of two builds with tools/cubin_text_diff.py.\n"
          "Exit 1 on an NVRTC error, a compiled entry that uses local memory (the rope table's stack\n"
-         "excepted: it runs once a context), an entry whose warpgroup MMAs ptxas serialized (its\n"
-         "C7510..C75xx performance warnings), or a cubin that cannot be written.");
+         "excepted: it runs once a context) or more than 48 KiB of static shared memory, an entry\n"
+         "whose warpgroup MMAs ptxas serialized (its C7510..C75xx performance warnings), or a cubin\n"
+         "that cannot be written.");
 }
 
 static const char *dump;
@@ -87,6 +88,14 @@ static int compile(const dsa_cfg_t *cfg, const char *target, const char *cache)
             if ((x->stack_bytes != 0 && !table) || x->spill_bytes != 0) {
                 printf("%s: kernel %s: entry %s uses local memory (%d bytes of stack, %d of spill stores)\n",
                        cfg->info.name, in->name, x->name, x->stack_bytes, x->spill_bytes);
+                failed++;
+            }
+            /* static shared memory past 48 KiB: ptxas accepts it (CUDA 13), but no launch gets more
+             * than 48 KiB of it, dynamic memory being the only kind a kernel can opt in beyond */
+            if (x->shared_bytes > 48 * 1024) {
+                printf("%s: kernel %s: entry %s uses %d bytes of static shared memory, over the 48 KiB a "
+                       "launch allows\n",
+                       cfg->info.name, in->name, x->name, x->shared_bytes);
                 failed++;
             }
             /* a serialized warpgroup MMA pipeline computes the right numbers several times slower:

@@ -272,6 +272,7 @@ static void push_env(lua_State *L, const loaded *l, const dsg_config *c, const c
     set_int(L, "index_score_few_rows", dv.index_score_few_rows);
     set_int(L, "index_score_min_ctas", dv.index_score_min_ctas);
     set_int(L, "index_score_group_rows", dv.index_score_group_rows);
+    set_int(L, "index_score_stages", dv.index_score_stages);
     set_int(L, "index_topk_split_threads", dv.index_topk_split_threads);
     set_int(L, "index_topk_radix_bits", dv.index_topk_radix_bits);
     set_int(L, "index_topk_split_keys", dv.index_topk_split_keys);

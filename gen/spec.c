@@ -513,6 +513,20 @@ static void check_relations(vctx *v, const dsg_geometry *g, dsg_config *cfg, con
     }
 }
 
+/* The key slots of index_score's ring (sm_90a, up to 64 indexer heads; kernels/dsa_index_wgmma.cuh,
+ * ScoreWgmmaSmem): the kernel keeps the row's query (the heads padded to 8, 16, 32 or 64, head_dim
+ * values each in f16) and the ring (each slot 64 keys' head_dim bytes and fp32 scales) in static
+ * shared memory, of which no launch gets more than 48 KiB, beside the first pass's counts (4 KiB),
+ * the head weights and 1 KiB of barriers: as many slots as fit there, 3 at most (more in flight did
+ * not pay on an H200); validation refuses a geometry with room for fewer than 2. */
+int dsg_score_stages(const dsg_geometry *g)
+{
+    const int padded = g->idx_heads <= 8 ? 8 : g->idx_heads <= 16 ? 16 : g->idx_heads <= 32 ? 32 : 64;
+    const int room = 48 * 1024 - padded * g->idx_head_dim * 2 - 4096 - 16 * (padded / 4 + 4) - 1024;
+    const int fit = room / (64 * (g->idx_head_dim + 4));
+    return fit < 3 ? fit : 3;
+}
+
 static void check_geometry_relations(vctx *v, const dsg_geometry *g, const where *gw)
 {
     where c;
@@ -542,6 +556,11 @@ static void check_geometry_relations(vctx *v, const dsg_geometry *g, const where
         c = child(&iw, "head_dim", 0);
         err(v, &c, "must be 64, 128 or 256 (the indexer kernels split a key row in 16-byte quarters), got %d",
             g->idx_head_dim);
+    } else if (g->idx_heads <= 64 && dsg_score_stages(g) < 2) {
+        c = child(&iw, "heads", 0);
+        err(v, &c, "%d heads of %d dims leave the score kernel no room for two 64-key slots beside the query in "
+            "its 48 KiB of static shared memory; at %d dims at most %d heads fit",
+            g->idx_heads, g->idx_head_dim, g->idx_head_dim, g->idx_head_dim > 128 ? 16 : 64);
     }
 }
 
@@ -943,6 +962,7 @@ void dsg_derive(const dsg_geometry *g, const dsg_config *c, dsg_derived *o)
         const int most = g->idx_head_dim > 128 ? 128 : 256, rows = most / padded;
         o->index_score_group_rows = g->idx_heads > 64 ? 1 : rows > 8 ? 8 : rows;
     }
+    o->index_score_stages = dsg_score_stages(g);
     o->index_topk_threads = 1024;
     /* The DCP index merge places each candidate by binary searches over the other ranks' lists,
      * then selects from the merged list: where 12 W topk bytes fit in 200 KiB of shared memory (every

@@ -89,6 +89,7 @@ typedef struct dsg_derived {
     int index_score_few_rows; /* a chunk of fewer rows scores on mma.sync (index_score_few) */
     int index_score_min_ctas; /* CTAs per SM the score kernel is compiled for (its register cap) */
     int index_score_group_rows; /* rows of one request index_score_group scores in one CTA (1: none) */
+    int index_score_stages;     /* key slots of index_score's ring (sm_90a; dsg_score_stages) */
     /* the top-k split over several CTAs of a row: threads per CTA, radix digit bits, the fewest keys
      * a CTA takes, the most CTAs a row can use, and the row's shared state (bytes) */
     int index_topk_split_threads, index_topk_radix_bits, index_topk_split_keys, index_topk_split_max;
@@ -110,6 +111,8 @@ extern const char *const dsg_rope_style_names[];
 int dsg_spec_validate(dsg_spec *spec, dsg_sandbox *sb, dsg_trusted *t, dsg_diag *d);
 
 void dsg_derive(const dsg_geometry *g, const dsg_config *c, dsg_derived *out);
+/* the key slots of index_score's ring at this geometry (gen/spec.c says how they are chosen) */
+int dsg_score_stages(const dsg_geometry *g);
 
 /* YaRN's attention scale factor: 0.1 * m * ln(s) + 1 for s > 1, else 1. */
 double dsg_yarn_mscale(double scale, double m);

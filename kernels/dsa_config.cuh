@@ -35,6 +35,7 @@ struct Config {
         idx_score_min_ctas = DSA_IDX_SCORE_MIN_CTAS,
         idx_score_keys_per_cta = DSA_IDX_SCORE_KEYS_PER_CTA,
         idx_score_group_rows = DSA_IDX_SCORE_GROUP_ROWS,
+        idx_score_stages = DSA_IDX_SCORE_STAGES,
         idx_topk_split_threads = DSA_IDX_TOPK_SPLIT_THREADS,
         idx_topk_radix_bits = DSA_IDX_TOPK_RADIX_BITS,
         idx_topk_split_keys = DSA_IDX_TOPK_SPLIT_KEYS,

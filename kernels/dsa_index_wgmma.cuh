@@ -84,11 +84,10 @@ constexpr bool kScoreF16 = true;
 // The score CTA's shape: one warpgroup; tiles of 64 keys (the wgmma M), each a ring slot of the
 // keys' D bytes then their 64 fp32 scales (the page's layout, so a page's part lands with two bulk
 // copies, a whole page of 64 keys with one); `stages` slots, so that as many tiles (25 or 34 KiB)
-// per CTA are in flight. The query in the MMA's type (f16: 16 KiB at 64 heads, hence one slot
-// fewer). index_score holds this in static shared memory, of which no launch gets more than 48 KiB,
-// with the first pass's counts beside it (4 KiB): fewer slots where the query and the slots of a
-// long head take more (2 at 16 heads of 256 dims), and a geometry that leaves no room for 2 is
-// refused here.
+// per CTA are in flight. The query in the MMA's type (f16: 16 KiB at 64 heads). index_score holds
+// them in static shared memory, of which no launch gets more than 48 KiB, with the first pass's
+// counts beside it (4 KiB): the plan's idx_score_stages slots, as many as fit (3; 2 at 16 heads of
+// 256 dims), which the generator derives and index_score_wgmma checks.
 template <int H, int D, bool F16> struct ScoreWgmmaShape {
     enum : int {
         keys = 64,                                          // per tile
@@ -97,11 +96,6 @@ template <int H, int D, bool F16> struct ScoreWgmmaShape {
         kdims = F16 ? 16 : 32,                              // dims per wgmma (its K)
         slot_bytes = keys * (D + 4),
         q_bytes = heads * D * elem,
-        // the static budget: 48 KiB less the query, the counts, the head weights and 1 KiB for the
-        // barriers and alignment
-        room = 48 * 1024 - q_bytes - 4096 - 4 * 4 * (heads / 4 + 4) - 1024,
-        stages_most = F16 ? 3 : 4,
-        stages = room / slot_bytes < stages_most ? room / slot_bytes : stages_most,
         // the head weights in shared memory: a quad lane's heads / 4 of a row, then the next
         // lane's wq_pitch floats on; 4 more where heads / 4 is a multiple of 16 (64 heads), so that
         // the 4 lanes' 16-byte loads fall in distinct banks (at 16 floats, lanes 0 and 2 collided:
@@ -109,20 +103,19 @@ template <int H, int D, bool F16> struct ScoreWgmmaShape {
         wq_pitch = heads / 4 % 16 == 0 ? heads / 4 + 4 : heads / 4,
         wq_row = 4 * wq_pitch, // floats a row
     };
-    static_assert(stages >= 2, "the indexer's heads x head_dim leave the score kernel's 48 KiB of static shared memory "
-                               "no room for two key slots");
 };
 
 // The CTA's shared memory: the row's query (B: core matrices of 8 heads x 16 bytes, 128 bytes each;
 // a group of 8 heads takes 8 D elem bytes, its 16-byte chunks 128 bytes apart), the ring, its barriers
 // (full: the slot's copies landed; empty: the warpgroup has read the slot).
-template <int H, int D, bool F16> struct ScoreWgmmaSmem {
+template <int H, int D, bool F16, int Stages> struct ScoreWgmmaSmem {
     using S = ScoreWgmmaShape<H, D, F16>;
-    enum : int { stages = S::stages };
+    enum : int { stages = Stages };
+    static_assert(Stages >= 2, "a ring of two key slots at least (the generator refuses fewer)");
     alignas(128) uint8_t q[S::q_bytes];
-    alignas(128) uint8_t ring[S::stages][S::slot_bytes];
-    uint64_t full[S::stages], empty[S::stages];
-    uint32_t present[S::stages]; // bit c: part c of the slot's tile has a page (its keys landed)
+    alignas(128) uint8_t ring[Stages][S::slot_bytes];
+    uint64_t full[Stages], empty[Stages];
+    uint32_t present[Stages]; // bit c: part c of the slot's tile has a page (its keys landed)
     alignas(16) float wq[S::wq_row]; // the row's head weights, as ScoreGroupSmem's
 };
 
@@ -638,7 +631,10 @@ __device__ __forceinline__ void index_score_wgmma_in(const dsa_index_score_param
 // where the plan says so
 template <class C> __device__ __forceinline__ void index_score_wgmma(const dsa_index_score_params &p, int64_t n)
 {
-    __shared__ ScoreWgmmaSmem<C::idx_heads, C::idx_head_dim, kScoreF16> sm;
+    using Smem = ScoreWgmmaSmem<C::idx_heads, C::idx_head_dim, kScoreF16, C::idx_score_stages>;
+    static_assert(sizeof(Smem) + 4 * ScoreBinsOf<C>::words <= 48 * 1024,
+                  "static shared memory within the 48 KiB a launch allows (the plan's idx_score_stages)");
+    __shared__ Smem sm;
     if constexpr (ScoreBinsOf<C>::on) {
         __shared__ uint32_t bins[ScoreBinsOf<C>::words];
         index_score_wgmma_in<C>(p, n, sm, bins);
@@ -655,7 +651,7 @@ template <class C> struct ScoreGroupOf {
     static constexpr int rows = C::idx_score_group_rows;
     static constexpr bool on = kHasWgmma && C::idx_heads <= 64 && rows >= 2;
     using Smem = ScoreGroupSmem<C::idx_heads, C::idx_head_dim, rows, kScoreF16>;
-    using One = ScoreWgmmaSmem<C::idx_heads, C::idx_head_dim, kScoreF16>;
+    using One = ScoreWgmmaSmem<C::idx_heads, C::idx_head_dim, kScoreF16, C::idx_score_stages>;
     static_assert(!on || sizeof(One) <= sizeof(Smem), "a CTA that scores its row alone fits the group's memory");
     static_assert(!on || sizeof(Smem) <= 227 * 1024, "the group's shared memory fits a CTA");
     static constexpr unsigned int smem = on ? (unsigned int)sizeof(Smem) : 0u;
@@ -670,7 +666,7 @@ template <class C> struct ScoreGroupOf {
 // 16 heads of 256 dims spilled 110 bytes). Elsewhere (the mma.sync kernel) the plan's cap, 1 where
 // it gives none.
 template <class C> struct ScoreCtasOf {
-    using Smem = ScoreWgmmaSmem<C::idx_heads, C::idx_head_dim, kScoreF16>;
+    using Smem = ScoreWgmmaSmem<C::idx_heads, C::idx_head_dim, kScoreF16, C::idx_score_stages>;
     static constexpr int fit = (int)((228u * 1024u) / (sizeof(Smem) + 4u * ScoreBinsOf<C>::words + 1024u));
     static constexpr int most = C::idx_head_dim <= 128 ? 4 : 3;
     static constexpr int ctas = kHasWgmma && C::idx_heads <= 64 ? (fit < most ? fit : most)

@@ -81,6 +81,7 @@
 #define DSA_IDX_SCORE_KEYS_PER_CTA 128 /* keys a score CTA takes per step */
 #define DSA_IDX_SCORE_MIN_CTAS 0 /* per SM: the score kernel's register cap */
 #define DSA_IDX_SCORE_GROUP_ROWS 4 /* rows of one request a grouped score CTA takes */
+#define DSA_IDX_SCORE_STAGES 3 /* key slots of the score kernel's ring (static shared memory) */
 #define DSA_IDX_TOPK_SPLIT_THREADS 512
 #define DSA_IDX_TOPK_RADIX_BITS 11 /* the split top-k's radix digit */
 #define DSA_IDX_TOPK_SPLIT_KEYS 2048 /* the fewest keys a split top-k CTA takes */

@@ -663,16 +663,17 @@ template <class C> struct ScoreGroupOf {
 // current one's fragments (127 registers at 64 heads, 110 at 32); at 5 CTAs (96 registers) it
 // spills. Measured against the loop without that prefetch at 5 CTAs, 1-4% faster at 64 and 128 rows
 // (tests/bench/RESULTS.md). Past 128 dims a head the key pieces are twice as many: 3 CTAs (at 4,
-// 16 heads of 256 dims spilled 110 bytes). Elsewhere (the mma.sync kernel) the plan's cap, 1 where
-// it gives none.
+// 16 heads of 256 dims spilled 110 bytes). Elsewhere (the mma.sync kernel) the plan's cap, and 0,
+// no minimum, where it gives none, as index_score_few's bounds (the same kernel there): with 1,
+// NVRTC gave DeepSeek-V3.2's 64 heads 255 registers on sm_90 and spilled, against 138 without.
 template <class C> struct ScoreCtasOf {
     using Smem = ScoreWgmmaSmem<C::idx_heads, C::idx_head_dim, kScoreF16, C::idx_score_stages>;
     static constexpr int fit = (int)((228u * 1024u) / (sizeof(Smem) + 4u * ScoreBinsOf<C>::words + 1024u));
     static constexpr int most = C::idx_head_dim <= 128 ? 4 : 3;
     static constexpr int ctas = kHasWgmma && C::idx_heads <= 64 ? (fit < most ? fit : most)
                                 : C::idx_score_min_ctas > 0     ? C::idx_score_min_ctas
-                                                                : 1;
-    static_assert(ctas >= 1, "a CTA's shared memory fits an SM");
+                                                                : 0;
+    static_assert(!(kHasWgmma && C::idx_heads <= 64) || ctas >= 1, "a CTA's shared memory fits an SM");
 };
 
 } // namespace dsa

@@ -517,8 +517,9 @@ static void check_relations(vctx *v, const dsg_geometry *g, dsg_config *cfg, con
  * ScoreWgmmaSmem): the kernel keeps the row's query (the heads padded to 8, 16, 32 or 64, head_dim
  * values each in f16) and the ring (each slot 64 keys' head_dim bytes and fp32 scales) in static
  * shared memory, of which no launch gets more than 48 KiB, beside the first pass's counts (4 KiB),
- * the head weights and 1 KiB of barriers: as many slots as fit there, 3 at most (more in flight did
- * not pay on an H200); validation refuses a geometry with room for fewer than 2. */
+ * the head weights and 1 KiB of barriers: as many slots as fit there, 3 at most (the count the
+ * kernel had at every shipped geometry: at 64 heads the f16 query takes a fourth slot's room);
+ * validation refuses a geometry with room for fewer than 2. */
 int dsg_score_stages(const dsg_geometry *g)
 {
     const int padded = g->idx_heads <= 8 ? 8 : g->idx_heads <= 16 ? 16 : g->idx_heads <= 32 ? 32 : 64;

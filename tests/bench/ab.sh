@@ -18,9 +18,8 @@
 #   case; one that fails or hangs is not timed; a failing tree stops the run). --format F (attend):
 #   the cache format timed (fp8_ds_mla, the default; nvfp4_ds_mla; bf16). --rows, --context (index):
 #   bench_index.py's lists (default 1,8,64,128 and 32768,131072).
-#   Lines go to stdout; the tree is restored. Timeouts are short (a test 240 s: test_attend all
-#   compiles its sm_90 configurations itself; a line 150 s, where one takes under 60): a kernel
-#   that hangs must not eat the device time of the call.
+#   Lines go to stdout; the tree is restored. Timeouts are short (a test 240 s, a line 150 s,
+#   where one takes under 60): a kernel that hangs must not eat the device time of the call.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 bench=attend rounds=1 targs="" format=fp8_ds_mla rows=1,8,64,128 context=32768,131072
@@ -59,15 +58,15 @@ line() {
 }
 # the bench's test with ARGS (all: none), its last line tagged; 1 where it failed or timed out (124).
 # The test compiles each configuration's kernels with NVRTC as it reaches it, one after another
-# (~100 s for test_attend all after a kernel change); so first one dsa-jit a linked configuration,
-# all at once, into a fresh JIT cache that the test then reads (dsa-jit compiles with the runtime's
-# function and target, so the test finds every module there)
+# (~100 s for test_attend all after a kernel change); so first tests/gpu/jit_all.sh compiles every
+# linked configuration, all at once, into a fresh JIT cache that the test then reads (dsa-jit
+# compiles with the runtime's function and target, so the test finds every module there)
 check() {
   local test=test_${bench/prefill*/index} args=() cache
   local t=build/tests/gpu/$test
   [ "$targs" = all ] || read -r -a args <<< "$targs"
   cache=$(mktemp -d /tmp/ab-jit.XXXXXX) || return 1
-  build/dsa-jit --list | xargs -P "$(nproc)" -n 1 build/dsa-jit --cache "$cache" > /tmp/ab_jit.log 2>&1 ||
+  tests/gpu/jit_all.sh "$cache" /tmp/ab_jit.log ||
     echo "$1: dsa-jit failed on some configuration (/tmp/ab_jit.log); the test compiles those itself"
   DSA_TEST_CACHE=$cache timeout 240 stdbuf -oL "$t" "${args[@]}" | tail -1 | sed "s/^/$1 $test $targs: /"
   local rc=${PIPESTATUS[0]}

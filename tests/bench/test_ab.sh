@@ -11,8 +11,9 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 tmp=$(mktemp -d /tmp/dsagen-ab-test.XXXXXX) || exit 1
 trap 'rm -rf "$tmp"' EXIT
-mkdir -p "$tmp/tests/bench" "$tmp/kernels" "$tmp/runtime" "$tmp/templates" "$tmp/build/tests/gpu" "$tmp/stub"
+mkdir -p "$tmp/tests/bench" "$tmp/tests/gpu" "$tmp/kernels" "$tmp/runtime" "$tmp/templates" "$tmp/build/tests/gpu" "$tmp/stub"
 cp "$root/tests/bench/ab.sh" "$tmp/tests/bench/ab.sh"
+cp "$root/tests/gpu/jit_all.sh" "$tmp/tests/gpu/jit_all.sh"
 echo tree > "$tmp/kernels/k.cuh"
 : > "$tmp/runtime/r.c"
 : > "$tmp/templates/t.in"

@@ -45,8 +45,8 @@ if [ "$second" = 1 ]; then
   if [ "$first" = 0 ]; then # a fresh cache, filled in parallel (test_prologue's cold run did it above)
     cache=$(mktemp -d)
     echo "== every configuration's kernels compiled in parallel into $cache (dsa-jit, for sm_90a and for sm_90, which test_attend also runs)"
-    build/dsa-jit --list | xargs -P "$(nproc)" -n 1 build/dsa-jit --cache "$cache" > "$log/jit_precompile.log" 2>&1
-    build/dsa-jit --list | xargs -P "$(nproc)" -n 1 build/dsa-jit --target sm_90 --cache "$cache" >> "$log/jit_precompile.log" 2>&1
+    tests/gpu/jit_all.sh "$cache" "$log/jit_precompile.log" ||
+      echo "dsa-jit failed on some configuration ($log/jit_precompile.log); the tests compile those themselves"
     echo "compiled ($(ls "$cache" | wc -l) modules; the tests compile whatever is missing)"
   fi
   echo "== test_attend (stage C, every configuration, DCP ranks on one GPU)"

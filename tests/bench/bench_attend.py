@@ -45,7 +45,8 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import dsa_ctypes  # noqa: E402  (the binding the benchmarks share)
-from bench_prologue import copy_bandwidth, encode_entries, launch_floor_us, lib, time_flushed_ms, time_ms  # noqa: E402
+from bench_prologue import (copy_bandwidth, encode_entries, launch_floor_text, launch_floor_us, lib,  # noqa: E402
+                            time_flushed_ms, time_ms)
 from dsa_ctypes import AttendArgs, ConfigInfo, Options  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -212,9 +213,7 @@ def main():
     bw, rate = copy_bandwidth(), tensor_rate()
     print(f"device {torch.cuda.get_device_name()}; copy bandwidth {bw / 1e12:.2f} TB/s (read + write), "
           f"bf16 tensor-core rate {rate / 1e12:.0f} TFLOP/s (8192^3 product); top-k 2048, {SEQ}-token requests")
-    floor, floor_f = launch_floor_us()
-    print(f"launch floor (one one-element kernel, timed as a call is): {floor:.1f} us back to back, "
-          f"{floor_f:.1f} us L2 flushed")
+    print(launch_floor_text())
     print("| heads | format | rows | splits | us | us L2 flushed | TFLOP/s | key TB/s | share of bound | "
           "bound | one CTA a row: us, L2 flushed | speed-up (flushed) | PyTorch eager us (bf16 keys) | x eager |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")

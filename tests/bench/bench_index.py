@@ -34,7 +34,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import dsa_ctypes  # noqa: E402
-from bench_prologue import copy_bandwidth, launch_floor_us, lib, time_flushed_ms, time_ms  # noqa: E402
+from bench_prologue import copy_bandwidth, launch_floor_text, lib, time_flushed_ms, time_ms  # noqa: E402
 from dsa_ctypes import IndexArgs, Options  # noqa: E402
 
 CONFIGS = ["deepseek_v32_tp8_dcp1_i1_fp8_ds_mla", "glm5.2_tp4_dcp1_i1_fp8_ds_mla"]
@@ -246,9 +246,8 @@ def main():
     contexts = ints("--context", (8192, 32768) if quick else (8192, 32768, 131072))
     no_peer = "--no-peer" in sys.argv
     bw = copy_bandwidth()
-    floor, floor_f = launch_floor_us()
-    print(f"device {torch.cuda.get_device_name()}; copy bandwidth {bw / 1e12:.2f} TB/s (2 GiB copy); launch floor "
-          f"(one one-element kernel, timed as a call is) {floor:.1f} us back to back, {floor_f:.1f} us L2 flushed")
+    print(f"device {torch.cuda.get_device_name()}; copy bandwidth {bw / 1e12:.2f} TB/s (2 GiB copy); "
+          + launch_floor_text())
     print("| configuration | indexer heads | rows | context | top-k (CTAs a row) | libdsa us | L2 flushed us | "
           "floor us | x floor | PyTorch peer us | speed-up | rows equal |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")

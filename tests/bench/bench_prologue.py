@@ -108,6 +108,13 @@ def launch_floor_us():
     return time_ms(run, reps=20, warmup=3, inner=10) * 1e3, time_flushed_ms(run) * 1e3
 
 
+def launch_floor_text():
+    """launch_floor_us() for a benchmark's header."""
+    floor, floor_f = launch_floor_us()
+    return (f"launch floor (one one-element kernel, timed as a call is) {floor:.1f} us back to back, "
+            f"{floor_f:.1f} us L2 flushed")
+
+
 def copy_bandwidth():
     n = 1 << 31  # 2 GiB, far beyond L2
     x = torch.empty(n, dtype=torch.uint8, device="cuda")

@@ -172,6 +172,7 @@ template <class C>
 using AttendLayoutOf = AttendLayout<C::attend_heads_per_cta, C::kv_dim, C::kv_lora_rank, C::cache_format,
                                     C::cache_bytes, attend_threads<C>>;
 template <class C> constexpr unsigned int attend_smem_bytes = AttendLayoutOf<C>::bytes;
+
 // q_chunk(h, c): bf16 q[h][8c .. 8c + 8) of gathered head hg0 + h, zeros past the real heads. Gathered
 // head hg is head hg % heads_local of rank hg / heads_local (the all-gather is rank-major). At DCP =
 // 1 the CTA packs it from the host's q_lat and q_pe (packed_q_chunk, pack_q's formula): no pack

@@ -26,6 +26,11 @@ typedef unsigned long long uint64_t;
  * generator caps attend_max_splits at it and the plan reader bounds it by it. */
 #define DSA_MERGE_MAX 32
 
+/* The sparse MLA compacts a row's top-k this many entries at a time (a segment; kernels/
+ * dsa_attend_layout.cuh). A larger top-k takes several segments, which the generator's choice of
+ * CTA pairs looks at. */
+#define DSA_ATTEND_SEGMENT 2048
+
 /* Stage A, one launch: one CTA per token. Activations and weights are bf16 (as uint16_t bits). */
 typedef struct dsa_prologue_params {
     const uint16_t *q_c;          /* [T, q_lora_rank], row stride q_c_stride elements */

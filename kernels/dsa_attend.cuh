@@ -173,6 +173,16 @@ using AttendLayoutOf = AttendLayout<C::attend_heads_per_cta, C::kv_dim, C::kv_lo
                                     C::cache_bytes, attend_threads<C>>;
 template <class C> constexpr unsigned int attend_smem_bytes = AttendLayoutOf<C>::bytes;
 
+// The CTA's row, blockIdx.x: held in a register (t), or where the top-k takes several segments read
+// again at each use, behind a volatile asm the compiler cannot merge (held through every role and
+// segment, it spilled at 64 heads a CTA)
+template <class C> __device__ __forceinline__ int row_of_cta(int t)
+{
+    if constexpr (C::idx_topk > kAttendSegment)
+        asm volatile("mov.u32 %0, %%ctaid.x;" : "=r"(t));
+    return t;
+}
+
 // q_chunk(h, c): bf16 q[h][8c .. 8c + 8) of gathered head hg0 + h, zeros past the real heads. Gathered
 // head hg is head hg % heads_local of rank hg / heads_local (the all-gather is rank-major). At DCP =
 // 1 the CTA packs it from the host's q_lat and q_pe (packed_q_chunk, pack_q's formula): no pack
@@ -193,9 +203,9 @@ template <class C> struct QueryChunks {
         if (hg >= C::heads_gathered)
             return make_uint4(0u, 0u, 0u, 0u);
         if constexpr (C::dcp == 1)
-            return packed_q_chunk<C>(p.pack, t, hl, 8 * c, pos, pos_ok);
+            return packed_q_chunk<C>(p.pack, row_of_cta<C>(t), hl, 8 * c, pos, pos_ok);
         else
-            return load16(p.q + (((int64_t)r * p.num_tokens + t) * C::heads_local + hl) * C::kv_dim + 8 * c);
+            return load16(p.q + (((int64_t)r * p.num_tokens + row_of_cta<C>(t)) * C::heads_local + hl) * C::kv_dim + 8 * c);
     }
 };
 
@@ -209,6 +219,10 @@ template <class C> struct SlotOfTopk {
     {
         if ((k & mask) != split)
             return -1;
+        if constexpr (C::idx_topk > kAttendSegment) { // the row's address formed at each look-up
+            const int t = row_of_cta<C>(0);
+            return local_slot<C::dcp, C::interleave, C::block_size>(p.topk[t * p.topk_stride + k], p.req_of_token[t], p);
+        }
         return local_slot<C::dcp, C::interleave, C::block_size>(row[k], req, p);
     }
 };
@@ -222,6 +236,7 @@ template <class C> struct StoreOut {
         const int hg = hg0 + h;
         if (hg >= C::heads_gathered)
             return;
+        const int t = row_of_cta<C>(this->t);
         if (d < 0) {
             if (p.lse)
                 p.lse[(int64_t)t * C::heads_local + hg] = x0;
@@ -244,7 +259,7 @@ template <class C> struct StorePartial {
         if (hg >= C::heads_gathered)
             return;
         const ExchangeTarget<C> x(p.xdest, p.xfused, p.rank, p.num_tokens, hg / C::heads_local);
-        const int hl = hg % C::heads_local;
+        const int hl = hg % C::heads_local, t = row_of_cta<C>(this->t);
         if (d < 0)
             *x.lse(t, hl) = x0;
         else
@@ -262,7 +277,7 @@ template <class C> struct StoreSplit {
         const int hg = hg0 + h;
         if (hg >= C::heads_gathered)
             return;
-        const int64_t srow = ((int64_t)split * p.num_tokens + t) * C::heads_gathered + hg;
+        const int64_t srow = ((int64_t)split * p.num_tokens + row_of_cta<C>(t)) * C::heads_gathered + hg;
         if (d < 0)
             p.split_lse[srow] = x0;
         else

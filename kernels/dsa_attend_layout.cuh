@@ -12,7 +12,7 @@ constexpr int kAttendThreads = 256; // the mma.sync loop's threads (8 warps)
 __host__ __device__ constexpr int attend_ws_threads(int producers) { return 256 + 128 * producers; }
 // warpgroup MMA exists on sm_90a only (plain sm_90 and sm_100a targets take the mma.sync path)
 constexpr bool kAttendWgmma = kHasWgmma;
-constexpr int kAttendSegment = 2048; // top-k entries compacted at a time
+constexpr int kAttendSegment = DSA_ATTEND_SEGMENT; // top-k entries compacted at a time (dsa_abi.h)
 
 // The shared-memory layout of a sparse MLA CTA (bytes), for HB heads, KV = query/key dims, LAT =
 // latent dims, cache Format (0 bf16, 1 fp8_ds_mla, 2 nvfp4_ds_mla) of EntryBytes per key, launched
@@ -122,12 +122,31 @@ template <int HB, int KV, int LAT, int Format, int EntryBytes, int Threads> stru
 // (lane % 4) in an m16n8 accumulator fragment. Computed once, at the top of the kernel.
 struct CtaThread {
     int tid, warp, lane, g, t4;
-    __device__ __forceinline__ CtaThread() : tid(threadIdx.x), warp(tid / 32), lane(tid % 32), g(lane / 4), t4(lane % 4) {}
+    __device__ __forceinline__ CtaThread() : CtaThread((int)threadIdx.x) {}
+    // thread tid of a group of whole warps (its fields counted from the group's first thread)
+    __device__ __forceinline__ explicit CtaThread(int tid_)
+        : tid(tid_), warp(tid / 32), lane(tid % 32), g(lane / 4), t4(lane % 4)
+    {
+    }
 };
+
+// th again, in a loop over segments: with Fresh (a top-k of several segments), its fields formed
+// anew from the thread's index behind an empty asm, which the compiler cannot see through, so that
+// what a segment derives from them (a producer's key stages, the consumers' fragment rows) is formed
+// in each segment instead of held through the loop: held, they spilled at 64 heads a CTA.
+template <bool Fresh> __device__ __forceinline__ CtaThread segment_thread(const CtaThread &th)
+{
+    if constexpr (!Fresh)
+        return th;
+    int tid = th.tid;
+    asm volatile("" : "+r"(tid));
+    return CtaThread(tid);
+}
 
 // The CTA's shared memory, cut by the layout: the query tile, the key tile(s), the raw cache entries
 // of the next tile, S (and the split partials), P, per-head m, l and corr, and the segment's list of
-// kept local slots with its scan.
+// kept local slots with its scan (and in scan[14, 16) the segment counts where the producers compact
+// alone: compact_by_producers).
 template <class Lay> struct AttendSmem {
     uint16_t *q_s, *k_s, *p_s;
     uint8_t *raw_s;

@@ -54,9 +54,9 @@ template <class Lay, int ScaleOffset, int RopeOffset> __device__ __forceinline__
 // Step 0 of every segment, by the T threads of the CTA that run the main loop: compact this rank's
 // entries of the segment at seg0 into list[], in top-k order, and return how many there are. In the
 // warp-specialised loop (Roles) every role calls it from its own code, so its barriers are the
-// unaligned named barrier 3 over all T threads: __syncthreads (an aligned barrier) must be reached
-// by every warp at the same instruction.
-template <class Lay, int TOPK, int T, bool Roles, class SlotOf>
+// unaligned named barrier Bar over the T threads (3: all of them; th numbers them from 0):
+// __syncthreads (an aligned barrier) must be reached by every warp at the same instruction.
+template <class Lay, int TOPK, int T, bool Roles, int Bar = 3, class SlotOf>
 __device__ __forceinline__ int compact_segment(const CtaThread &th, const AttendSmem<Lay> &sm, int seg0, const SlotOf &slot_of)
 {
     constexpr int SEG = TOPK < kAttendSegment ? TOPK : kAttendSegment, EPT = (SEG + T - 1) / T;
@@ -64,7 +64,7 @@ __device__ __forceinline__ int compact_segment(const CtaThread &th, const Attend
     const int tid = th.tid, warp = th.warp, lane = th.lane;
     const auto sync = [] {
         if constexpr (Roles)
-            named_barrier_unaligned_n<3, T>();
+            named_barrier_unaligned_n<Bar, T>();
         else
             __syncthreads();
     };
@@ -98,6 +98,106 @@ __device__ __forceinline__ int compact_segment(const CtaThread &th, const Attend
             sm.list[base++] = mine[e];
     sync();
     return n;
+}
+
+// compact_segment's list in two passes through list[] itself, by the T threads numbered by th,
+// which meet on named barrier Bar, so that few registers are held at once: each thread looks up
+// every T-th entry (the row read coalesced) and stores its slot or -1 in place; then each takes its
+// EPT consecutive entries back (16-byte reads), counts, scans and stores the kept ones compacted.
+template <class Lay, int TOPK, int T, int Bar, class SlotOf>
+__device__ __forceinline__ int compact_segment_staged(const CtaThread &th, const AttendSmem<Lay> &sm, int seg0,
+                                                      const SlotOf &slot_of)
+{
+    constexpr int SEG = kAttendSegment, EPT = SEG / T;
+    static_assert(SEG % (4 * T) == 0 && T / 32 <= 16 && Lay::list_off % 16 == 0,
+                  "4 consecutive entries a 16-byte read; scan[] holds 16 warps");
+    const int tid = th.tid, warp = th.warp, lane = th.lane;
+    const auto sync = [] { named_barrier_unaligned_n<Bar, T>(); };
+    sync(); // list[] and scan[] of the previous segment are no longer read
+#pragma unroll
+    for (int e = 0; e < EPT; e++) {
+        const int i = e * T + tid, k = seg0 + i;
+        sm.list[i] = k < TOPK ? (int32_t)slot_of(k) : -1;
+    }
+    sync();
+    int32_t mine[EPT];
+    int cnt = 0;
+#pragma unroll
+    for (int v = 0; v < EPT / 4; v++) {
+        const int4 x = reinterpret_cast<const int4 *>(sm.list + tid * EPT)[v];
+        mine[4 * v] = x.x, mine[4 * v + 1] = x.y, mine[4 * v + 2] = x.z, mine[4 * v + 3] = x.w;
+    }
+#pragma unroll
+    for (int e = 0; e < EPT; e++)
+        cnt += mine[e] >= 0;
+    int incl = cnt; // inclusive scan over the warp, then over the warps
+#pragma unroll
+    for (int o = 1; o < 32; o *= 2) {
+        const int v = __shfl_up_sync(0xffffffffu, incl, o);
+        incl += lane >= o ? v : 0;
+    }
+    if (lane == 31)
+        sm.scan[warp] = incl;
+    sync(); // and every thread's entries read back
+    int base = incl - cnt, n = 0;
+    for (int w = 0; w < T / 32; w++) {
+        base += w < warp ? sm.scan[w] : 0;
+        n += sm.scan[w];
+    }
+#pragma unroll
+    for (int e = 0; e < EPT; e++)
+        if (mine[e] >= 0)
+            sm.list[base++] = mine[e];
+    sync();
+    return n;
+}
+// A top-k of more than kAttendSegment entries in the warp-specialised loops: the producer warpgroups
+// compact every segment alone (compact_segment_staged, named barrier 7), leave its count in
+// scan[kSegmentCountSlot + the segment's parity] and meet the consumers on named barrier 3 (every
+// thread; the first one also publishes the mbarriers' initialisation), after which the consumers
+// read the count. Only the producers read list[]; the consumers, whose registers hold O through
+// every segment, run no look-up: compacted by every role, as a top-k of one segment is, the
+// look-ups beside O (and beside the producer's key stages) spilled 370-1,100 bytes at 32 and 64
+// heads a CTA. Two count slots: the producers write segment s + 2's after the barrier of segment
+// s + 1, which every consumer passes after reading s's.
+constexpr int kSegmentCountSlot = 14;
+template <class Lay, int TOPK, class SlotOf>
+__device__ __forceinline__ int compact_by_producers(const CtaThread &th, const AttendSmem<Lay> &sm, int seg0,
+                                                    const SlotOf &slot_of)
+{
+    constexpr int P = 128 * Lay::producers, C = Lay::threads - P; // the consumers come first
+    static_assert(TOPK > kAttendSegment && P / 32 <= kSegmentCountSlot, "several segments; scan[] below the counts");
+    const CtaThread pt(th.tid - C);
+    const int n = compact_segment_staged<Lay, TOPK, P, 7>(pt, sm, seg0, slot_of);
+    if (pt.tid == 0)
+        sm.scan[kSegmentCountSlot + seg0 / kAttendSegment % 2] = n;
+    named_barrier_unaligned_n<3, Lay::threads>();
+    return n;
+}
+template <class Lay> __device__ __forceinline__ int count_from_producers(const AttendSmem<Lay> &sm, int seg0)
+{
+    named_barrier_unaligned_n<3, Lay::threads>();
+    return sm.scan[kSegmentCountSlot + seg0 / kAttendSegment % 2];
+}
+// The count of the segment at seg0 for a producer or a consumer thread, its list compacted by every
+// role (a top-k of one segment) or by the producers (several)
+template <class Lay, int TOPK, class SlotOf>
+__device__ __forceinline__ int segment_producers(const CtaThread &th, const AttendSmem<Lay> &sm, int seg0,
+                                                 const SlotOf &slot_of)
+{
+    if constexpr (TOPK > kAttendSegment)
+        return compact_by_producers<Lay, TOPK>(th, sm, seg0, slot_of);
+    else
+        return compact_segment<Lay, TOPK, Lay::threads, true>(th, sm, seg0, slot_of);
+}
+template <class Lay, int TOPK, class SlotOf>
+__device__ __forceinline__ int segment_consumers(const CtaThread &th, const AttendSmem<Lay> &sm, int seg0,
+                                                 const SlotOf &slot_of)
+{
+    if constexpr (TOPK > kAttendSegment)
+        return count_from_producers(sm, seg0);
+    else
+        return compact_segment<Lay, TOPK, Lay::threads, true>(th, sm, seg0, slot_of);
 }
 
 // The producer warpgroup's half tiles (wgmma loop: KT = 64 keys, bf16 tiles of core matrices), staged

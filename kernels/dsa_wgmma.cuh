@@ -88,10 +88,11 @@ __device__ __forceinline__ void wgmma_producer(const CtaThread &th, const Attend
             const uint32_t peer = (uint32_t)half ^ 1u;
             peer_full0 = cluster_addr(full0, peer), peer_k0 = cluster_addr(smem_addr(sm.k_s), peer);
         }
-        KeyStage<Lay, ScaleOffset, RopeOffset> a(th.warp % 4, th.lane);
         int u = 0;
         for (int seg0 = 0; seg0 < TOPK; seg0 += kAttendSegment) {
-            const int n = compact_segment<Lay, TOPK, Lay::threads, true>(th, sm, seg0, slot_of);
+            const CtaThread ts = segment_thread<(TOPK > kAttendSegment)>(th);
+            KeyStage<Lay, ScaleOffset, RopeOffset> a(ts.warp % 4, ts.lane);
+            const int n = segment_producers<Lay, TOPK>(ts, sm, seg0, slot_of);
             if (n > 0)
                 a.load(cache, sm.list, 0, half, n);
             if (Pair && seg0 == 0)
@@ -117,10 +118,11 @@ __device__ __forceinline__ void wgmma_producer(const CtaThread &th, const Attend
         }
         return;
     }
-    KeyStage<Lay, ScaleOffset, RopeOffset> a(th.warp - 8, th.lane), b(th.warp - 8, th.lane); // halves 0 and 1
     int u = 0;
     for (int seg0 = 0; seg0 < TOPK; seg0 += kAttendSegment) {
-        const int n = compact_segment<Lay, TOPK, Lay::threads, true>(th, sm, seg0, slot_of);
+        const CtaThread ts = segment_thread<(TOPK > kAttendSegment)>(th);
+        KeyStage<Lay, ScaleOffset, RopeOffset> a(ts.warp - 8, ts.lane), b(ts.warp - 8, ts.lane); // halves 0 and 1
+        const int n = segment_producers<Lay, TOPK>(ts, sm, seg0, slot_of);
         if (n > 0) {
             a.load(cache, sm.list, 0, 0, n);
             if constexpr (Ahead)
@@ -245,12 +247,19 @@ __device__ __forceinline__ void wgmma_consumers(const CtaThread &th, const Atten
     int u = 0;
     if (wg == 0) {
         regs_inc<kConsumerGroup0Regs>();
+        // the first segment's count and Q before the loop (formed inside it, at a top-k of several
+        // segments, the query's registers stayed live through every segment)
+        const int n0 = segment_consumers<Lay, TOPK>(th, sm, 0, slot_of);
+        form_q(); // Q in q_s, while the producer's first loads are in flight (sparse_mla)
+        if constexpr (Pair)
+            cluster_wait(); // the peer's barriers are initialised (sparse_mla)
         for (int seg0 = 0; seg0 < TOPK; seg0 += kAttendSegment) {
-            const int n = compact_segment<Lay, TOPK, Lay::threads, true>(th, sm, seg0, slot_of);
-            if (seg0 == 0)
-                form_q(); // Q in q_s, while the producer's first loads are in flight (sparse_mla)
-            if (Pair && seg0 == 0)
-                cluster_wait(); // the peer's barriers are initialised (sparse_mla)
+            const int n = seg0 == 0 ? n0 : count_from_producers(sm, seg0);
+            // the segment's own t4 and r0 (hiding the function's): at several segments formed anew
+            // in each (segment_thread), so that what the tile loop derives from them is not held
+            // through the loop over segments
+            const CtaThread ts = segment_thread<(TOPK > kAttendSegment)>(th);
+            const int t4 = ts.t4, r0 = 16 * (ts.warp % 4) + ts.g;
             for (int t0 = 0; t0 < n; t0 += KT, u++) {
                 const int buf = u % 2, nk = n - t0 < KT ? n - t0 : KT;
                 const uint32_t kt = smem_addr(sm.k_s + Lay::key_tile_off(buf));
@@ -338,12 +347,19 @@ __device__ __forceinline__ void wgmma_consumers(const CtaThread &th, const Atten
         finish();
     } else {
         regs_inc<kConsumerGroup1Regs>();
+        // the first segment's count and Q before the loop (formed inside it, at a top-k of several
+        // segments, the query's registers stayed live through every segment)
+        const int n0 = segment_consumers<Lay, TOPK>(th, sm, 0, slot_of);
+        form_q(); // Q in q_s, while the producer's first loads are in flight (sparse_mla)
+        if constexpr (Pair)
+            cluster_wait(); // the peer's barriers are initialised (sparse_mla)
         for (int seg0 = 0; seg0 < TOPK; seg0 += kAttendSegment) {
-            const int n = compact_segment<Lay, TOPK, Lay::threads, true>(th, sm, seg0, slot_of);
-            if (seg0 == 0)
-                form_q(); // Q in q_s, while the producer's first loads are in flight (sparse_mla)
-            if (Pair && seg0 == 0)
-                cluster_wait(); // the peer's barriers are initialised (sparse_mla)
+            const int n = seg0 == 0 ? n0 : count_from_producers(sm, seg0);
+            // the segment's own t4 and r0 (hiding the function's): at several segments formed anew
+            // in each (segment_thread), so that what the tile loop derives from them is not held
+            // through the loop over segments
+            const CtaThread ts = segment_thread<(TOPK > kAttendSegment)>(th);
+            const int t4 = ts.t4, r0 = 16 * (ts.warp % 4) + ts.g;
             for (int t0 = 0; t0 < n; t0 += KT, u++) {
                 const int buf = u % 2;
                 const uint32_t kt = smem_addr(sm.k_s + Lay::key_tile_off(buf));
@@ -369,15 +385,19 @@ __device__ __forceinline__ void wgmma_consumers(const CtaThread &th, const Atten
 // Tile u (counted over all segments) goes to key tile u % 2 (wgmma_producer); use v = u / 2 of a
 // tile waits on its full barrier's phase v (parity v % 2); empty counts the consumers' 256 arrivals
 // (each after its last wgmma on the tile completed).
-// All roles meet on named barrier 3 (384 threads) in each segment's compaction; the consumers on
-// named barrier 6 once (Q formed, after the first compaction), on 4 and 5 (a tile's P, group 0
-// arriving, group 1 waiting) and on 1 at the end.
+// All roles meet on named barrier 3 (384 threads) in each segment's compaction (at a top-k of
+// several segments once a segment, after the producer's compaction: compact_by_producers); the
+// consumers on named barrier 6 once (Q formed, after the first compaction), on 4 and 5 (a tile's
+// P, group 0 arriving, group 1 waiting) and on 1 at the end.
 template <class Lay, int TOPK, int ScaleOffset, int RopeOffset, bool Pair, class SlotOf, class Store, class FormQ>
 __device__ __forceinline__ void wgmma_main_loop(const CtaThread &th, const AttendSmem<Lay> &sm, const uint8_t *cache,
                                                 float softmax_scale, const SlotOf &slot_of, const Store &store,
                                                 const FormQ &form_q)
 {
     static_assert(Lay::threads == 3 * 128, "two consumer warpgroups and a producer warpgroup");
+    // the generator pairs no CTAs there (gen/spec.c, attend_cluster: the pair's kernels kept a few
+    // bytes in local memory beside the loop over segments)
+    static_assert(!Pair || TOPK <= kAttendSegment, "pairs: a top-k of one segment");
     if (th.warp / 4 == 2) {
         wgmma_producer<Lay, TOPK, ScaleOffset, RopeOffset, false, SlotOf, Pair>(th, sm, cache, slot_of);
         return;

@@ -119,8 +119,9 @@ __device__ __forceinline__ void cluster_merge(uint32_t obuf, int S, int ct, cons
 // row) and 4 j + 2 + e (second row), j < HB / 8, e < 2; so its heads are the HB / 4 ones
 // h(2 j + e) = 8 j + 2 t4 + e, and per head it keeps m (the group's, the same in all its threads)
 // and its own share of l (over its rows), summed over the group's threads at the end.
-// Barriers: all roles meet on named barrier 3 (384 threads) in each segment's compaction; the
-// consumers on named barrier 6 (256 threads) once, Q formed after the first compaction; group wg
+// Barriers: all roles meet on named barrier 3 (every thread) in each segment's compaction (at a
+// top-k of several segments once a segment, after the producers' compaction: compact_by_producers);
+// the consumers on named barrier 6 (256 threads) once, Q formed after the first compaction; group wg
 // meets on named barrier 1 + wg (128 threads) twice a tile (the column maxima, then P^T); both
 // groups on the mbarrier done (256 arrivals) twice at the end (the merge). empty[b] counts the 128
 // arrivals of group b, each after its last wgmma on the tile completed.
@@ -175,10 +176,12 @@ __device__ __forceinline__ void wgmma_t_main_loop(const CtaThread &th, const Att
     constexpr uint32_t SBO = Lay::QK_SBO;
     const uint32_t kt0 = smem_addr(sm.k_s + Lay::key_tile_off(wg)), qb0 = smem_addr(sm.q_s);
     int u = 0;
+    // the first segment's count and Q before the loop (formed inside it, at a top-k of several
+    // segments, the query's registers stayed live through every segment)
+    const int n0 = segment_consumers<Lay, TOPK>(th, sm, 0, slot_of);
+    form_q(); // Q in q_s, while the producers' first loads are in flight (sparse_mla)
     for (int seg0 = 0; seg0 < TOPK; seg0 += kAttendSegment) {
-        const int n = compact_segment<Lay, TOPK, Lay::threads, true>(th, sm, seg0, slot_of);
-        if (seg0 == 0)
-            form_q(); // Q in q_s, while the producers' first loads are in flight (sparse_mla)
+        const int n = seg0 == 0 ? n0 : count_from_producers(sm, seg0);
         for (int t0 = 0; t0 < n; t0 += KT, u++) {
             if (u % 2 != wg)
                 continue; // the other group's tile

@@ -103,14 +103,12 @@ patch('kernels/dsa_attend.cuh', [
 ])
 
 patch('kernels/dsa_wgmma_t.cuh', [
-('''        if (seg0 == 0)
-            form_q(); // Q in q_s, while the producers' first loads are in flight (sparse_mla)
-''', '''        if (xa_on(HB) && th.tid == 0 && seg0 == 0)
-            xa_cmp[blockIdx.z] = xa_now();
-        if (seg0 == 0)
-            form_q(); // Q in q_s, while the producers' first loads are in flight (sparse_mla)
-        if (xa_on(HB) && th.tid == 0 && seg0 == 0)
-            xa_q[blockIdx.z] = xa_now();
+('''    form_q(); // Q in q_s, while the producers' first loads are in flight (sparse_mla)
+''', '''    if (xa_on(HB) && th.tid == 0)
+        xa_cmp[blockIdx.z] = xa_now();
+    form_q(); // Q in q_s, while the producers' first loads are in flight (sparse_mla)
+    if (xa_on(HB) && th.tid == 0)
+        xa_q[blockIdx.z] = xa_now();
 '''),
 ('''            mbar_wait(full0 + 8 * wg, (u / 2) % 2);
 ''', '''            mbar_wait(full0 + 8 * wg, (u / 2) % 2);

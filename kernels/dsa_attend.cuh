@@ -118,10 +118,11 @@ __device__ __forceinline__ void sparse_mla(uint8_t *smem, const uint8_t *cache, 
                 mbar_init(sm.bars + 32, 256); // the consumer groups' end of loop: their threads
             mbar_init_fence();
         }
-        // the barriers are published by the first segment's CTA barrier (compact_segment), before
-        // any thread uses them; a pair's barriers to the peer by the cluster's barrier, whose wait
-        // comes after the first compaction (its loads overlap the peer's arrival). The main loop
-        // stores O and the LSE
+        // the barriers are published by the first segment's barrier over every thread (named
+        // barrier 3: compact_segment, or compact_by_producers and the consumers' wait for the
+        // count), before any thread uses them; a pair's barriers to the peer by the cluster's
+        // barrier, whose wait comes after the first compaction (its loads overlap the peer's
+        // arrival). The main loop stores O and the LSE
         if constexpr (Pair)
             cluster_arrive_relaxed(); // waited on where a role first reaches into the peer (the main loop)
         // the keys first: the producer issues the first tile's loads as soon as the first segment

@@ -57,10 +57,11 @@ template <int TransB> __device__ __forceinline__ void wgmma_n256_rega(float (&d)
 }
 
 // The producer warpgroup of a warp-specialised loop (this one and dsa_wgmma_t.cuh's): per segment the
-// compaction with the consumers, then each tile u (counted over all segments) gathered, dequantised
-// and written into key tile u % 2. Use v = u / 2 of a tile first waits (from v = 1 on) on the empty
-// barrier's phase v - 1, then arrives on its full barrier once this thread's writes are done (full
-// counts the producer's 128 arrivals, each after its own writes and a proxy fence).
+// compaction (with the consumers at a top-k of one segment, alone at several: segment_producers),
+// then each tile u (counted over all segments) gathered, dequantised and written into key tile u % 2.
+// Use v = u / 2 of a tile first waits (from v = 1 on) on the empty barrier's phase v - 1, then
+// arrives on its full barrier once this thread's writes are done (full counts the producer's 128
+// arrivals, each after its own writes and a proxy fence).
 // Ahead: both halves of tile u + 1 are loaded a tile ahead (the 32-head loop, whose consumers wait
 // on the producer: 128 rows 9-13% faster), else half 1 only when tile u begins
 // (the 64-head loop, measured 3-4% slower with both halves ahead). With two producer warpgroups
@@ -355,11 +356,9 @@ __device__ __forceinline__ void wgmma_consumers(const CtaThread &th, const Atten
             cluster_wait(); // the peer's barriers are initialised (sparse_mla)
         for (int seg0 = 0; seg0 < TOPK; seg0 += kAttendSegment) {
             const int n = seg0 == 0 ? n0 : count_from_producers(sm, seg0);
-            // the segment's own t4 and r0 (hiding the function's): at several segments formed anew
-            // in each (segment_thread), so that what the tile loop derives from them is not held
-            // through the loop over segments
+            // the segment's own r0 (hiding the function's), as group 0's
             const CtaThread ts = segment_thread<(TOPK > kAttendSegment)>(th);
-            const int t4 = ts.t4, r0 = 16 * (ts.warp % 4) + ts.g;
+            const int r0 = 16 * (ts.warp % 4) + ts.g;
             for (int t0 = 0; t0 < n; t0 += KT, u++) {
                 const int buf = u % 2;
                 const uint32_t kt = smem_addr(sm.k_s + Lay::key_tile_off(buf));

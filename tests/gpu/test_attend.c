@@ -512,7 +512,7 @@ int main(int argc, char **argv)
         /* split rows merged in clusters of 8 (32 heads) and 4 (16), against the split merge kernel */
         test_config("deepseek_v32_tp4_dcp1_i1_fp8_ds_mla", TOPK_MIXED, seed++, 8);
         test_config("glm5.2_tp4_dcp1_i1_fp8_ds_mla", TOPK_MIXED, seed++, 4);
-        /* a top-k of two 2048-entry segments, the later one compacted by the producers alone:
+        /* a top-k of two 2048-entry segments, each compacted by the producers alone:
          * one CTA a row at 16, 32, 64 and 2 x 64 heads (each segment many tiles, the tiles'
          * barriers carried across the segments), and 16 heads with the rows split (a split's
          * segments of few or no kept entries, the segment counts' two slots) */

@@ -25,7 +25,8 @@ as programmatic dependent launches, to measure what those buy)
            us | ..." of the L2-flushed times at every heads x rows point (format F: fp8_ds_mla, the
            default, nvfp4_ds_mla or bf16), for A/B runs of two trees in one device call; --floor
            puts first the launch floor, one one-element kernel timed the same way (the table prints
-           it in its header)
+           it in its header); --model M reads the configurations M_tp8.. instead of grid_tp8..
+           (gridk4096: specs/models/bench_attend_k4096.lua, top-k 4096, fp8 only)
        any mode with --kernel-merge: split rows merged by the split merge kernel even where their
            CTAs would merge them in their cluster (dsa_testing_attend_cluster_merge(ctx, 0)), to
            time the two in one run
@@ -51,6 +52,7 @@ from dsa_ctypes import AttendArgs, ConfigInfo, Options  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GRID = os.path.join(ROOT, ".bench-out")
+MODEL = sys.argv[sys.argv.index("--model") + 1] if "--model" in sys.argv else "grid"  # --line's configurations
 SEQ = 16384  # tokens of each request
 BATCHES = (1, 8, 64, 128)
 # --sorted-topk: each row's top-k in ascending position order, as stage B (dsa_index) writes it,
@@ -149,7 +151,7 @@ def line(tag, fmt="fp8_ds_mla"):
     every point, the runtime's split choice, on one line."""
     res = []
     for tp in (8, 4, 2, 1):
-        p = Point(os.path.join(GRID, f"grid_tp{tp}_dcp1_i1_{fmt}"))
+        p = Point(os.path.join(GRID, f"{MODEL}_tp{tp}_dcp1_i1_{fmt}"))
         for B in BATCHES:
             run = p.call(B)
             res.append(f"{p.info.heads_local}h x{B}: {time_flushed_ms(run) * 1e3:.1f}")

@@ -151,6 +151,7 @@ __device__ __forceinline__ int compact_segment_staged(const CtaThread &th, const
     sync();
     return n;
 }
+
 // A top-k of more than kAttendSegment entries in the warp-specialised loops: the producer warpgroups
 // compact every segment alone (compact_segment_staged, named barrier 7), leave its count in
 // scan[kSegmentCountSlot + the segment's parity] and meet the consumers on named barrier 3 (every
@@ -174,11 +175,13 @@ __device__ __forceinline__ int compact_by_producers(const CtaThread &th, const A
     named_barrier_unaligned_n<3, Lay::threads>();
     return n;
 }
+
 template <class Lay> __device__ __forceinline__ int count_from_producers(const AttendSmem<Lay> &sm, int seg0)
 {
     named_barrier_unaligned_n<3, Lay::threads>();
     return sm.scan[kSegmentCountSlot + seg0 / kAttendSegment % 2];
 }
+
 // The count of the segment at seg0 for a producer or a consumer thread, its list compacted by every
 // role (a top-k of one segment) or by the producers (several)
 template <class Lay, int TOPK, class SlotOf>
@@ -190,6 +193,7 @@ __device__ __forceinline__ int segment_producers(const CtaThread &th, const Atte
     else
         return compact_segment<Lay, TOPK, Lay::threads, true>(th, sm, seg0, slot_of);
 }
+
 template <class Lay, int TOPK, class SlotOf>
 __device__ __forceinline__ int segment_consumers(const CtaThread &th, const AttendSmem<Lay> &sm, int seg0,
                                                  const SlotOf &slot_of)

@@ -550,6 +550,12 @@ static void check_geometry_relations(vctx *v, const dsg_geometry *g, const where
         err(v, &c, "must be a multiple of 4 (top-k rows are written and cleared 16 bytes at a time), got %d",
             g->idx_topk);
     }
+    if (g->idx_topk > g->max_positions) {
+        c = child(&iw, "topk", 0);
+        err(v, &c, "(%d) exceeds max_positions (%d): no request has that many keys, and every top-k row would "
+            "carry the difference as -1 entries that stage C scans",
+            g->idx_topk, g->max_positions);
+    }
     if (g->qk_rope_dim > g->idx_head_dim) {
         c = child(&iw, "head_dim", 0);
         err(v, &c, "(%d) must hold the %d rope dims", g->idx_head_dim, g->qk_rope_dim);

@@ -51,32 +51,17 @@ template <class Lay, int ScaleOffset, int RopeOffset> __device__ __forceinline__
     }
 }
 
-// Step 0 of every segment, by the T threads of the CTA that run the main loop: compact this rank's
-// entries of the segment at seg0 into list[], in top-k order, and return how many there are. In the
-// warp-specialised loop (Roles) every role calls it from its own code, so its barriers are the
-// unaligned named barrier Bar over the T threads (3: all of them; th numbers them from 0):
-// __syncthreads (an aligned barrier) must be reached by every warp at the same instruction.
-template <class Lay, int TOPK, int T, bool Roles, int Bar = 3, class SlotOf>
-__device__ __forceinline__ int compact_segment(const CtaThread &th, const AttendSmem<Lay> &sm, int seg0, const SlotOf &slot_of)
+// The end of a segment's compaction by T threads (th numbers them from 0), each holding EPT entries
+// in mine (a local slot, or -1 for an entry dropped), cnt of them kept: their count scanned over the
+// warp, then over the warps through scan[], and the kept ones stored into list[] in order; returns
+// the segment's count. sync is the T threads' barrier; at its first call no thread reads list[] or
+// scan[] of the previous segment any more.
+template <class Lay, int T, int EPT, class Sync>
+__device__ __forceinline__ int store_compacted(const CtaThread &th, const AttendSmem<Lay> &sm, const int32_t (&mine)[EPT],
+                                               int cnt, const Sync &sync)
 {
-    constexpr int SEG = TOPK < kAttendSegment ? TOPK : kAttendSegment, EPT = (SEG + T - 1) / T;
     static_assert(T / 32 <= 16, "scan[] holds 16 warps");
-    const int tid = th.tid, warp = th.warp, lane = th.lane;
-    const auto sync = [] {
-        if constexpr (Roles)
-            named_barrier_unaligned_n<Bar, T>();
-        else
-            __syncthreads();
-    };
-    int32_t mine[EPT];
-    int cnt = 0;
-#pragma unroll
-    for (int e = 0; e < EPT; e++) {
-        const int k = seg0 + tid * EPT + e;
-        const int64_t s = (tid * EPT + e < SEG && k < TOPK) ? slot_of(k) : -1;
-        mine[e] = (int32_t)s;
-        cnt += s >= 0;
-    }
+    const int warp = th.warp, lane = th.lane;
     int incl = cnt; // inclusive scan over the warp, then over the warps
 #pragma unroll
     for (int o = 1; o < 32; o *= 2) {
@@ -100,6 +85,34 @@ __device__ __forceinline__ int compact_segment(const CtaThread &th, const Attend
     return n;
 }
 
+// Step 0 of every segment, by the T threads of the CTA that run the main loop: compact this rank's
+// entries of the segment at seg0 into list[], in top-k order, and return how many there are. In the
+// warp-specialised loop (Roles) every role calls it from its own code, so its barriers are the
+// unaligned named barrier 3 over all T threads: __syncthreads (an aligned barrier) must be reached
+// by every warp at the same instruction.
+template <class Lay, int TOPK, int T, bool Roles, class SlotOf>
+__device__ __forceinline__ int compact_segment(const CtaThread &th, const AttendSmem<Lay> &sm, int seg0, const SlotOf &slot_of)
+{
+    constexpr int SEG = TOPK < kAttendSegment ? TOPK : kAttendSegment, EPT = (SEG + T - 1) / T;
+    const int tid = th.tid;
+    const auto sync = [] {
+        if constexpr (Roles)
+            named_barrier_unaligned_n<3, T>();
+        else
+            __syncthreads();
+    };
+    int32_t mine[EPT];
+    int cnt = 0;
+#pragma unroll
+    for (int e = 0; e < EPT; e++) {
+        const int k = seg0 + tid * EPT + e;
+        const int64_t s = (tid * EPT + e < SEG && k < TOPK) ? slot_of(k) : -1;
+        mine[e] = (int32_t)s;
+        cnt += s >= 0;
+    }
+    return store_compacted<Lay, T>(th, sm, mine, cnt, sync);
+}
+
 // compact_segment's list in two passes through list[] itself, by the T threads numbered by th,
 // which meet on named barrier Bar, so that few registers are held at once: each thread looks up
 // every T-th entry (the row read coalesced) and stores its slot or -1 in place; then each takes its
@@ -109,9 +122,8 @@ __device__ __forceinline__ int compact_segment_staged(const CtaThread &th, const
                                                       const SlotOf &slot_of)
 {
     constexpr int SEG = kAttendSegment, EPT = SEG / T;
-    static_assert(SEG % (4 * T) == 0 && T / 32 <= 16 && Lay::list_off % 16 == 0,
-                  "4 consecutive entries a 16-byte read; scan[] holds 16 warps");
-    const int tid = th.tid, warp = th.warp, lane = th.lane;
+    static_assert(SEG % (4 * T) == 0 && Lay::list_off % 16 == 0, "4 consecutive entries a 16-byte read");
+    const int tid = th.tid;
     const auto sync = [] { named_barrier_unaligned_n<Bar, T>(); };
     sync(); // list[] and scan[] of the previous segment are no longer read
 #pragma unroll
@@ -130,26 +142,7 @@ __device__ __forceinline__ int compact_segment_staged(const CtaThread &th, const
 #pragma unroll
     for (int e = 0; e < EPT; e++)
         cnt += mine[e] >= 0;
-    int incl = cnt; // inclusive scan over the warp, then over the warps
-#pragma unroll
-    for (int o = 1; o < 32; o *= 2) {
-        const int v = __shfl_up_sync(0xffffffffu, incl, o);
-        incl += lane >= o ? v : 0;
-    }
-    if (lane == 31)
-        sm.scan[warp] = incl;
-    sync(); // and every thread's entries read back
-    int base = incl - cnt, n = 0;
-    for (int w = 0; w < T / 32; w++) {
-        base += w < warp ? sm.scan[w] : 0;
-        n += sm.scan[w];
-    }
-#pragma unroll
-    for (int e = 0; e < EPT; e++)
-        if (mine[e] >= 0)
-            sm.list[base++] = mine[e];
-    sync();
-    return n;
+    return store_compacted<Lay, T>(th, sm, mine, cnt, sync); // its first barrier: every entry read back
 }
 
 // A top-k of more than kAttendSegment entries in the warp-specialised loops: the producer warpgroups

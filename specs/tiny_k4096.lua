@@ -4,18 +4,12 @@
 -- geometry. One configuration for each of the sparse MLA's loops: 16, 32 and 64 heads a CTA, and
 -- two 64-head CTAs of a row that are not paired (the generator pairs none where the top-k takes
 -- several segments).
-local tiny = import("tiny.lua").geometry
-local geometry, indexer = {}, {}
-for k, v in pairs(tiny) do
-  geometry[k] = v
-end
-for k, v in pairs(tiny.indexer) do
-  indexer[k] = v
-end
-indexer.topk = 4096
-geometry.indexer = indexer
-geometry.heads = 128
-geometry.max_positions = 16384
+local variant = import("models/variant.lua").variant
+local geometry = variant(import("tiny.lua").geometry, {
+  heads = 128,
+  max_positions = 16384,
+  indexer = { topk = 4096 },
+})
 
 return {
   model = "tiny_k4096",

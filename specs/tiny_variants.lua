@@ -3,26 +3,12 @@
 -- in the neox style, an indexer of 16 heads of 256 dims with its rope in the interleaved style on
 -- its last dims and no Hadamard rotation, 128 heads (32 a CTA at TP 4), and power-of-two fp8
 -- scales. For tests: no model has this geometry.
-local tiny = import("tiny.lua").geometry
-local geometry, rope, indexer = {}, {}, {}
-for k, v in pairs(tiny) do
-  geometry[k] = v
-end
-for k, v in pairs(tiny.rope) do
-  rope[k] = v
-end
-for k, v in pairs(tiny.indexer) do
-  indexer[k] = v
-end
-rope.style = "neox"
-indexer.heads = 16
-indexer.head_dim = 256
-indexer.rope_style = "interleaved"
-indexer.rope_first = false
-indexer.hadamard = false
-geometry.rope = rope
-geometry.indexer = indexer
-geometry.heads = 128
+local variant = import("models/variant.lua").variant
+local geometry = variant(import("tiny.lua").geometry, {
+  heads = 128,
+  rope = { style = "neox" },
+  indexer = { heads = 16, head_dim = 256, rope_style = "interleaved", rope_first = false, hadamard = false },
+})
 
 return {
   model = "tiny_variants",

@@ -3,16 +3,7 @@
 -- and 2 x 64 heads per GPU), fp8_ds_mla, DCP 1; against bench_attend_grid.lua's top-k 2048 it shows
 -- what the second segment costs (the producers compact every segment alone there). Rendered with
 -- the other benchmark specs: `build/dsagen specs/models/bench_*.lua -o .bench-out`.
-local deepseek = import("deepseek_v32.lua")
-local geometry, indexer = {}, {}
-for k, v in pairs(deepseek) do
-  geometry[k] = v
-end
-for k, v in pairs(deepseek.indexer) do
-  indexer[k] = v
-end
-indexer.topk = 4096
-geometry.indexer = indexer
+local geometry = import("variant.lua").variant(import("deepseek_v32.lua"), { indexer = { topk = 4096 } })
 
 local configs = {}
 for _, tp in ipairs({ 1, 2, 4, 8 }) do

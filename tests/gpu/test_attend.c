@@ -512,15 +512,16 @@ int main(int argc, char **argv)
         /* split rows merged in clusters of 8 (32 heads) and 4 (16), against the split merge kernel */
         test_config("deepseek_v32_tp4_dcp1_i1_fp8_ds_mla", TOPK_MIXED, seed++, 8);
         test_config("glm5.2_tp4_dcp1_i1_fp8_ds_mla", TOPK_MIXED, seed++, 4);
-        /* a top-k of two 2048-entry segments, each compacted by the producers alone:
-         * one CTA a row at 16, 32, 64 and 2 x 64 heads (each segment many tiles, the tiles'
-         * barriers carried across the segments), and 16 heads with the rows split (a split's
-         * segments of few or no kept entries, the segment counts' two slots) */
-        test_config("tiny_k4096_tp8_dcp1_i1_fp8_ds_mla", TOPK_MIXED, seed++, 1);
-        test_config("tiny_k4096_tp4_dcp1_i1_fp8_ds_mla", TOPK_MIXED, seed++, 1);
-        test_config("tiny_k4096_tp4_dcp2_i1_bf16", TOPK_SKIP_LAST, seed++, 1);
-        test_config("tiny_k4096_tp8_dcp8_i1_nvfp4_ds_mla", TOPK_MIXED, seed++, 1);
-        test_config("tiny_k4096_tp8_dcp1_i1_fp8_ds_mla", TOPK_MIXED, seed++, 0);
+        /* a top-k of three segments (2048, 2048 and 904 entries), each compacted by the
+         * producers alone, the third count in the first's slot again: one CTA a row at 16, 32,
+         * 64 and 2 x 64 heads (each segment many tiles, the tiles' barriers carried across the
+         * segments), and 16 heads with the rows split (a split's segments of few or no kept
+         * entries) */
+        test_config("tiny_k5000_tp8_dcp1_i1_fp8_ds_mla", TOPK_MIXED, seed++, 1);
+        test_config("tiny_k5000_tp4_dcp1_i1_fp8_ds_mla", TOPK_MIXED, seed++, 1);
+        test_config("tiny_k5000_tp4_dcp2_i1_bf16", TOPK_SKIP_LAST, seed++, 1);
+        test_config("tiny_k5000_tp8_dcp8_i1_nvfp4_ds_mla", TOPK_MIXED, seed++, 1);
+        test_config("tiny_k5000_tp8_dcp1_i1_fp8_ds_mla", TOPK_MIXED, seed++, 0);
         fused_exchange = 0; /* the all-to-all exchange, as groups without load/store reach run it */
         test_config("tiny_tp4_dcp4_i1_fp8_ds_mla", TOPK_MIXED, seed++, 0);
         test_config("glm5.2_tp2_dcp2_i1_nvfp4_ds_mla", TOPK_MIXED, seed++, 1);
@@ -529,13 +530,13 @@ int main(int argc, char **argv)
         fused_exchange = 1;
         test_config("glm5.2_tp4_dcp1_i1_fp8_ds_mla", TOPK_EMPTY, seed++, 0);
         /* the mma.sync loop, which plain sm_90 and sm_100a builds run, on this H200: each cache
-         * format, DCP, rows split and not, a top-k of two segments */
+         * format, DCP, rows split and not, a top-k of three segments */
         target = "sm_90";
         test_config("tiny_tp4_dcp1_i1_fp8_ds_mla", TOPK_MIXED, seed++, 0);
         test_config("tiny_tp4_dcp2_i1_bf16", TOPK_SKIP_LAST, seed++, 0);
         test_config("tiny_tp4_dcp2_i2_nvfp4_ds_mla", TOPK_MIXED, seed++, 0);
         test_config("deepseek_v32_tp8_dcp1_i1_fp8_ds_mla", TOPK_MIXED, seed++, 1);
-        test_config("tiny_k4096_tp4_dcp1_i1_fp8_ds_mla", TOPK_MIXED, seed++, 1);
+        test_config("tiny_k5000_tp4_dcp1_i1_fp8_ds_mla", TOPK_MIXED, seed++, 1);
         target = NULL;
     }
     if (!only || !strcmp(only, "args"))

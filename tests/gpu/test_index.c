@@ -797,12 +797,12 @@ int main(int argc, char **argv)
         test_ref("glm5.2_tp4_dcp1_i1_fp8_ds_mla", 0);
         test_ref("deepseek_v32_tp8_dcp1_i1_fp8_ds_mla", 0);
         test_ref("deepseek_v32_tp8_dcp1_i1_fp8_ds_mla", 5);
-        test_ref("tiny_k4096_tp4_dcp1_i1_fp8_ds_mla", 0); /* a top-k of 4096 */
+        test_ref("tiny_k5000_tp4_dcp1_i1_fp8_ds_mla", 0); /* a top-k of 5000 */
         /* 16 indexer heads of 256 dims, rope interleaved on the last dims, no Hadamard */
         test_ref("tiny_variants_tp4_dcp1_i1_bf16", 0);
         if (score_kernel >= 2) { /* the warpgroup kernels on rows that group */
             prefill_world = 1;
-            test_ref("tiny_k4096_tp4_dcp1_i1_fp8_ds_mla", 0);
+            test_ref("tiny_k5000_tp4_dcp1_i1_fp8_ds_mla", 0);
             test_ref("tiny_tp4_dcp1_i1_bf16", 3);
             test_ref("glm5.2_tp4_dcp1_i1_fp8_ds_mla", 0);
             test_ref("deepseek_v32_tp8_dcp1_i1_fp8_ds_mla", 0);
@@ -817,9 +817,9 @@ int main(int argc, char **argv)
         test_dcp("tiny_tp4_dcp4_i2_fp8_ds_mla", "tiny_tp4_dcp1_i1_bf16", 4, 2, 3, 0);
         test_dcp("glm5.2_tp4_dcp4_i4_fp8_ds_mla", "glm5.2_tp4_dcp1_i1_fp8_ds_mla", 4, 4, 4, 0);
         test_dcp("deepseek_v32_tp8_dcp8_i1_fp8_ds_mla", "deepseek_v32_tp8_dcp1_i1_fp8_ds_mla", 8, 1, 0, 1);
-        /* lists of 4096: two merged in shared memory, eight from global memory (index_merge_smem 0) */
-        test_dcp("tiny_k4096_tp4_dcp2_i1_bf16", "tiny_k4096_tp4_dcp1_i1_fp8_ds_mla", 2, 1, 0, 0);
-        test_dcp("tiny_k4096_tp8_dcp8_i1_nvfp4_ds_mla", "tiny_k4096_tp4_dcp1_i1_fp8_ds_mla", 8, 1, 3, 0);
+        /* lists of 5000: two merged in shared memory, eight from global memory (index_merge_smem 0) */
+        test_dcp("tiny_k5000_tp4_dcp2_i1_bf16", "tiny_k5000_tp4_dcp1_i1_fp8_ds_mla", 2, 1, 0, 0);
+        test_dcp("tiny_k5000_tp8_dcp8_i1_nvfp4_ds_mla", "tiny_k5000_tp4_dcp1_i1_fp8_ds_mla", 8, 1, 3, 0);
         test_dcp("tiny_variants_tp8_dcp2_i1_fp8_ds_mla_p2", "tiny_variants_tp4_dcp1_i1_bf16", 2, 1, 0, 0);
         fused_gather = 0; /* the all-gather, as groups without load/store reach run it */
         test_dcp("tiny_tp4_dcp4_i2_fp8_ds_mla", "tiny_tp4_dcp1_i1_bf16", 4, 2, 3, 0);
@@ -845,7 +845,7 @@ int main(int argc, char **argv)
         test_paths("glm5.2_tp4_dcp1_i1_fp8_ds_mla", 4, 0, 0);
         test_paths("deepseek_v32_tp8_dcp1_i1_fp8_ds_mla", 0, 0, 0);
         test_paths("deepseek_v32_tp8_dcp1_i1_fp8_ds_mla", 5, 1, 0);
-        test_paths("tiny_k4096_tp4_dcp1_i1_fp8_ds_mla", 0, 1, 0);
+        test_paths("tiny_k5000_tp4_dcp1_i1_fp8_ds_mla", 0, 1, 0);
         test_dcp_as("glm5.2_tp4_dcp4_i4_fp8_ds_mla", "glm5.2_tp4_dcp1_i1_fp8_ds_mla", 4, 4, 4, 0, 1);
         test_dcp_as("deepseek_v32_tp8_dcp8_i1_fp8_ds_mla", "deepseek_v32_tp8_dcp1_i1_fp8_ds_mla", 8, 1, 0, 1, 1);
         bit_keys = 1; /* the ranks' split top-k emitting every chunk from its bits (their candidate sink) */

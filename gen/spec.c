@@ -520,9 +520,15 @@ static void check_relations(vctx *v, const dsg_geometry *g, dsg_config *cfg, con
  * the head weights and 1 KiB of barriers: as many slots as fit there, 3 at most (the count the
  * kernel had at every shipped geometry: at 64 heads the f16 query takes a fourth slot's room);
  * validation refuses a geometry with room for fewer than 2. */
+/* The indexer heads as the warpgroup score kernels' MMA takes them (its N): 8, 16, 32 or 64 */
+static int score_heads_padded(const dsg_geometry *g)
+{
+    return g->idx_heads <= 8 ? 8 : g->idx_heads <= 16 ? 16 : g->idx_heads <= 32 ? 32 : 64;
+}
+
 int dsg_score_stages(const dsg_geometry *g)
 {
-    const int padded = g->idx_heads <= 8 ? 8 : g->idx_heads <= 16 ? 16 : g->idx_heads <= 32 ? 32 : 64;
+    const int padded = score_heads_padded(g);
     const int room = 48 * 1024 - padded * g->idx_head_dim * 2 - 4096 - 16 * (padded / 4 + 4) - 1024;
     const int fit = room / (64 * (g->idx_head_dim + 4));
     return fit < 3 ? fit : 3;
@@ -968,7 +974,7 @@ void dsg_derive(const dsg_geometry *g, const dsg_config *c, dsg_derived *o)
      * thread, beside the keys' 4 D / 16 fragment registers: at D = 256, N <= 128); 1 (no group) past
      * 64 heads, where no wgmma kernel scores. */
     {
-        const int padded = g->idx_heads <= 8 ? 8 : g->idx_heads <= 16 ? 16 : g->idx_heads <= 32 ? 32 : 64;
+        const int padded = score_heads_padded(g);
         const int most = g->idx_head_dim > 128 ? 128 : 256, rows = most / padded;
         o->index_score_group_rows = g->idx_heads > 64 ? 1 : rows > 8 ? 8 : rows;
     }

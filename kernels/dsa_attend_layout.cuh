@@ -45,7 +45,13 @@ template <int HB, int KV, int LAT, int Format, int EntryBytes, int Threads> stru
     // (ptxas C7602), so 64 heads keep one producer; the runtime checks the entry count, which
     // setmaxnreg needs
     enum : int { producers = WG ? Threads / 128 - 2 : 0 };
-    enum : int { producer_regs = producers == 2 ? 96 : 136 };
+    // deep (nvfp4 at 16 heads): each producer thread holds two tiles' raw entries, two tiles'
+    // gathers in flight (dsa_wgmma.cuh), in 128 registers, the consumers keeping 128. Measured
+    // (issue 15, tests/bench/RESULTS.md): 6-7% faster than one tile for nvfp4 at 16 heads x 64-128
+    // rows, 2-3% slower for fp8 (whose put, not the loads, sets the producers' pace); bf16
+    // unchanged, one tile
+    static constexpr bool deep = producers == 2 && Format == 2;
+    enum : int { producer_regs = producers == 2 ? (deep ? 128 : 96) : 136 };
     enum : int { consumer_regs = producers == 2 ? 256 - producer_regs : 184 };
     static_assert(!WG || (producer_regs % 8 == 0 && consumer_regs % 8 == 0 &&
                           producers * producer_regs + 2 * consumer_regs <= (65536 / Threads / 8 * 8) * (Threads / 128)),

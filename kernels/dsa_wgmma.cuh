@@ -90,6 +90,38 @@ __device__ __forceinline__ void wgmma_producer(const CtaThread &th, const Attend
             peer_full0 = cluster_addr(full0, peer), peer_k0 = cluster_addr(smem_addr(sm.k_s), peer);
         }
         int u = 0;
+        if constexpr (Lay::deep && !Pair) {
+            // two tiles' raw entries in flight: stage a holds the even tiles of a segment, b the
+            // odd ones, each refilled with the tile after next as soon as it is stored
+            const auto tile = [&](KeyStage<Lay, ScaleOffset, RopeOffset> &s, int t0, int n) {
+                const int buf = u % 2;
+                uint16_t *k = sm.k_s + Lay::key_tile_off(buf);
+                if (u >= 2)
+                    mbar_wait(empty0 + 8 * buf, (u / 2 - 1) % 2);
+                s.put(cache, sm.list, t0, half, n, k);
+                if (t0 + 2 * Lay::KT < n)
+                    s.load(cache, sm.list, t0 + 2 * Lay::KT, half, n);
+                s.landed();
+                fence_proxy_async();
+                mbar_arrive(full0 + 8 * buf);
+                u++;
+            };
+            for (int seg0 = 0; seg0 < TOPK; seg0 += kAttendSegment) {
+                const CtaThread ts = segment_thread<(TOPK > kAttendSegment)>(th);
+                KeyStage<Lay, ScaleOffset, RopeOffset> a(ts.warp % 4, ts.lane), b(ts.warp % 4, ts.lane);
+                const int n = segment_producers<Lay, TOPK>(ts, sm, seg0, slot_of);
+                if (n > 0)
+                    a.load(cache, sm.list, 0, half, n);
+                if (n > Lay::KT)
+                    b.load(cache, sm.list, Lay::KT, half, n);
+                for (int t0 = 0; t0 < n; t0 += 2 * Lay::KT) {
+                    tile(a, t0, n);
+                    if (t0 + Lay::KT < n)
+                        tile(b, t0 + Lay::KT, n);
+                }
+            }
+            return;
+        }
         for (int seg0 = 0; seg0 < TOPK; seg0 += kAttendSegment) {
             const CtaThread ts = segment_thread<(TOPK > kAttendSegment)>(th);
             KeyStage<Lay, ScaleOffset, RopeOffset> a(ts.warp % 4, ts.lane);

@@ -518,6 +518,7 @@ int main(int argc, char **argv)
          * segments); the loop over every configuration above runs them with the rows split (a
          * split's segments of few or no kept entries) */
         test_config("tiny_k5000_tp8_dcp1_i1_fp8_ds_mla", TOPK_MIXED, seed++, 1);
+        test_config("tiny_k5000_tp8_dcp1_i1_nvfp4_ds_mla", TOPK_MIXED, seed++, 1);
         test_config("tiny_k5000_tp4_dcp1_i1_fp8_ds_mla", TOPK_MIXED, seed++, 1);
         test_config("tiny_k5000_tp4_dcp2_i1_bf16", TOPK_SKIP_LAST, seed++, 1);
         test_config("tiny_k5000_tp8_dcp8_i1_nvfp4_ds_mla", TOPK_MIXED, seed++, 1);

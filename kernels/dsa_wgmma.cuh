@@ -66,7 +66,9 @@ template <int TransB> __device__ __forceinline__ void wgmma_n256_rega(float (&d)
 // on the producer: 128 rows 9-13% faster), else half 1 only when tile u begins
 // (the 64-head loop, measured 3-4% slower with both halves ahead). With two producer warpgroups
 // (16 heads, Lay::producers) warpgroup 2 + h takes half h of every tile, its loads of the next tile
-// out as soon as this one is stored, and full counts both groups' 256 arrivals.
+// out as soon as this one is stored, and full counts both groups' 256 arrivals; deep (nvfp4 there,
+// Lay::deep) holds two tiles' raw entries in two stages, the even and the odd tiles of a segment,
+// each loaded with the tile after next as soon as it is stored: the same tiles, u and barriers.
 // Pair (64 heads, quantised keys, two CTAs of a row in a cluster): the producer of cluster rank r
 // dequantises half r of every tile into its own key tile and, by asynchronous stores that complete
 // their bytes on the peer's full barrier, into the peer's (FlashMLA's "crossover"). Full counts the

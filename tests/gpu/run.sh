@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # GPU tests and benchmarks in one call (for the H200 machines, which have CUDA, NCCL and PyTorch
 # but no Lua): builds the runtime and GPU tests from the committed out/ with `ninja gpu`, then runs
-# them. Usage: tests/gpu/run.sh [test|test1|test2|bench|all|stagec|stageb|sanitize|python|dcp] (default test); the NCCL test needs 2 GPUs and
+# them. Usage: tests/gpu/run.sh [test|test1|test2|bench|all|stagec|stageb|sanitize|sanitize1|sanitize2|python|dcp] (default test); the NCCL test needs 2 GPUs and
 # says SKIPPED on one. test1 and test2 are test's two halves, for two device calls where one would
 # pass its time limit: the main job, test_prologue (cold, then warm) and test_dcp; then test_attend,
 # test_index, test_soak and the NCCL tests, after compiling every configuration in parallel. Logs go to $OUT when set. `python [single|dcp]` builds the Python package for the
@@ -12,6 +12,9 @@ status=0
 cd "$(dirname "$0")/../.."
 export NCCL_NVLS_ENABLE=0 # NVLink multicast stays off on shared machines
 mode=${1:-test}
+case "$mode" in test | test1 | test2 | bench | all | stagec | stageb | sanitize | sanitize1 | sanitize2 | python | dcp) ;;
+  *) echo "run.sh: no mode $mode (test, test1, test2, bench, all, stagec, stageb, sanitize, sanitize1, sanitize2, python, dcp)" >&2; exit 2 ;;
+esac
 t() { timeout 120 "$@"; } # a hung rank must not eat the lease
 log=${OUT:-/tmp}
 mkdir -p "$log" || exit 1
@@ -65,18 +68,53 @@ if [ "$second" = 1 ]; then
   echo "== test_dcp nccl (two processes, one GPU each)"
   DSA_TEST_CACHE=$cache t build/tests/gpu/test_dcp nccl 2>&1 | tee "$log/test_dcp_nccl.log" || status=1
 fi
-if [ "$mode" = sanitize ]; then # compute-sanitizer's four tools over every kernel family (racecheck of
-  # the DCP index merge runs over NCCL, one rank a process: with the in-process group's threads it did not finish)
+san1=0 san2=0
+case "$mode" in sanitize) san1=1 san2=1 ;; sanitize1) san1=1 ;; sanitize2) san2=1 ;; esac
+if [ "$san1" = 1 ] || [ "$san2" = 1 ]; then # compute-sanitizer's four tools over every kernel family, in
+  # two halves for two calls (the whole passes one call's 10 minutes): sanitize1 the attend kernels of
+  # 64 and 128 heads and stage B's ref, dcp and nccl paths; sanitize2 the prologue, every tiny attend
+  # configuration and stage B's split top-k paths (racecheck of the DCP index merge runs over NCCL,
+  # one rank a process: with the in-process group's threads it did not finish)
   cache=$(mktemp -d)
   cs=/usr/local/cuda/bin/compute-sanitizer
-  for run in "racecheck test_attend deepseek_v32_tp1" "synccheck test_attend deepseek_v32_tp1" \
-             "initcheck test_attend deepseek_v32_tp1" "memcheck test_attend deepseek_v32_tp1" \
-             "memcheck test_index dcp" "racecheck test_index nccl" "synccheck test_index dcp" \
-             "initcheck test_index dcp" "memcheck test_index ref" "racecheck test_index ref" \
-             "synccheck test_index ref" "initcheck test_index ref" "memcheck test_prologue" \
-             "racecheck test_prologue" "memcheck test_attend tiny" "racecheck test_attend tiny" \
-             "synccheck test_attend tiny" "initcheck test_attend tiny" "memcheck test_index paths tiny" \
-             "racecheck test_index paths tiny" "synccheck test_index paths tiny" "initcheck test_index paths tiny"; do
+  runs=()
+  [ "$san1" = 1 ] && runs+=("racecheck test_attend deepseek_v32_tp1" "synccheck test_attend deepseek_v32_tp1"
+    "initcheck test_attend deepseek_v32_tp1" "memcheck test_attend deepseek_v32_tp1"
+    "memcheck test_index dcp" "racecheck test_index nccl" "synccheck test_index dcp"
+    "initcheck test_index dcp" "memcheck test_index ref" "racecheck test_index ref"
+    "synccheck test_index ref" "initcheck test_index ref")
+  if [ "$san2" = 1 ]; then
+    runs+=("memcheck test_prologue" "racecheck test_prologue" "memcheck test_attend tiny"
+      "racecheck test_attend tiny_tp" "racecheck test_attend tiny_variants" "synccheck test_attend tiny"
+      "initcheck test_attend tiny" "memcheck test_index paths tiny" "racecheck test_index paths tiny"
+      "synccheck test_index paths tiny" "initcheck test_index paths tiny")
+    # racecheck and a top-k of several segments (tiny_k5000): tests/gpu/racecheck_probe.cu is those
+    # kernels' hand-over of a segment's count alone. Its mode 2 has no race; the racecheck of
+    # compute-sanitizer 2025.3.1 reports one there (a partial named barrier, then a full one), and
+    # reports the same hand-over in the kernels. Where the installed racecheck passes mode 2, the
+    # tiny_k5000 kernels are racechecked; where it does not, they are not (SKIPPED, with the reason;
+    # memcheck, synccheck and initcheck above run them). Mode 3 (no partial barrier) must pass always.
+    echo "== racecheck probe (tests/gpu/racecheck_probe.cu: a partial named barrier, then a full one)"
+    if nvcc -O3 -arch=sm_90a -o "$log/racecheck_probe" tests/gpu/racecheck_probe.cu; then
+      timeout 60 "$cs" --tool racecheck --error-exitcode 9 "$log/racecheck_probe" 3 > "$log/racecheck_probe_3.log" 2>&1
+      p3=$?
+      timeout 60 "$cs" --tool racecheck --error-exitcode 9 "$log/racecheck_probe" 2 > "$log/racecheck_probe_2.log" 2>&1
+      p2=$?
+      tail -1 "$log/racecheck_probe_3.log" "$log/racecheck_probe_2.log"
+      if [ "$p3" != 0 ] || { [ "$p2" != 0 ] && [ "$p2" != 9 ]; }; then
+        echo "FAIL: racecheck probe (mode 3 exit $p3, mode 2 exit $p2; 0 and 0 or 9 expected)"
+        status=1
+      elif [ "$p2" = 0 ]; then
+        runs+=("racecheck test_attend tiny_k5000")
+      else
+        echo "SKIPPED: racecheck test_attend tiny_k5000: this racecheck ($("$cs" --version | grep -o 'Version [0-9.]*')) reports a race in the probe's race-free mode 2, the kernels' count hand-over"
+      fi
+    else
+      echo "FAIL: nvcc tests/gpu/racecheck_probe.cu"
+      status=1
+    fi
+  fi
+  for run in "${runs[@]}"; do
     set -- $run
     tool=$1 prog=$2; shift 2
     echo "== compute-sanitizer --tool $tool $prog $*"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The thirty-first session's racecheck diagnosis in one command, for the device (tests/bench/RESULTS.md,
 # "compute-sanitizer on the top-k of several segments"): the segment-count hand-over alone under
-# racecheck in its four modes (racecheck_count_slot_mb.cu), then test_attend on a top-k of three
+# racecheck in its four modes (tests/gpu/racecheck_probe.cu; tests/bench/logs/racecheck_count_slot_mb.cu when it ran at b72f585), then test_attend on a top-k of three
 # segments and on a top-k 2048 control with racecheck's hazard report (thread pairs and addresses).
 # Logs into $OUT (or /tmp): racecheck_mb.log, rc_<configuration>.log. Needs `ninja gpu` built or
 # buildable. Usage: bash tests/bench/logs/racecheck_diag.sh
@@ -9,7 +9,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../../.."
 log=${OUT:-/tmp}
 cs=/usr/local/cuda/bin/compute-sanitizer
-nvcc -O3 -arch=sm_90a -o /tmp/rcmb tests/bench/logs/racecheck_count_slot_mb.cu || exit 1
+nvcc -O3 -arch=sm_90a -o /tmp/rcmb tests/gpu/racecheck_probe.cu || exit 1
 for m in 0 1 2 3; do
   echo "== racecheck_count_slot_mb mode $m"
   timeout 60 "$cs" --tool racecheck /tmp/rcmb "$m" 2>&1 | grep -E "mode|SUMMARY|Race reported" | sort | uniq -c

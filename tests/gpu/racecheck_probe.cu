@@ -1,18 +1,22 @@
-// Does compute-sanitizer's racecheck order the segment-count hand-over of the attend kernels at a
-// top-k of several segments (kernels/dsa_attend_tiles.cuh, compact_by_producers and
-// count_from_producers)? racecheck reported 36 hazards on test_attend tiny_k5000 (thirty-first
-// session, tests/bench/RESULTS.md) between the producers' write of scan[14 + segment parity] and
-// the consumers' reads of it, in every tiny_k5000 configuration, while every result was right.
-// This kernel has that hand-over alone, the same shape: 512 threads, warps 0-7 the consumers and
-// 8-15 the producers; per segment the producers meet five times on named barrier 7 (256 threads),
-// writing and reading their own scan[0, 8) between, then producer thread 0 writes the count into
-// slot 14 + s % 2 and every thread meets on named barrier 3 (512); the consumers then read it.
+// A probe of compute-sanitizer's racecheck, run by `tests/gpu/run.sh sanitize` before it
+// racechecks the attend kernels of a top-k of several segments. Their producers compact each
+// segment among themselves, meeting on a partial named barrier (kernels/dsa_attend_tiles.cuh,
+// compact_by_producers), then producer thread 0 stores the segment's count into a slot and every
+// thread meets on a full barrier before the consumers read it (count_from_producers). This kernel
+// is that hand-over alone, the same shape: 512 threads, warps 0-7 the consumers and 8-15 the
+// producers; per segment the producers meet five times on named barrier 7 (256 threads), writing
+// and reading their own scan[0, 8) between, then producer thread 0 writes the count into slot
+// 14 + s % 2 and every thread meets on named barrier 3 (512); the consumers then read it.
 // Modes: 0 as the kernel does it; 1 without barrier 7; 2 one slot a segment (no slot reused);
-// 3 both. If racecheck reports hazards in mode 0 and none in the others, it misreads the
-// interleaving of a partial barrier with the full one, not a race (each read of slot p happens
-// before the reader's next barrier 3, which the writer of the slot's next use passes first).
-// Build and run: nvcc -O3 -arch=sm_90a -o /tmp/rcmb tests/bench/logs/racecheck_count_slot_mb.cu &&
-// for m in 0 1 2 3; do compute-sanitizer --tool racecheck /tmp/rcmb $m; done
+// 3 neither. Mode 2 has no race: each slot is written once, before a barrier.sync of all 512
+// threads, and read only after it. compute-sanitizer 2025.3.1's racecheck reports one there (the
+// store of scan[16] against the consumers' reads, tests/bench/logs/racecheck_mb_modes_b72f585.log,
+// where this file was tests/bench/logs/racecheck_count_slot_mb.cu) and in mode 0, and none in modes 1
+// and 3: after a partial barrier it loses the full barrier's order. run.sh racechecks the
+// several-segment kernels only where the installed racecheck passes mode 2; mode 3 must pass
+// always. The kernel's results are checked in every mode (exit 1 on a wrong count).
+// Build and run: nvcc -O3 -arch=sm_90a -o /tmp/rcp tests/gpu/racecheck_probe.cu &&
+// for m in 0 1 2 3; do compute-sanitizer --tool racecheck /tmp/rcp $m; done
 #include <cstdio>
 #include <cstdlib>
 
@@ -61,6 +65,11 @@ __global__ void __launch_bounds__(512) hand_over(int mode, int segments, int *ou
 int main(int argc, char **argv)
 {
     const int mode = argc > 1 ? atoi(argv[1]) : 0, segments = 3, blocks = 8;
+    if (argc != 2 || mode < 0 || mode > 3 || argv[1][1]) {
+        fprintf(stderr, "usage: %s MODE (0-3: the hand-over as the kernel does it, without the partial "
+                        "barrier, without the slot's reuse, without either)\n", argv[0]);
+        return 2;
+    }
     int *out = nullptr;
     if (cudaMalloc(&out, blocks * 512 * sizeof(int)) != cudaSuccess)
         return 1;

@@ -1,4 +1,4 @@
-# Throwaway (never to land): %globaltimer stamps of one row's 16-head sparse MLA CTAs on the path
+# Throwaway (never to land; end-phase stamps added in the thirty-second session): %globaltimer stamps of one row's 16-head sparse MLA CTAs on the path
 # that merges a split row in its cluster (twenty-eighth session on), for the one-row target. Run in
 # the tree root of a copy (the device's working copy): it patches kernels/ (which libdsa embeds) and
 # the carried .bench-out/grid_tp8_dcp1_i1_*/attend.cu (the kernel's first instruction, before its
@@ -24,6 +24,10 @@ __device__ __forceinline__ unsigned long long xa_now() { unsigned long long t; a
 // barrier passed, merged rows stored, CTA end; [split][half]: the producers' first loads issued
 __device__ unsigned long long xa_k0[64], xa_wait[64], xa_cmp[64], xa_q[64], xa_d0[64], xa_d1[64], xa_sum[64],
     xa_cb[64], xa_ms[64], xa_end[64], xa_pld[64][2];
+// [split][group]: the end's steps inside (the thirty-second session's additions): the group reaches
+// the end, its l written, its O rows written to shared memory; and the cluster merge's peer reads
+// returned (its LSEs combined)
+__device__ unsigned long long xa_ge[64][2], xa_gl[64][2], xa_go[64][2], xa_cr[64];
 // [split][tile < 4]: consumer stamps; [split][tile][half]: the producers' put done (full arrival)
 __device__ unsigned long long xa_f[64][4], xa_s[64][4], xa_p[64][4], xa_e[64][4], xa_put[64][4][2];
 __device__ __forceinline__ bool xa_on(int hb)
@@ -76,6 +80,13 @@ patch('kernels/dsa_merge.cuh', [
                 rng(&xa_p[0][k], 4, a0, a1); printf(" | P written %lld..%lld", a0, a1);
                 rng(&xa_e[0][k], 4, a0, a1); printf(" | O done %lld..%lld\\n", a0, a1);
             }
+            rng(&xa_ge[0][0], 2, a0, a1); printf("XC   end in: g0 %lld..%lld", a0, a1);
+            rng(&xa_ge[0][1], 2, a0, a1); printf(" g1 %lld..%lld", a0, a1);
+            rng(&xa_gl[0][0], 2, a0, a1); printf(" | l written g0 %lld..%lld", a0, a1);
+            rng(&xa_gl[0][1], 2, a0, a1); printf(" g1 %lld..%lld", a0, a1);
+            rng(&xa_go[0][0], 2, a0, a1); printf(" | O rows written g0 %lld..%lld", a0, a1);
+            rng(&xa_go[0][1], 2, a0, a1); printf(" g1 %lld..%lld", a0, a1);
+            rng(xa_cr, 1, a0, a1); printf(" | peers read %lld..%lld\\n", a0, a1);
             rng(xa_d0, 1, a0, a1); printf("XC   end: phase 0 %lld..%lld", a0, a1);
             rng(xa_d1, 1, a0, a1); printf(" | phase 1 %lld..%lld", a0, a1);
             rng(xa_sum, 1, a0, a1); printf(" | sum %lld..%lld", a0, a1);
@@ -86,6 +97,7 @@ patch('kernels/dsa_merge.cuh', [
         for (int z = 0; z < 64; z++) {
             xa_k0[z] = xa_wait[z] = xa_cmp[z] = xa_q[z] = xa_d0[z] = xa_d1[z] = xa_sum[z] = xa_cb[z] = xa_ms[z] = xa_end[z] = 0;
             xa_pld[z][0] = xa_pld[z][1] = 0;
+            xa_ge[z][0] = xa_ge[z][1] = xa_gl[z][0] = xa_gl[z][1] = xa_go[z][0] = xa_go[z][1] = xa_cr[z] = 0;
             for (int k = 0; k < 4; k++) xa_f[z][k] = xa_s[z][k] = xa_p[z][k] = xa_e[z][k] = xa_put[z][k][0] = xa_put[z][k][1] = 0;
         }
     }
@@ -134,14 +146,27 @@ patch('kernels/dsa_wgmma_t.cuh', [
 '''),
 ('''    mbar_arrive(done);
     mbar_wait(done, 0);
-''', '''    mbar_arrive(done);
+''', '''    if (xa_on(HB) && gt == 0)
+        xa_gl[blockIdx.z][wg] = xa_now();
+    mbar_arrive(done);
     mbar_wait(done, 0);
     if (xa_on(HB) && th.tid == 0)
         xa_d0[blockIdx.z] = xa_now();
 '''),
+('''    float l[NH];
+#pragma unroll
+    for (int h = 0; h < NH; h++) {
+        l[h] = lsh[h * NG];''', '''    if (xa_on(HB) && gt == 0)
+        xa_ge[blockIdx.z][wg] = xa_now();
+    float l[NH];
+#pragma unroll
+    for (int h = 0; h < NH; h++) {
+        l[h] = lsh[h * NG];'''),
 ('''    mbar_arrive(done);
     mbar_wait(done, 1);
-''', '''    mbar_arrive(done);
+''', '''    if (xa_on(HB) && gt == 0)
+        xa_go[blockIdx.z][wg] = xa_now();
+    mbar_arrive(done);
     mbar_wait(done, 1);
     if (xa_on(HB) && th.tid == 0)
         xa_d1[blockIdx.z] = xa_now();
@@ -164,6 +189,19 @@ patch('kernels/dsa_wgmma_t.cuh', [
     if (xa_on(HB) && ct == 0)
         xa_cb[blockIdx.z] = xa_now();
 '''),
+('''    const float total = merge_lse_total<S>(S, [&](int r) { return lw[r]; });
+    uint32_t live = 0;''', '''    const float total = merge_lse_total<S>(S, [&](int r) { return lw[r]; });
+    if (xa_on(HB) && ct == 0) {
+        float xs = total;
+#pragma unroll
+        for (int r = 0; r < S; r++)
+#pragma unroll
+            for (int it = 0; it < IT; it++)
+                xs += x[r][it].x; // every peer read returned
+        if (xs != 12345.0f)
+            xa_cr[blockIdx.z] = xa_now();
+    }
+    uint32_t live = 0;'''),
 ('''    if (tt == 0)
         store.merged(head, -1, total, 0.0f);
     cluster_sync();

@@ -1,5 +1,6 @@
 # Throwaway driver of attend_cluster_timeline_instrument.py (run from the tree root after it and
-# `ninja gpu`): 16 heads (grid_tp8, fp8_ds_mla), 1 and 8 rows. Each round: L2 flushed, one call
+# `ninja gpu`): 16 heads (grid_tp8, fp8_ds_mla), 1 and 8 rows. Each round: L2 flushed (rounds 0-2;
+# 3-5 warm, added in the thirty-second session), one call
 # launched in clusters timed between two events (its stamps recorded), then one call merged by the
 # split merge kernel, whose CTA (0, 0) prints the clustered call's stamps. Also the launch floor.
 import os
@@ -23,14 +24,22 @@ for fmt in ("fp8_ds_mla",):
         for _ in range(3):
             run()
         torch.cuda.synchronize()
-        for rnd in range(3):
-            flush.fill_(1)
+        # rounds 0-2 L2 flushed before the stamped call, 3-5 not (the call right after two others:
+        # its code and data warm); each after three unstamped-in-effect calls, so that the printing
+        # merge call before does not shape it (rounds 1-2 of the first version ran 30 us after it)
+        for rnd in range(6):
+            for _ in range(3):
+                run()
+            torch.cuda.synchronize()
+            if rnd < 3:
+                flush.fill_(1)
             a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             a.record()
             run()
             b.record()
             b.synchronize()
-            print(f"XC round {rnd}: the clustered call {a.elapsed_time(b) * 1e3:.1f} us between its events", flush=True)
+            print(f"XC round {rnd} ({'L2 flushed' if rnd < 3 else 'warm'}): the clustered call "
+                  f"{a.elapsed_time(b) * 1e3:.1f} us between its events", flush=True)
             lib.dsa_testing_attend_cluster_merge(p.ctx, 0)
             run()
             torch.cuda.synchronize()

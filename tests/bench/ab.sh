@@ -34,6 +34,13 @@ while [ $# -gt 0 ]; do
     *) break ;;
   esac
 done
+# Where $OUT is set (a device call), every line also goes into $OUT/ab.log as it is printed: a call cut
+# at its time limit still brings back what was measured (output held for a pipe's end is lost with it)
+if [ -n "${OUT:-}" ]; then
+  exec > >(tee -a "$OUT/ab.log") 2>&1
+  tee_pid=$!
+  trap 'exec >&- 2>&-; wait "$tee_pid"' EXIT # the log complete before the script returns
+fi
 case "$bench" in attend | index | prefill | prefill-ncu) ;; *) echo "ab: --bench attend, index, prefill or prefill-ncu, not $bench" >&2; exit 2 ;; esac
 [ $# -gt 0 ] || { echo "usage: $0 [--bench attend|index|prefill|prefill-ncu] [--rounds N] [--test ARGS] [--format F] [--rows R] [--context C] TAG=PATCH[,BENCH_OUT] ..." >&2; exit 2; }
 for v in "$@"; do

@@ -95,10 +95,11 @@ if [ "$san1" = 1 ] || [ "$san2" = 1 ]; then # compute-sanitizer's four tools ove
     # tiny_k5000 kernels are racechecked; where it does not, they are not (SKIPPED, with the reason;
     # memcheck, synccheck and initcheck above run them). Mode 3 (no partial barrier) must pass always.
     echo "== racecheck probe (tests/gpu/racecheck_probe.cu: a partial named barrier, then a full one)"
-    if nvcc -O3 -arch=sm_90a -o "$log/racecheck_probe" tests/gpu/racecheck_probe.cu; then
-      timeout 60 "$cs" --tool racecheck --error-exitcode 9 "$log/racecheck_probe" 3 > "$log/racecheck_probe_3.log" 2>&1
+    probe=$(mktemp -d)/racecheck_probe # built outside $OUT: only its logs travel back
+    if nvcc -O3 -arch=sm_90a -o "$probe" tests/gpu/racecheck_probe.cu; then
+      timeout 60 "$cs" --tool racecheck --error-exitcode 9 "$probe" 3 > "$log/racecheck_probe_3.log" 2>&1
       p3=$?
-      timeout 60 "$cs" --tool racecheck --error-exitcode 9 "$log/racecheck_probe" 2 > "$log/racecheck_probe_2.log" 2>&1
+      timeout 60 "$cs" --tool racecheck --error-exitcode 9 "$probe" 2 > "$log/racecheck_probe_2.log" 2>&1
       p2=$?
       tail -1 "$log/racecheck_probe_3.log" "$log/racecheck_probe_2.log"
       if [ "$p3" != 0 ] || { [ "$p2" != 0 ] && [ "$p2" != 9 ]; }; then

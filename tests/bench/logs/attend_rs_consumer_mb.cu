@@ -31,6 +31,7 @@
 #include <random>
 #include <vector>
 #include <cuda_runtime.h>
+#include "mb_timing.cuh"
 #define DSA_ATTEND_SEGMENT 2048
 #include "dsa_async.cuh"
 
@@ -146,6 +147,44 @@ __device__ __forceinline__ void softmax(float (&s)[8], float *xch, float (&m)[4]
         }
 }
 
+// group wg's barrier (1 + wg, an immediate), its softmax, and its state at the start and the end
+__device__ __forceinline__ void group_sync(int wg)
+{
+    if (wg == 0)
+        named_barrier_n<1, 128>();
+    else
+        named_barrier_n<2, 128>();
+}
+__device__ __forceinline__ void group_softmax(int wg, float (&s)[8], float *xch, float (&m)[4], float (&l)[4], float (&o)[8][8],
+                                              int wl, int g, int t4)
+{
+    if (wg == 0)
+        softmax<1>(s, xch, m, l, o, wl, g, t4);
+    else
+        softmax<2>(s, xch, m, l, o, wl, g, t4);
+}
+__device__ __forceinline__ void state_init(float (&o)[8][8], float (&m)[4], float (&l)[4])
+{
+#pragma unroll
+    for (int b = 0; b < 8; b++)
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+            o[b][i] = 0.0f;
+#pragma unroll
+    for (int h = 0; h < 4; h++)
+        m[h] = -1e30f, l[h] = 0.0f;
+}
+__device__ __forceinline__ float state_sum(const float (&o)[8][8], const float (&l)[4])
+{
+    float acc = l[0] + l[1] + l[2] + l[3];
+#pragma unroll
+    for (int b = 0; b < 8; b++)
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+            acc += o[b][i];
+    return acc;
+}
+
 // One raw tile (at shared address raw: KT entries of ENTRY bytes) through the rs consumer of group
 // wg: S^T from the raw rows (f16, four scale blocks, the rope in bf16), the softmax, P' = P x scale
 // in f16 (four copies of P^T at pcopy), O^T += V^T P'^T with V^T built from the raw rows
@@ -225,10 +264,7 @@ __device__ __forceinline__ void rs_tile(uint32_t raw, uint32_t qlat, uint32_t qr
             v += (second ? c1[b] : c0[b]) * acc[b][i];
         s[i] = v;
     }
-    if (wg == 0)
-        softmax<1>(s, xch, m, l, o, wl, g, t4);
-    else
-        softmax<2>(s, xch, m, l, o, wl, g, t4);
+    group_softmax(wg, s, xch, m, l, o, wl, g, t4);
     // P' = P x scale of block b, f16, four copies of P^T (K-major: 8-key groups PL apart)
 #pragma unroll
     for (int cb = 0; cb < 4; cb++) {
@@ -243,10 +279,7 @@ __device__ __forceinline__ void rs_tile(uint32_t raw, uint32_t qlat, uint32_t qr
             }
     }
     fence_proxy_async();
-    if (wg == 0)
-        named_barrier_n<1, 128>();
-    else
-        named_barrier_n<2, 128>();
+    group_sync(wg);
     // O^T += V^T P'^T: a thread's 16 output dims of a key at bytes 16 (8 wl + g) of its row
     // (dim 2 b + half of them: block b's rows r0 and r0 + 8), keys 2 t4 + {0, 1, 8, 9} of
     // each k-step; two k-steps at a time (64 A registers)
@@ -293,7 +326,7 @@ __device__ __forceinline__ void rs_tile(uint32_t raw, uint32_t qlat, uint32_t qr
 
 // G consumer groups of 128 threads; group wg takes tiles u = wg, wg + G, ... (as dsa_wgmma_t.cuh's
 // two groups do), its own O^T, m, l, maxima and (mode 1) P'^T; group barrier 1 + wg
-template <int Mode, int G> __device__ __forceinline__ void group_loop(uint8_t *smem, int wg, long long &t_start, float (&o)[8][8], float (&l)[4]);
+template <int Mode, int G, int WG> __device__ __forceinline__ void group_loop(uint8_t *smem, long long &t_start, float (&o)[8][8], float (&l)[4]);
 template <int Mode, int G> __global__ void __launch_bounds__(128 * G, 1) consumer(long long *cycles, float *sink)
 {
     extern __shared__ __align__(16) uint8_t smem[];
@@ -313,36 +346,24 @@ template <int Mode, int G> __global__ void __launch_bounds__(128 * G, 1) consume
     long long t_start = 0;
     const int wg = tid / 128;
     if (G == 1 || wg == 0)
-        group_loop<Mode, G>(smem, 0, t_start, o, l);
+        group_loop<Mode, G, 0>(smem, t_start, o, l);
     else
-        group_loop<Mode, G>(smem, 1, t_start, o, l);
+        group_loop<Mode, G, 1>(smem, t_start, o, l);
     __syncthreads();
     const long long t = clock64() - t_start;
-    float acc = 0.0f;
-#pragma unroll
-    for (int b = 0; b < 8; b++)
-#pragma unroll
-        for (int i = 0; i < 8; i++)
-            acc += o[b][i];
-    sink[blockIdx.x * 128 * G + tid] = acc + l[0] + l[1] + l[2] + l[3];
+    sink[blockIdx.x * 128 * G + tid] = state_sum(o, l);
     if (tid == 0)
         cycles[blockIdx.x] = t;
 }
 
-template <int Mode, int G>
-__device__ __forceinline__ void group_loop(uint8_t *smem, int wg, long long &t_start, float (&o)[8][8], float (&l)[4])
+template <int Mode, int G, int WG>
+__device__ __forceinline__ void group_loop(uint8_t *smem, long long &t_start, float (&o)[8][8], float (&l)[4])
 {
+    constexpr int wg = WG;
     const int tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32, g = lane / 4, t4 = lane % 4, wl = warp;
     const int r0 = 16 * wl + g;
     float m[4];
-#pragma unroll
-    for (int b = 0; b < 8; b++)
-#pragma unroll
-        for (int i = 0; i < 8; i++)
-            o[b][i] = 0.0f;
-#pragma unroll
-    for (int h = 0; h < 4; h++)
-        m[h] = -1e30f, l[h] = 0.0f;
+    state_init(o, m, l);
     const uint32_t base = smem_addr(smem);
     t_start = clock64();
     if constexpr (Mode == 0) {
@@ -366,10 +387,7 @@ __device__ __forceinline__ void group_loop(uint8_t *smem, int wg, long long &t_s
             wgmma_commit();
             wgmma_wait();
             wg_pin(s);
-            if (wg == 0)
-                softmax<1>(s, xch, m, l, o, wl, g, t4);
-            else
-                softmax<2>(s, xch, m, l, o, wl, g, t4);
+            group_softmax(wg, s, xch, m, l, o, wl, g, t4);
 #pragma unroll
             for (int j = 0; j < 2; j++)
 #pragma unroll
@@ -379,10 +397,7 @@ __device__ __forceinline__ void group_loop(uint8_t *smem, int wg, long long &t_s
                     st_u16(pt + 2u * (64 * j + 8 * e + KV / 8 * 64), p01 >> 16);
                 }
             fence_proxy_async();
-            if (wg == 0)
-                named_barrier_n<1, 128>();
-            else
-                named_barrier_n<2, 128>();
+            group_sync(wg);
 #pragma unroll
             for (int b = 0; b < 8; b++)
                 wg_pin(o[b]);
@@ -406,10 +421,7 @@ __device__ __forceinline__ void group_loop(uint8_t *smem, int wg, long long &t_s
         for (int u = wg; u < NT; u += G) {
             uint32_t raw = base + (u % 4) * RAW;
             asm volatile("" : "+r"(raw));
-            if (wg == 0)
-                rs_tile<0>(raw, qlat, qrope, pcopy, xch, wl, g, t4, r0, o, m, l);
-            else
-                rs_tile<1>(raw, qlat, qrope, pcopy, xch, wl, g, t4, r0, o, m, l);
+            rs_tile<WG>(raw, qlat, qrope, pcopy, xch, wl, g, t4, r0, o, m, l);
         }
     }
 }
@@ -437,14 +449,7 @@ __device__ __forceinline__ void ring_consumer(uint8_t *smem, uint32_t base, uint
     const uint32_t pcopy = qrope + QROPE + WG * (4 * PCOPY + XCH);
     float *xch = reinterpret_cast<float *>(smem + 4 * RAW + QLAT + QROPE + WG * (4 * PCOPY + XCH) + 4 * PCOPY);
     float o[8][8], m[4], l[4];
-#pragma unroll
-    for (int b = 0; b < 8; b++)
-#pragma unroll
-        for (int i = 0; i < 8; i++)
-            o[b][i] = 0.0f;
-#pragma unroll
-    for (int hh = 0; hh < 4; hh++)
-        m[hh] = -1e30f, l[hh] = 0.0f;
+    state_init(o, m, l);
 #pragma unroll 1
     for (int u = WG; u < tiles; u += G) {
         const int sl = u % 4;
@@ -456,13 +461,7 @@ __device__ __forceinline__ void ring_consumer(uint8_t *smem, uint32_t base, uint
         }
         mbar_arrive(bars + 8 * (4 + sl));
     }
-    float acc = 0.0f;
-#pragma unroll
-    for (int b = 0; b < 8; b++)
-#pragma unroll
-        for (int i = 0; i < 8; i++)
-            acc += o[b][i];
-    sink[blockIdx.x * 128 * G + WG * 128 + t] = acc + l[0] + l[1] + l[2] + l[3];
+    sink[blockIdx.x * 128 * G + WG * 128 + t] = state_sum(o, l);
 }
 
 template <int G, bool Compute>
@@ -508,32 +507,6 @@ __global__ void __launch_bounds__(128 * G + 32, 1) ring(const uint8_t *cache, co
     static_assert(G == 1, "one consumer group: with two and the producer warp (9 warps) a thread has 168 registers, "
                           "and the group's code needs ~190");
     ring_consumer<G, Compute, 0>(smem, base, qlat, qrope, tiles, bars, sink);
-}
-
-__global__ void flush(uint4 *p, size_t n)
-{
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        p[i] = make_uint4((uint32_t)i, 0, 0, 0);
-}
-
-template <class F> float timed(F f, uint4 *fl, size_t fln)
-{
-    cudaEvent_t a, b;
-    cudaEventCreate(&a), cudaEventCreate(&b);
-    std::vector<float> t;
-    for (int r = 0; r < 23; r++) {
-        flush<<<1024, 256>>>(fl, fln);
-        cudaEventRecord(a);
-        f();
-        cudaEventRecord(b);
-        cudaEventSynchronize(b);
-        float ms;
-        cudaEventElapsedTime(&ms, a, b);
-        if (r >= 3)
-            t.push_back(ms * 1e3f);
-    }
-    std::sort(t.begin(), t.end());
-    return t[t.size() / 2];
 }
 
 // the benches' pattern: each row its own 2048 distinct tokens of its own 16384-token request, 64-token

@@ -12,6 +12,7 @@
 #include <random>
 #include <vector>
 #include <cuda_runtime.h>
+#include "mb_timing.cuh"
 
 #define CK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { printf("%s: %s\n", #x, cudaGetErrorString(e)); return 1; } } while (0)
 
@@ -42,32 +43,6 @@ __global__ void gather(const uint8_t *cache, const int64_t *slots, int n, uint4 
     }
     if (acc.x == 0x12345678u && acc.y == 0x9abcdef0u)
         sink[0] = acc;
-}
-
-__global__ void flush(uint4 *p, size_t n)
-{
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        p[i] = make_uint4(i, 0, 0, 0);
-}
-
-template <class F> float timed(F f, uint4 *fl, size_t fln)
-{
-    cudaEvent_t a, b;
-    cudaEventCreate(&a), cudaEventCreate(&b);
-    std::vector<float> t;
-    for (int r = 0; r < 23; r++) {
-        flush<<<1024, 256>>>(fl, fln);
-        cudaEventRecord(a);
-        f();
-        cudaEventRecord(b);
-        cudaEventSynchronize(b);
-        float ms;
-        cudaEventElapsedTime(&ms, a, b);
-        if (r >= 3)
-            t.push_back(ms * 1e3f);
-    }
-    std::sort(t.begin(), t.end());
-    return t[t.size() / 2];
 }
 
 template <int E, int U>

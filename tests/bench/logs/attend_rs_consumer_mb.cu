@@ -33,7 +33,7 @@
 #include <cuda_runtime.h>
 #include "mb_timing.cuh"
 #define DSA_ATTEND_SEGMENT 2048
-#include "dsa_async.cuh"
+#include "dsa_wgmma_t.cuh" // wgmma_n16, wg_desc_at, st_shared_u16
 
 using namespace dsa;
 
@@ -66,15 +66,6 @@ template <bool F16> __device__ __forceinline__ void wgmma_rs_n16(float (&d)[8], 
                      : DSA_WG_D8(0)
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
 }
-// D += A B, m64 n16 k16, both by descriptor (bf16); TransA: A M-major
-template <int TransA> __device__ __forceinline__ void wgmma_ss_n16(float (&d)[8], uint64_t a, uint64_t b)
-{
-    asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %10, 0;\n\t"
-                 "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 " DSA_WG_REGS8 ", %8, %9, p, 1, 1, %11, 0;\n\t}"
-                 : DSA_WG_D8(0)
-                 : "l"(a), "l"(b), "r"(1), "n"(TransA));
-}
-__device__ __forceinline__ uint64_t desc_at(uint64_t d, uint32_t off16) { return (d & 0xffffffff00000000ull) | (uint32_t)((uint32_t)d + off16); }
 // the low and the high two e4m3 bytes of w to f16x2 (exact), the halves taken as register halves
 __device__ __forceinline__ void f16x2_of_e4m3x4(uint32_t w, uint32_t &lo, uint32_t &hi)
 {
@@ -88,7 +79,6 @@ __device__ __forceinline__ uint32_t f16x2_of(float lo, float hi)
     asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
     return r;
 }
-__device__ __forceinline__ void st_u16(uint32_t addr, uint32_t v) { asm volatile("st.shared.u16 [%0], %1;" ::"r"(addr), "h"((uint16_t)v) : "memory"); }
 __device__ __forceinline__ uint4 lds128(uint32_t addr)
 {
     uint4 v;
@@ -225,7 +215,7 @@ __device__ __forceinline__ void rs_tile(uint32_t raw, uint32_t qlat, uint32_t qr
         const uint64_t qd = wg_desc(qlat, 128u, QSBO);
 #pragma unroll
         for (int ks = 0; ks < 16; ks++)
-            wgmma_rs_n16<true>(acc[2 * half + ks / 8], a[ks], desc_at(qd, 16u * (16 * half + ks)));
+            wgmma_rs_n16<true>(acc[2 * half + ks / 8], a[ks], wg_desc_at(qd, 16u * (16 * half + ks)));
         wgmma_commit();
         wgmma_wait();
 #pragma unroll
@@ -245,7 +235,7 @@ __device__ __forceinline__ void rs_tile(uint32_t raw, uint32_t qlat, uint32_t qr
         const uint64_t rd = wg_desc(qrope, 128u, RSBO);
 #pragma unroll
         for (int ks = 0; ks < 4; ks++)
-            wgmma_rs_n16<false>(acc[4], a[ks], desc_at(rd, 16u * ks));
+            wgmma_rs_n16<false>(acc[4], a[ks], wg_desc_at(rd, 16u * ks));
         wgmma_commit();
         wgmma_wait();
         wg_pin(acc[4]);
@@ -274,8 +264,8 @@ __device__ __forceinline__ void rs_tile(uint32_t raw, uint32_t qlat, uint32_t qr
 #pragma unroll
             for (int e = 0; e < 2; e++) {
                 const uint32_t p01 = f16x2_of(s[4 * j + e] * c0[cb], s[4 * j + 2 + e] * c1[cb]);
-                st_u16(pt + 2u * (64 * j + 8 * e), p01);
-                st_u16(pt + 2u * (64 * j + 8 * e + (HB / 8) * 64), p01 >> 16);
+                st_shared_u16(pt + 2u * (64 * j + 8 * e), (uint16_t)p01);
+                st_shared_u16(pt + 2u * (64 * j + 8 * e + (HB / 8) * 64), (uint16_t)(p01 >> 16));
             }
     }
     fence_proxy_async();
@@ -313,7 +303,7 @@ __device__ __forceinline__ void rs_tile(uint32_t raw, uint32_t qlat, uint32_t qr
 #pragma unroll
             for (int b = 0; b < 8; b++) {
                 const uint64_t pb = wg_desc(pcopy + (b / 2) * PCOPY, PL, 128u);
-                wgmma_rs_n16<true>(o[b], a[k2][b], desc_at(pb, 2u * PL * kk / 16));
+                wgmma_rs_n16<true>(o[b], a[k2][b], wg_desc_at(pb, 2u * PL * kk / 16));
             }
         }
         wgmma_commit();
@@ -383,7 +373,7 @@ __device__ __forceinline__ void group_loop(uint8_t *smem, long long &t_start, fl
             const uint64_t ka = wg_desc(kt, 128u, SBO), qd = wg_desc(qb, 128u, SBO);
 #pragma unroll
             for (int ks = 0; ks < KV / 16; ks++)
-                wgmma_ss_n16<0>(s, desc_at(ka, 16u * ks), desc_at(qd, 16u * ks));
+                wgmma_n16<0, 0>(s, wg_desc_at(ka, 16u * ks), wg_desc_at(qd, 16u * ks));
             wgmma_commit();
             wgmma_wait();
             wg_pin(s);
@@ -393,8 +383,8 @@ __device__ __forceinline__ void group_loop(uint8_t *smem, long long &t_start, fl
 #pragma unroll
                 for (int e = 0; e < 2; e++) {
                     const uint32_t p01 = bf16x2(s[4 * j + e], s[4 * j + 2 + e]);
-                    st_u16(pt + 2u * (64 * j + 8 * e), p01);
-                    st_u16(pt + 2u * (64 * j + 8 * e + KV / 8 * 64), p01 >> 16);
+                    st_shared_u16(pt + 2u * (64 * j + 8 * e), (uint16_t)p01);
+                    st_shared_u16(pt + 2u * (64 * j + 8 * e + KV / 8 * 64), (uint16_t)(p01 >> 16));
                 }
             fence_proxy_async();
             group_sync(wg);
@@ -407,7 +397,7 @@ __device__ __forceinline__ void group_loop(uint8_t *smem, long long &t_start, fl
             for (int kk = 0; kk < KT / 16; kk++)
 #pragma unroll
                 for (int b = 0; b < 8; b++)
-                    wgmma_ss_n16<1>(o[b], desc_at(va, (1024u * b + 2u * SBO * kk) / 16), desc_at(pb, 2u * SBO * kk / 16));
+                    wgmma_n16<0, 1>(o[b], wg_desc_at(va, (1024u * b + 2u * SBO * kk) / 16), wg_desc_at(pb, 2u * SBO * kk / 16));
             wgmma_commit();
             wgmma_wait();
 #pragma unroll

@@ -956,7 +956,8 @@ void dsg_derive(const dsg_geometry *g, const dsg_config *c, dsg_derived *o)
      * without spilling; with more heads NVRTC's own allocation (about 134 registers, 3 CTAs) does
      * best: a cap of 3 CTAs made it spill (0: no minimum given). The wgmma kernel's cap follows
      * its shared memory and loop, which are the library's (ScoreCtasOf, kernels/dsa_index_wgmma.cuh):
-     * 4 CTAs per SM, 124 registers at 64 heads, 108 at 32. */
+     * 4 CTAs per SM, 124 registers at 64 heads, 108 at 32. The library applies this cap below sm_100
+     * only (ScoreMmaSyncCtasOf): ptxas for sm_100a spilled at it. */
     o->index_score_min_ctas = g->idx_heads > 32 ? 0 : 4;
     /* Two score kernels: on sm_90a index_score runs on warpgroup MMA fed by bulk copies,
      * index_score_few on mma.sync. On an H200 (tests/bench/RESULTS.md), since the warpgroup loop

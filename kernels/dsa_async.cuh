@@ -28,6 +28,13 @@ constexpr bool kHasWgmma = true;
 constexpr bool kHasWgmma = false;
 #endif
 
+// sm_100 and later (compiled for, never timed here: register caps that ptxas there needs differently)
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000
+constexpr bool kSm100 = true;
+#else
+constexpr bool kSm100 = false;
+#endif
+
 __device__ __forceinline__ uint32_t smem_addr(const void *p)
 {
     uint32_t a;

@@ -315,6 +315,17 @@ template <class C> __device__ __forceinline__ void index_topk(const dsa_index_to
     }
 }
 
+// index_topk_split's CTAs an SM, the second argument of its __launch_bounds__ (templates/index.cu.in).
+// None (0) below sm_100: ptxas gives it 64 registers of its own accord, and any minimum, even 1,
+// changes the machine code that was timed. On sm_100 and later, with none, ptxas aimed at 3 CTAs of
+// 512 threads by itself (40 registers) and spilled 28-56 bytes (CUDA 13.0); there the bound asks for
+// as many CTAs as leave a thread sm_90a's 64 registers (2 of 512 threads), and nothing spills. The
+// runtime sizes the cooperative grid by the occupancy the compiled kernel has (runtime/ctx.c).
+template <class C> struct TopkSplitCtasOf {
+    static constexpr int fit = (64 * 1024) / (64 * C::idx_topk_split_threads);
+    static constexpr int ctas = !kSm100 ? 0 : fit > 1 ? fit : 1;
+};
+
 // B.3 over several CTAs of a row (grid T x splits, launched cooperatively: the CTAs of a row meet
 // at barriers): the same rows as index_topk, bit for bit (select_topk_split). The row's state
 // (p.split_state) is all zero before the call and again after it.

@@ -657,22 +657,29 @@ template <class C> struct ScoreGroupOf {
     static constexpr unsigned int smem = on ? (unsigned int)sizeof(Smem) : 0u;
 };
 
+// The mma.sync score kernel's CTAs an SM (index_score_few everywhere, index_score where the target
+// has no wgmma): the plan's cap, and 0, no minimum, where it gives none: with 1, NVRTC gave
+// DeepSeek-V3.2's 64 heads 255 registers on sm_90 and spilled, against 138 without. On sm_100 and
+// later no minimum at all: there ptxas kept GLM-5.2's 32 heads at the plan's 128 registers with 8
+// bytes of stack (4 of spills; 16 and 24 at a cap of 3 CTAs), against 134 registers and none
+// without a cap (CUDA 13.0).
+template <class C> struct ScoreMmaSyncCtasOf {
+    static constexpr int ctas = kSm100 ? 0 : C::idx_score_min_ctas;
+};
+
 // index_score's CTAs an SM, the second argument of its __launch_bounds__ (templates/index.cu.in),
 // which caps its registers. On sm_90a: as many CTAs as their shared memory lets an SM hold (228
 // KiB, 1 KiB of it reserved a CTA), at most 4: the loop holds the next tile's key pieces beside the
 // current one's fragments (127 registers at 64 heads, 110 at 32); at 5 CTAs (96 registers) it
 // spills. Measured against the loop without that prefetch at 5 CTAs, 1-4% faster at 64 and 128 rows
 // (tests/bench/RESULTS.md). Past 128 dims a head the key pieces are twice as many: 3 CTAs (at 4,
-// 16 heads of 256 dims spilled 110 bytes). Elsewhere (the mma.sync kernel) the plan's cap, and 0,
-// no minimum, where it gives none, as index_score_few's bounds (the same kernel there): with 1,
-// NVRTC gave DeepSeek-V3.2's 64 heads 255 registers on sm_90 and spilled, against 138 without.
+// 16 heads of 256 dims spilled 110 bytes). Elsewhere the mma.sync kernel's (ScoreMmaSyncCtasOf).
 template <class C> struct ScoreCtasOf {
     using Smem = ScoreWgmmaSmem<C::idx_heads, C::idx_head_dim, kScoreF16, C::idx_score_stages>;
     static constexpr int fit = (int)((228u * 1024u) / (sizeof(Smem) + 4u * ScoreBinsOf<C>::words + 1024u));
     static constexpr int most = C::idx_head_dim <= 128 ? 4 : 3;
     static constexpr int ctas = kHasWgmma && C::idx_heads <= 64 ? (fit < most ? fit : most)
-                                : C::idx_score_min_ctas > 0     ? C::idx_score_min_ctas
-                                                                : 0;
+                                                                : ScoreMmaSyncCtasOf<C>::ctas;
     static_assert(!(kHasWgmma && C::idx_heads <= 64) || ctas >= 1, "a CTA's shared memory fits an SM");
 };
 

@@ -348,6 +348,17 @@ if [ -f .cuda/include/cuda.h ] && [ -f .cuda/include/nvrtc.h ]; then
     else
       bad "dsa-jit: $(printf '%s\n' "$out" | grep -v '^ ')"
     fi
+    # the spec's other targets (mma.sync paths, their own register caps), four configurations that
+    # take every kernel path of the index and attend modules: the same refusals as above ($out, the
+    # --entries report, is read again below)
+    for target in sm_90 sm_100a; do
+      if other=$(build/dsa-jit --target $target tiny_tp4_dcp1_i1_bf16 glm5.2_tp4_dcp1_i1_fp8_ds_mla \
+                   glm5.2_tp2_dcp2_i1_nvfp4_ds_mla deepseek_v32_tp8_dcp4_i1_fp8_ds_mla 2>&1); then
+        ok
+      else
+        bad "dsa-jit --target $target: $(printf '%s\n' "$other" | grep -v '^ ')"
+      fi
+    done
     # --list (what tests/bench/ab.sh fills the JIT cache with) names the configurations compiled above
     if [ "$(build/dsa-jit --list)" = "$(printf '%s\n' "$out" | awk 'NR > 1 && !/^ / && !/^dsa-jit:/ { print $1 }' | uniq)" ]; then
       ok

@@ -625,6 +625,9 @@ int64_t dsa_index_topk_splits(dsa_ctx_t ctx, int64_t rows, int64_t max_blocks)
 {
     if (!ctx || rows < 1 || max_blocks < 1)
         return 0;
+    /* a block table's row is at most INT32_MAX blocks (dsa_index's check), and so no product here
+     * can overflow */
+    max_blocks = max_blocks > INT32_MAX ? INT32_MAX : max_blocks;
     return topk_splits(ctx, rows < ctx->idx_tokens ? rows : ctx->idx_tokens, max_blocks * ctx->cfg->info.block_size);
 }
 

@@ -118,9 +118,17 @@ static void make_key(job_t *j, int nheaders)
  * creator has just renamed into place). */
 static char *cache_load(job_t *j, size_t *len, int report)
 {
-    FILE *f = fopen(j->path, "rb");
-    if (!f)
+    /* O_NONBLOCK: a FIFO in the entry's place must not block the open (cache_lock's rule); only a
+     * regular file is read, anything else is left alone as missing */
+    const int fd = open(j->path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
         return NULL;
+    struct stat st;
+    FILE *f = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? fdopen(fd, "rb") : NULL;
+    if (!f) {
+        close(fd);
+        return NULL;
+    }
     char head[MAGIC_LEN + 32 + 32 + 8];
     char *payload = NULL;
     const char *why = NULL;
@@ -432,7 +440,10 @@ static void *build_job(void *arg)
 static int make_dirs(const char *dir)
 {
     char buf[4096];
-    snprintf(buf, sizeof buf, "%s", dir);
+    if ((size_t)snprintf(buf, sizeof buf, "%s", dir) >= sizeof buf) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
     for (char *p = buf + 1;; p++) {
         if (*p == '/' || *p == '\0') {
             char c = *p;
@@ -447,16 +458,23 @@ static int make_dirs(const char *dir)
     return access(dir, W_OK) == 0 ? 0 : -1;
 }
 
-static const char *default_cache_dir(char *buf, size_t n, const char *given)
+/* The cache folder (given, $DSA_CACHE_DIR, or $HOME/.cache/dsagen) in buf, "" for none; -1 where
+ * its path does not fit buf (never a cut path: that would be another folder). */
+static int default_cache_dir(char *buf, size_t n, const char *given)
 {
     const char *cd = given ? given : getenv("DSA_CACHE_DIR");
+    int len = 0;
     if (cd)
-        snprintf(buf, n, "%s", cd);
+        len = snprintf(buf, n, "%s", cd);
     else if (getenv("HOME"))
-        snprintf(buf, n, "%s/.cache/dsagen", getenv("HOME"));
+        len = snprintf(buf, n, "%s/.cache/dsagen", getenv("HOME"));
     else
         buf[0] = '\0';
-    return buf;
+    if (len < 0 || (size_t)len >= n) {
+        buf[0] = '\0';
+        return -1;
+    }
+    return 0;
 }
 
 /* The target reaches NVRTC's options and the cache's file names: sm_ and 1..12 lower-case letters or
@@ -494,7 +512,9 @@ dsa_result_t dsa_jit_compile(const dsa_cfg_t *cfg, const char *target, const cha
         goto done;
     }
     char dir[4096];
-    default_cache_dir(dir, sizeof dir, cache_dir);
+    if (default_cache_dir(dir, sizeof dir, cache_dir) != 0)
+        dsa_log(log_level, DSA_LOG_WARN, "JIT cache folder path is longer than %zu bytes: compiling in memory",
+                sizeof dir - 1);
     if (dir[0] && make_dirs(dir) != 0) {
         dsa_log(log_level, DSA_LOG_WARN, "JIT cache folder %s is not writable (%s): compiling in memory", dir,
                 strerror(errno));
@@ -537,8 +557,15 @@ dsa_result_t dsa_jit_compile(const dsa_cfg_t *cfg, const char *target, const cha
         hex(j->key, 32, key);
         /* a warm cache is read without the lock (entries are only ever renamed into place): no
          * lock file is made unless a module must be built */
-        if (dir[0]) {
-            snprintf(j->path, sizeof j->path, "%s/%s.%s.%s.%.16s.cubin", dir, cfg->info.name, j->k->name, target, key);
+        /* an entry's path, its lock's and its temporary file's (cache_lock, cache_store: 4200 bytes,
+         * 64 more than the entry's at most) fit, or the module is compiled without the cache */
+        if (dir[0] && (size_t)snprintf(j->path, sizeof j->path, "%s/%s.%s.%s.%.16s.cubin", dir, cfg->info.name,
+                                       j->k->name, target, key) >= sizeof j->path) {
+            dsa_log(log_level, DSA_LOG_WARN, "JIT cache entry path in %s is longer than %zu bytes: compiling %s in memory",
+                    dir, sizeof j->path - 1, j->k->name);
+            j->path[0] = '\0';
+        }
+        if (j->path[0]) {
             double t0 = now_ms();
             j->cubin = cache_load(j, &j->cubin_len, 0);
             if (j->cubin) {

@@ -120,9 +120,10 @@ static dsa_result_t read_file(const char *dir, const char *name, char **text, si
     }
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     struct stat st;
-    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > MAX_FILE_BYTES) {
+    const int stat_ok = fd >= 0 && fstat(fd, &st) == 0; /* st is read only where fstat filled it */
+    if (!stat_ok || !S_ISREG(st.st_mode) || st.st_size > MAX_FILE_BYTES) {
         snprintf(err, errlen, "%s: %s", path,
-                 fd < 0 ? strerror(errno) : !S_ISREG(st.st_mode) ? "not a regular file" : "larger than 4 MiB");
+                 !stat_ok ? strerror(errno) : !S_ISREG(st.st_mode) ? "not a regular file" : "larger than 4 MiB");
         if (fd >= 0)
             close(fd);
         return DSA_ERROR_INVALID_ARGUMENT;

@@ -109,7 +109,10 @@ static dsa_result_t inproc_collective(dsa_transport_t *t, dsa_ctx_t ctx, int op,
         clock_gettime(CLOCK_REALTIME, &until);
         until.tv_sec += INPROC_TIMEOUT_S;
         while (g->generation == gen)
-            if (pthread_cond_timedwait(&g->done, &g->lock, &until) != 0) {
+            /* timed out: unless the last rank completed the collective meanwhile (it holds the lock
+             * for the copies, and the wait's return takes the lock after it), this rank's arrival is
+             * taken back, so that the group's count stays right for the next collective */
+            if (pthread_cond_timedwait(&g->done, &g->lock, &until) != 0 && g->generation == gen) {
                 g->arrived--;
                 pthread_mutex_unlock(&g->lock);
                 return dsa_fail(ctx, DSA_ERROR_INTERNAL,

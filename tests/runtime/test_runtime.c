@@ -731,6 +731,10 @@ static void test_index_checks(void)
     CHECK(dsa_testing_index_topk_cap(ctx, 16) == DSA_SUCCESS && ctx->topk_cap == 16);
     CHECK(dsa_index_topk_splits(ctx, 64, blocks) == 528 / 64); /* fewer than the cap: unchanged */
     CHECK(dsa_testing_index_topk_cap(ctx, 0) == DSA_SUCCESS && ctx->topk_cap == 0 && dsa_index_topk_splits(ctx, 1, blocks) == auto1);
+    /* a table row of any length: no overflow (the UBSan build runs this), the answer of the longest
+     * row dsa_index takes (INT32_MAX blocks) */
+    CHECK(dsa_index_topk_splits(ctx, 64, INT64_MAX / 2) == dsa_index_topk_splits(ctx, 64, INT32_MAX));
+    CHECK(dsa_index_topk_splits(ctx, 1, INT64_MAX) == dsa_index_topk_splits(ctx, 1, INT32_MAX));
     WANT_ERROR(dsa_testing_index_topk_cap(ctx, 1), ctx,
                "dsa_testing_index_topk_cap: cap is 1, must be 0 (the automatic choice) or at least 2");
     WANT_ERROR(dsa_testing_index_topk_cap(ctx, -3), ctx,
@@ -927,6 +931,63 @@ static void damage(const char *path, long at, int truncate_instead)
     fclose(f);
 }
 
+/* The folder base, then components of 199 x's each below it up to len characters ("/" included),
+ * in buf; 0 where it fits. */
+static int long_path(char *buf, size_t n, const char *base, size_t len)
+{
+    size_t at = (size_t)snprintf(buf, n, "%s", base);
+    while (at < len && at + 1 < n) {
+        buf[at++] = '/';
+        for (int i = 0; i < 199 && at < len && at + 1 < n; i++)
+            buf[at++] = 'x';
+    }
+    buf[at] = '\0';
+    return at == len ? 0 : -1;
+}
+
+/* Cache paths that do not fit the JIT's buffers (4096 bytes) are never cut to another path: a
+ * folder too long compiles in memory and creates nothing; a folder whose entries' names do not
+ * fit compiles in memory, and a file at the cut name (the folder and the first characters of the
+ * entry's name) is left alone. */
+static void test_jit_cache_long_paths(const char *cfg)
+{
+    char base[128], dir[4400], cmd[4600], err[DSA_ERRLEN];
+    dsa_jit_out_t out[DSA_NMODULES];
+    snprintf(base, sizeof base, "/tmp/dsa-test-long-%ld", (long)getpid());
+    CHECK(long_path(dir, sizeof dir, base, 4200) == 0);
+    memset(out, 0, sizeof out);
+    CHECK(dsa_jit_compile(plan_named(cfg), "sm_90a", dir, DSA_LOG_QUIET, out, err, sizeof err) == DSA_SUCCESS);
+    for (int i = 0; i < DSA_NMODULES; i++) {
+        CHECK(out[i].cubin != NULL && !out[i].info.from_cache);
+        free(out[i].cubin);
+    }
+    CHECK(access(base, F_OK) != 0); /* no folder made, not even the first */
+    /* a folder of 4073 characters: an entry's path would be cut at 4095, 21 characters into the
+     * configuration's name */
+    CHECK(long_path(dir, sizeof dir, base, 4073) == 0);
+    snprintf(cmd, sizeof cmd, "mkdir -p %s", dir);
+    CHECK(system(cmd) == 0);
+    char user[4200];
+    snprintf(user, sizeof user, "%s/%.21s", dir, cfg);
+    CHECK(strlen(user) == 4095);
+    FILE *f = fopen(user, "w");
+    CHECK(f != NULL);
+    if (f)
+        fclose(f);
+    memset(out, 0, sizeof out);
+    CHECK(dsa_jit_compile(plan_named(cfg), "sm_90a", dir, DSA_LOG_QUIET, out, err, sizeof err) == DSA_SUCCESS);
+    for (int i = 0; i < DSA_NMODULES; i++) {
+        CHECK(out[i].cubin != NULL && !out[i].info.from_cache);
+        free(out[i].cubin);
+    }
+    struct stat st;
+    CHECK(stat(user, &st) == 0 && S_ISREG(st.st_mode)); /* still there */
+    snprintf(cmd, sizeof cmd, "test \"$(ls -A %s)\" = %.21s", dir, cfg); /* and nothing else */
+    CHECK(system(cmd) == 0);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", base);
+    CHECK(system(cmd) == 0);
+}
+
 static void test_jit_cache(void)
 {
     char err[DSA_ERRLEN];
@@ -964,6 +1025,18 @@ static void test_jit_cache(void)
     snprintf(cache_dir, sizeof cache_dir, "%s/sub", file);
     CHECK(jit(cfg, &info, err, sizeof err) == 0 && compiled == nk);
     snprintf(cache_dir, sizeof cache_dir, "%s", saved);
+
+    /* a FIFO in an entry's place: neither open blocks (a regression is stopped by the alarm), the
+     * module is compiled and its entry stored in the FIFO's place, and read from there next time */
+    CHECK(jit(cfg, &info, err, sizeof err) == 0 && compiled == 0);
+    entry_path(path, sizeof path);
+    CHECK(unlink(path) == 0 && mkfifo(path, 0600) == 0);
+    alarm(300);
+    CHECK(jit(cfg, &info, err, sizeof err) == 0 && compiled == 1);
+    alarm(0);
+    CHECK(stat(path, &st) == 0 && S_ISREG(st.st_mode));
+    CHECK(jit(cfg, &info, err, sizeof err) == 0 && compiled == 0);
+    test_jit_cache_long_paths(cfg);
 
     /* out of memory at each host allocation of a compile, one at a time: a clean error, no crash
      * or leak (the ASan build runs this too), and the next call works */

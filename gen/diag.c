@@ -99,26 +99,3 @@ int dsg_too_many(const dsg_diag *d)
 {
     return d->errors >= DSG_MAX_ERRORS;
 }
-
-/* Lua positions its messages as "chunkname:line: text"; the chunk name is the file path. Find the
- * first ":<digits>: " and split there, so the file part may itself contain ':' or digits. */
-void dsg_error_lua(dsg_diag *d, const char *fallback_file, const char *msg)
-{
-    for (const char *p = strchr(msg, ':'); p; p = strchr(p + 1, ':')) {
-        const char *q = p + 1;
-        if (!isdigit((unsigned char)*q))
-            continue;
-        int line = 0;
-        while (isdigit((unsigned char)*q) && line < 100000000)
-            line = line * 10 + (*q++ - '0');
-        if (q[0] != ':' || q[1] != ' ')
-            continue;
-        char *file = strndup(msg, (size_t)(p - msg));
-        if (!file)
-            break;
-        dsg_error(d, file, line, "%s", q + 2);
-        free(file);
-        return;
-    }
-    dsg_error(d, fallback_file, 0, "%s", msg);
-}

@@ -29,7 +29,4 @@ void dsg_fputs_escaped(const char *s, size_t n, FILE *f);
 /* Reports a message already in "file:line: error: text" form. */
 void dsg_error_formatted(dsg_diag *d, const char *msg);
 
-/* Reports a Lua error message "file:line: text" (Lua's own format) as "file:line: error: text". */
-void dsg_error_lua(dsg_diag *d, const char *fallback_file, const char *msg);
-
 #endif

@@ -119,7 +119,7 @@ static int load_spec(const char *path, loaded *l, dsg_trusted *t, dsg_diag *d)
         return -1;
     for (size_t i = 0; i < dsg_sandbox_nsources(l->sb); i++) {
         const dsg_source *s = dsg_sandbox_source(l->sb, i);
-        if (dsg_trusted_linemap(t, s->path, s->text, s->len, d) != 0)
+        if (dsg_trusted_linemap(t, s->path, s->text, s->len, dsg_sandbox_started(l->sb), d) != 0)
             return -1;
     }
     if (dsg_spec_validate(&l->spec, l->sb, t, d) != 0)

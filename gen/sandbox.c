@@ -1,6 +1,7 @@
 /* The spec sandbox: a spec is data, so it runs with math, string and table only, bounded. */
 #include "sandbox.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <lauxlib.h>
@@ -18,7 +19,8 @@ struct dsg_sandbox {
     size_t used, limit; /* Lua's allocations, plus the text of the files read (held in C) */
     long instructions;
     double start;       /* clock_now() when the spec started */
-    int last_line;
+    int last_line;   /* the line the spec's code last ran, in sources[last_source] (-1: none yet) */
+    long last_source;
     int import_depth, nimports;
     dsg_source *sources;
     size_t nsources, capsources;
@@ -64,6 +66,13 @@ static void hook(lua_State *L, lua_Debug *ar)
     if (ar->event == LUA_HOOKLINE) {
         if (lua_getinfo(L, "S", ar) && ar->source[0] == '@') {
             sb->last_line = ar->currentline;
+            /* which file: most lines run in the file of the line before */
+            if (sb->last_source < 0 || strcmp(sb->sources[sb->last_source].path, ar->source + 1) != 0) {
+                sb->last_source = -1;
+                for (size_t i = 0; i < sb->nsources; i++)
+                    if (!strcmp(sb->sources[i].path, ar->source + 1))
+                        sb->last_source = (long)i;
+            }
         }
         return;
     }
@@ -387,10 +396,14 @@ static int l_rep(lua_State *L)
 /* string.find of plain text only: Lua's patterns backtrack without a bound on time (".-.-.-.-b"
  * over a few hundred characters takes minutes inside one instruction), so pattern matching
  * (match, gmatch, gsub, find with a pattern) is not offered. */
+/* string.find of plain text, Lua's results (start and end, or nil; init as Lua reads it), searched
+ * with glibc's memmem, which takes time linear in the lengths: Lua's own plain search compares at
+ * every offset, quadratic in one call (a 2 MiB haystack took 30 s), where the time limit is checked
+ * only between calls. */
 static int l_find(lua_State *L)
 {
-    size_t plen;
-    luaL_checkstring(L, 1);
+    size_t len, plen;
+    const char *s = luaL_checklstring(L, 1, &len);
     const char *p = luaL_checklstring(L, 2, &plen);
     lua_Integer init = luaL_optinteger(L, 3, 1);
     int plain = lua_toboolean(L, 4);
@@ -398,13 +411,22 @@ static int l_find(lua_State *L)
         if (strchr("^$*+?.([%-", p[i]) && p[i])
             return luaL_error(L, "string.find: patterns are not available in a spec (their matching time has no "
                                  "bound); search for plain text: s:find(text, 1, true)");
-    lua_settop(L, 2);
-    lua_pushinteger(L, init);
-    lua_pushboolean(L, 1);
-    lua_getfield(L, LUA_REGISTRYINDEX, "dsagen.find");
-    lua_insert(L, 1);
-    lua_call(L, 4, LUA_MULTRET);
-    return lua_gettop(L);
+    /* init: from the end where negative, 1 below 1, nothing found past len + 1 */
+    size_t from = init > 0                         ? (size_t)init - 1
+                  : init == 0 || -init > (lua_Integer)len ? 0
+                                                          : len - (size_t)-init;
+    if (from > len) {
+        lua_pushnil(L);
+        return 1;
+    }
+    const char *at = memmem(s + from, len - from, p, plen);
+    if (!at) {
+        lua_pushnil(L);
+        return 1;
+    }
+    lua_pushinteger(L, (lua_Integer)(at - s) + 1);
+    lua_pushinteger(L, (lua_Integer)(at - s) + (lua_Integer)plen);
+    return 2;
 }
 
 /* A string function the sandbox does not offer is an error that says why, not a nil. */
@@ -463,8 +485,6 @@ static int setup(lua_State *L)
     lua_getglobal(L, "string");
     lua_getfield(L, -1, "rep");
     lua_setfield(L, LUA_REGISTRYINDEX, "dsagen.rep");
-    lua_getfield(L, -1, "find");
-    lua_setfield(L, LUA_REGISTRYINDEX, "dsagen.find");
     lua_pop(L, 1);
     lua_pushcfunction(L, l_rep);
     lua_setfield(L, -2, "rep");
@@ -582,6 +602,56 @@ static int check_snapshots(lua_State *L)
     return 0;
 }
 
+/* How Lua's messages name the file at path (luaO_chunkid of "@path"): the path, or "..." and its
+ * last LUA_IDSIZE - 4 bytes where it is longer than LUA_IDSIZE - 2. */
+static void chunk_id(const char *path, char *out, size_t n)
+{
+    const size_t len = strlen(path);
+    if (len + 1 <= LUA_IDSIZE)
+        snprintf(out, n, "%s", path);
+    else
+        snprintf(out, n, "...%s", path + len - (LUA_IDSIZE - 4));
+}
+
+/* msg's length of a prefix "<name>:<line>: " with name given, and its line; 0 where it has none. */
+static size_t position_prefix(const char *msg, const char *name, int *line)
+{
+    const size_t n = strlen(name);
+    if (strncmp(msg, name, n) != 0 || msg[n] != ':' || !isdigit((unsigned char)msg[n + 1]))
+        return 0;
+    const char *q = msg + n + 1;
+    int v = 0;
+    while (isdigit((unsigned char)*q) && v < 100000000)
+        v = v * 10 + (*q++ - '0');
+    if (q[0] != ':' || q[1] != ' ')
+        return 0;
+    *line = v;
+    return (size_t)(q + 2 - msg);
+}
+
+/* A spec's error, at the position Lua put before it where that names a file the sandbox read (the
+ * spec or an import; by its full path, or as Lua shortens a long one), so that a spec cannot name
+ * another file (error("specs/glm5.2.lua:31: ...", 0)) and a path holding ":N: " is not split
+ * inside; else, where the spec's code last ran, the message whole. */
+static void report_error(dsg_sandbox *sb, dsg_diag *d, const char *path, const char *msg)
+{
+    char id[LUA_IDSIZE + 8];
+    for (size_t i = 0; i < sb->nsources; i++) {
+        const char *f = sb->sources[i].path;
+        int line = 0;
+        size_t at = position_prefix(msg, f, &line);
+        if (!at) {
+            chunk_id(f, id, sizeof id);
+            at = position_prefix(msg, id, &line);
+        }
+        if (at) {
+            dsg_error(d, f, line, "%s", msg + at);
+            return;
+        }
+    }
+    dsg_error(d, sb->last_source >= 0 ? sb->sources[sb->last_source].path : path, sb->last_line, "%s", msg);
+}
+
 int dsg_sandbox_run(dsg_sandbox *sb, const char *path, dsg_diag *d)
 {
     lua_State *L = sb->L;
@@ -589,6 +659,7 @@ int dsg_sandbox_run(dsg_sandbox *sb, const char *path, dsg_diag *d)
     sb->limit = sb->used + DSG_SPEC_MEMORY_LIMIT;
     sb->instructions = 0;
     sb->last_line = 0;
+    sb->last_source = -1;
     sb->start = clock_now();
     lua_pushcfunction(L, run_protected);
     lua_pushstring(L, path);
@@ -598,7 +669,7 @@ int dsg_sandbox_run(dsg_sandbox *sb, const char *path, dsg_diag *d)
     /* Validation reads the result with ordinary headroom; the spec's code no longer runs. */
     sb->limit = sb->used + ((size_t)64 << 20);
     if (rc == LUA_ERRMEM) {
-        const char *file = sb->nsources ? sb->sources[sb->nsources - 1].path : path;
+        const char *file = sb->last_source >= 0 ? sb->sources[sb->last_source].path : path;
         dsg_error(d, file, sb->last_line, "spec exceeds the memory limit of %zu MiB",
                   DSG_SPEC_MEMORY_LIMIT >> 20);
         lua_pop(L, 1);
@@ -606,7 +677,7 @@ int dsg_sandbox_run(dsg_sandbox *sb, const char *path, dsg_diag *d)
     }
     if (rc != LUA_OK) {
         const char *msg = lua_tostring(L, -1);
-        dsg_error_lua(d, path, msg ? msg : "spec raised an error that is not a string");
+        report_error(sb, d, path, msg ? msg : "spec raised an error that is not a string");
         lua_pop(L, 1);
         return -1;
     }
@@ -639,6 +710,11 @@ int dsg_sandbox_is_env(dsg_sandbox *sb, int idx)
     int is = lua_rawequal(L, idx, -1);
     lua_pop(L, 1);
     return is;
+}
+
+double dsg_sandbox_started(const dsg_sandbox *sb)
+{
+    return sb->start;
 }
 
 int dsg_sandbox_last_line(const dsg_sandbox *sb)

@@ -33,6 +33,9 @@ typedef struct dsg_source {
 } dsg_source;
 
 dsg_sandbox *dsg_sandbox_new(void);
+/* When the last dsg_sandbox_run started (CLOCK_MONOTONIC seconds): the spec's time limit counts from
+ * there, also for the generator's work on its text (dsg_trusted_linemap). */
+double dsg_sandbox_started(const dsg_sandbox *sb);
 void dsg_sandbox_free(dsg_sandbox *sb);
 lua_State *dsg_sandbox_state(dsg_sandbox *sb);
 

@@ -82,7 +82,7 @@ static const field_t geometry_fields[] = {
 
 static const field_t config_fields[] = {
     INT("tp", 1, 1024, C(tp)),
-    INT("dcp", 1, 1024, C(dcp)),
+    INT("dcp", 1, DSA_MAX_PEERS, C(dcp)), /* the kernels keep a block per rank (dsa_merge.cuh) */
     INT("interleave", 1, 1024, C(interleave)),
     ENUM("cache_dtype", dsg_cache_dtype_names, "cache dtype", C(cache_dtype)),
     {"targets", K_TARGETS, 1, 0, 0, NULL, NULL, 0, NULL, NO_FLAG},
@@ -507,6 +507,28 @@ static void check_relations(vctx *v, const dsg_geometry *g, dsg_config *cfg, con
                        "kernel copies entries in 16-byte chunks, so it must be a multiple of 16",
                 dsg_cache_dtype_names[cfg->cache_dtype], entry, L, R);
     }
+    /* what the sm_90a kernel's warpgroup MMA loops take (kernels/dsa_attend_layout.cuh, its static
+     * asserts "wgmma shapes"): a query or key row (kv_lora_rank + qk_rope_dim) in steps of 32; at
+     * 16 or 32 heads a CTA, P^T held in a key tile's rope columns (qk_rope_dim at least the heads,
+     * which a multiple of 32 beside kv_lora_rank's 64 already is); at 64, each consumer warpgroup's
+     * m64n256 product over half of 512 latent dims, and P in the rope columns of a 64-key tile
+     * (qk_rope_dim at least 64) */
+    int sm90a = 0;
+    for (int i = 0; i < cfg->ntargets; i++)
+        sm90a |= !strcmp(dsg_target_names[cfg->targets[i]], "sm_90a");
+    if (sm90a && v->d->errors == before_dtype && g->heads % cfg->tp == 0) {
+        const int L = g->kv_lora_rank, R = g->qk_rope_dim, HB = dsg_attend_heads_per_cta(g, cfg);
+        if ((L + R) % 32 != 0) {
+            err(v, &c, "on sm_90a the sparse MLA kernel's warpgroup MMAs need kv_lora_rank + qk_rope_dim to be a "
+                       "multiple of 32, but it is %d + %d", L, R);
+        } else if (HB == 64 && (L != 512 || R < 64)) {
+            c = child(w, "tp", 0);
+            err(v, &c, "with %d heads / tp %d x dcp %d a sparse MLA CTA takes 64 heads, which on sm_90a needs "
+                       "kv_lora_rank 512 and qk_rope_dim at least 64 (each consumer warpgroup's product covers 256 "
+                       "latent dims, and P lives in the rope columns of a 64-key tile), but they are %d and %d",
+                g->heads, cfg->tp, cfg->dcp, L, R);
+        }
+    }
     if (cfg->fp8_scale_pow2 && cfg->cache_dtype != DSG_CACHE_FP8_DS_MLA) {
         c = child(w, "fp8_scale_pow2", 0);
         err(v, &c, "applies to cache_dtype fp8_ds_mla only, not %s", dsg_cache_dtype_names[cfg->cache_dtype]);
@@ -569,7 +591,7 @@ static void check_geometry_relations(vctx *v, const dsg_geometry *g, const where
         c = child(&iw, "head_dim", 0);
         err(v, &c, "must be 64, 128 or 256 (the indexer kernels split a key row in 16-byte quarters), got %d",
             g->idx_head_dim);
-    } else if (g->idx_heads <= 64 && dsg_score_stages(g) < 2) {
+    } else if (dsg_score_stages(g) < 2) { /* every head count: the kernels size the ring alike */
         c = child(&iw, "heads", 0);
         err(v, &c, "%d heads of %d dims leave the score kernel no room for two 64-key slots beside the query in "
             "its 48 KiB of static shared memory; at %d dims at most %d heads fit",
@@ -781,12 +803,18 @@ static void rope_freqs(const dsg_geometry *g, double *freq)
     }
 }
 
+int dsg_attend_heads_per_cta(const dsg_geometry *g, const dsg_config *c)
+{
+    const int gathered = g->heads / c->tp * c->dcp;
+    return gathered % 64 == 0 ? 64 : gathered % 32 == 0 ? 32 : 16;
+}
+
 void dsg_derive(const dsg_geometry *g, const dsg_config *c, dsg_derived *o)
 {
     memset(o, 0, sizeof *o);
     o->heads_local = g->heads / c->tp;
     o->heads_gathered = o->heads_local * c->dcp;
-    o->attend_heads_per_cta = o->heads_gathered % 64 == 0 ? 64 : o->heads_gathered % 32 == 0 ? 32 : 16;
+    o->attend_heads_per_cta = dsg_attend_heads_per_cta(g, c);
     /* On sm_90a a sparse MLA CTA is two consumer warpgroups and its producers, which gather and
      * dequantise the key tiles. At 16 heads the consumers' products are small and one producer kept
      * them waiting: two, each half of every tile (128 rows 16% faster). At 32 heads two were 9%

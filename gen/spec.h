@@ -113,6 +113,9 @@ int dsg_spec_validate(dsg_spec *spec, dsg_sandbox *sb, dsg_trusted *t, dsg_diag 
 void dsg_derive(const dsg_geometry *g, const dsg_config *c, dsg_derived *out);
 /* the key slots of index_score's ring at this geometry (gen/spec.c says how they are chosen) */
 int dsg_score_stages(const dsg_geometry *g);
+/* Query heads a sparse MLA CTA takes: 64, 32 or 16, of the heads gathered on a rank (heads / tp x
+ * dcp; tp must divide heads) */
+int dsg_attend_heads_per_cta(const dsg_geometry *g, const dsg_config *c);
 
 /* YaRN's attention scale factor: 0.1 * m * ln(s) + 1 for s > 1, else 1. */
 double dsg_yarn_mscale(double scale, double m);

@@ -3,21 +3,70 @@
 
 #include <lauxlib.h>
 #include <lualib.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+#include "sandbox.h"
 
 extern const char dsg_trusted_lua[];
 extern const size_t dsg_trusted_lua_len;
 
 struct dsg_trusted {
     lua_State *L;
-    int module; /* registry reference to gen/trusted.lua's table */
+    int module;          /* registry reference to gen/trusted.lua's table */
+    size_t used, limit;  /* the state's allocations; the most it may hold (SIZE_MAX but in a line map) */
+    double deadline;     /* a line map's end of time (CLOCK_MONOTONIC seconds; 0: none) */
 };
+
+/* A line map is the generator's work on a spec's text, so the spec's bounds apply to it: its time
+ * counts within the spec's (DSG_SPEC_TIME_LIMIT from the sandbox's start: the Penlight lexer takes
+ * ~4 s a MiB of one-character tokens), and its memory is capped (a field a map entry: 250,000
+ * fields of a 1 MiB file take ~50 MB). */
+#define DSG_LINEMAP_MEMORY ((size_t)64 << 20)
+static const char TIME_OUT[] = "dsagen: line map time out";
+
+static double clock_now(void)
+{
+    struct timespec ts;
+    return clock_gettime(CLOCK_MONOTONIC, &ts) == 0 ? (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9 : 0;
+}
+
+static void *counted_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
+{
+    dsg_trusted *t = ud;
+    const size_t old = ptr ? osize : 0;
+    if (nsize == 0) {
+        free(ptr);
+        t->used -= old;
+        return NULL;
+    }
+    if (nsize > old && t->used - old + nsize > t->limit)
+        return NULL;
+    void *p = realloc(ptr, nsize);
+    if (p)
+        t->used = t->used - old + nsize;
+    return p;
+}
+
+static void deadline_hook(lua_State *L, lua_Debug *ar)
+{
+    (void)ar;
+    dsg_trusted *t;
+    lua_getallocf(L, (void **)&t);
+    if (t->deadline > 0 && clock_now() > t->deadline) {
+        lua_pushstring(L, TIME_OUT);
+        lua_error(L);
+    }
+}
 
 dsg_trusted *dsg_trusted_new(dsg_diag *d)
 {
     dsg_trusted *t = calloc(1, sizeof *t);
-    if (!t || !(t->L = luaL_newstate())) {
+    if (t)
+        t->limit = SIZE_MAX;
+    if (!t || !(t->L = lua_newstate(counted_alloc, t))) {
         free(t);
         dsg_error(d, NULL, 0, "out of memory");
         return NULL;
@@ -63,16 +112,37 @@ static void push_fn(dsg_trusted *t, const char *name)
     lua_remove(t->L, -2);
 }
 
-int dsg_trusted_linemap(dsg_trusted *t, const char *file, const char *text, size_t len, dsg_diag *d)
+int dsg_trusted_linemap(dsg_trusted *t, const char *file, const char *text, size_t len, double started,
+                        dsg_diag *d)
 {
     lua_State *L = t->L;
     push_fn(t, "linemap");
     lua_pushstring(L, file);
     lua_pushlstring(L, text, len);
-    if (lua_pcall(L, 2, 0, 0) != LUA_OK) {
-        /* The sandbox already parsed this file, so the lexer failing is unexpected: say so. */
-        dsg_error(d, file, 0, "cannot index field lines: %s", lua_tostring(L, -1));
-        lua_pop(L, 1);
+    t->limit = t->used + DSG_LINEMAP_MEMORY;
+    t->deadline = started + DSG_SPEC_TIME_LIMIT;
+    lua_sethook(L, deadline_hook, LUA_MASKCOUNT, 10000);
+    const int rc = lua_pcall(L, 2, 0, 0);
+    lua_sethook(L, NULL, 0, 0);
+    t->limit = SIZE_MAX;
+    t->deadline = 0;
+    if (rc != LUA_OK) {
+        const char *msg = lua_tostring(L, -1);
+        if (rc == LUA_ERRMEM)
+            dsg_error(d, file, 0, "spec text too large: the line map of its fields needs more than %zu MiB",
+                      DSG_LINEMAP_MEMORY >> 20);
+        else if (msg && !strcmp(msg, TIME_OUT))
+            dsg_error(d, file, 0, "spec exceeds the time limit of %d seconds (indexing the lines of its fields; "
+                                  "the text of imported files counts towards it)",
+                      DSG_SPEC_TIME_LIMIT);
+        else /* the sandbox already parsed this file, so the lexer failing is unexpected: say so */
+            dsg_error(d, file, 0, "cannot index field lines: %s", msg ? msg : "(no message)");
+        lua_settop(L, 0);
+        /* the map may be half made: a later error in this file must not read it */
+        push_fn(t, "forget");
+        lua_pushstring(L, file);
+        lua_pcall(L, 1, 0, 0);
+        lua_settop(L, 0);
         return -1;
     }
     return 0;

@@ -14,8 +14,11 @@ dsg_trusted *dsg_trusted_new(dsg_diag *d);
 void dsg_trusted_free(dsg_trusted *t);
 lua_State *dsg_trusted_state(dsg_trusted *t);
 
-/* Indexes the field lines of a spec file's text. */
-int dsg_trusted_linemap(dsg_trusted *t, const char *file, const char *text, size_t len, dsg_diag *d);
+/* Indexes the field lines of a spec file's text (a file already indexed is skipped), within the
+ * spec's time (DSG_SPEC_TIME_LIMIT from started, CLOCK_MONOTONIC seconds: dsg_sandbox_started) and
+ * a memory cap; reports an error and returns -1 where it cannot. */
+int dsg_trusted_linemap(dsg_trusted *t, const char *file, const char *text, size_t len, double started,
+                        dsg_diag *d);
 
 /* The line of the field at a dotted path ("configs.2.tp") in file, or of its nearest enclosing
  * table; 0 when unknown. */

@@ -12,10 +12,22 @@ local files = {}
 -- path ("geometry.rope.theta", "configs.2.tp"). Tables bound to a top-level local and used by name
 -- elsewhere ("configs = configs") are followed through an alias.
 function M.linemap(file, text)
-  local toks = {}
+  if files[file] and files[file].text == text then return end -- imported again
+  -- the tokens i - 2 .. i + 3 around the one at hand, read as they are needed (a file's tokens all
+  -- at once took 387 MB for 1 MiB of ';')
   local tok = lexer.lua(text, { space = true, comments = true })
-  for t, v in tok do
-    toks[#toks + 1] = { t = t, v = v, line = (lexer.lineno(tok)) }
+  local toks, first, last, ended = {}, 1, 0, false
+  local function at(j)
+    while last < j and not ended do
+      local t, v = tok()
+      if t == nil then
+        ended = true -- never resumed again: the lexer's iterator may be a finished coroutine
+        break
+      end
+      last = last + 1
+      toks[last] = { t = t, v = v, line = (lexer.lineno(tok)) }
+    end
+    return j >= first and j <= last and toks[j] or nil
   end
   local map, alias = {}, {}
   local stack = {}
@@ -23,19 +35,23 @@ function M.linemap(file, text)
     if path == nil then return nil end
     return path == "" and key or path .. "." .. key
   end
-  local i, n = 1, #toks
-  while i <= n do
+  local i = 1
+  while at(i) do
+    while first < i - 2 do
+      toks[first] = nil
+      first = first + 1
+    end
     local k = toks[i]
     local f = stack[#stack]
     if f and f.paren == 0 and f.expect then
       -- the first token of an element decides its key
       f.expect = false
-      if k.t == "iden" and toks[i + 1] and toks[i + 1].t == "=" then
+      if k.t == "iden" and at(i + 1) and at(i + 1).t == "=" then
         f.key = k.v
         i = i + 1
-      elseif k.t == "[" and toks[i + 1] and (toks[i + 1].t == "string" or toks[i + 1].t == "number")
-          and toks[i + 2] and toks[i + 2].t == "]" and toks[i + 3] and toks[i + 3].t == "=" then
-        f.key = tostring(toks[i + 1].v)
+      elseif k.t == "[" and at(i + 1) and (at(i + 1).t == "string" or at(i + 1).t == "number")
+          and at(i + 2) and at(i + 2).t == "]" and at(i + 3) and at(i + 3).t == "=" then
+        f.key = tostring(at(i + 1).v)
         i = i + 3
       elseif k.t == "}" then
         f.key = nil
@@ -47,8 +63,8 @@ function M.linemap(file, text)
       end
       if f.key and f.path then
         local p = join(f.path, f.key)
-        map[p] = map[p] or k.line
-        local a, b = toks[i + 1], toks[i + 2]
+        map[p] = k.line -- a key given twice: the value Lua keeps, the last
+        local a, b = at(i + 1), at(i + 2)
         if a and a.t == "iden" and b and (b.t == "," or b.t == ";" or b.t == "}") then
           alias[p] = "@" .. a.v
         end
@@ -56,7 +72,7 @@ function M.linemap(file, text)
     elseif k.t == "{" then
       local path
       if f == nil then
-        local p1, p2 = toks[i - 1], toks[i - 2]
+        local p1, p2 = at(i - 1), at(i - 2)
         if p1 and p1.t == "keyword" and p1.v == "return" then
           path = ""
           map[""] = k.line
@@ -77,13 +93,18 @@ function M.linemap(file, text)
     elseif f and f.paren == 0 and (k.t == "," or k.t == ";") then
       f.expect = true
     elseif not f and k.t == "keyword" and k.v == "return" then
-      local a = toks[i + 1]
+      local a = at(i + 1)
       map[""] = map[""] or k.line
       if a and a.t == "iden" then alias[""] = "@" .. a.v end
     end
     i = i + 1
   end
-  files[file] = { map = map, alias = alias }
+  files[file] = { map = map, alias = alias, text = text }
+end
+
+-- Drops file's map (a line map that failed half way)
+function M.forget(file)
+  files[file] = nil
 end
 
 local function find(m, path, depth)
@@ -94,7 +115,8 @@ local function find(m, path, depth)
   while true do
     local a = m.alias[prefix]
     if a then
-      local rest = path:sub(#prefix + 1)
+      -- what follows the prefix, from its dot ("" aliases the whole table: then "." and the path)
+      local rest = prefix ~= "" and path:sub(#prefix + 1) or path ~= "" and "." .. path or ""
       local r = find(m, a .. rest, depth + 1)
       if r then return r end
     end

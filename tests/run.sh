@@ -262,6 +262,21 @@ echo "generator: all shipped specs in $ms ms"
   printf '%s %s\n%s\n' "$rc" "$(($(date +%s) - start))" "$got"
 ) > "$tmp/time.result" &
 time_pid=$!
+# The same limit over the generator's index of field lines (a spec's text is its to lex): twelve
+# imported files of 1 MiB of ';' each, which Penlight's lexer takes ~4 s a MiB for.
+(
+  mkdir -p "$tmp/linemap/models"
+  for i in $(seq 12); do
+    head -c $((1048576 - 16)) /dev/zero | tr '\0' ';' > "$tmp/linemap/models/s$i.lua"
+    printf '\nreturn {}\n' >> "$tmp/linemap/models/s$i.lua"
+    printf 'import("models/s%d.lua")\n' "$i" >> "$tmp/linemap/spec.lua"
+  done
+  cat specs/tiny.lua >> "$tmp/linemap/spec.lua"
+  start=$(date +%s)
+  got=$(cd "$tmp/linemap" && timeout 60 "$OLDPWD/build/dsagen" spec.lua -o out 2>&1); rc=$?
+  printf '%s %s\n%s\n' "$rc" "$(($(date +%s) - start))" "$got"
+) > "$tmp/linemap.result" &
+linemap_pid=$!
 
 # The spec fuzzer (libFuzzer, ASan+UBSan) for 60 s, in the background too; longer runs:
 # tests/fuzz/run.sh SECONDS.
@@ -436,6 +451,11 @@ read -r rc secs < "$tmp/time.result"
 got=$(sed 1d "$tmp/time.result")
 [ "$rc" -eq 1 ] && [ "$secs" -le 20 ] && [ "$got" == "tests/gen/time_limit.lua:4: error: spec exceeds the time limit of 10 seconds (an endless loop?)" ] \
   && ok || bad "time limit: exit $rc after $secs s: $got"
+wait "$linemap_pid"
+read -r rc secs < "$tmp/linemap.result"
+got=$(sed 1d "$tmp/linemap.result")
+[ "$rc" -eq 1 ] && [ "$secs" -le 20 ] && [[ "$got" =~ ^models/s[0-9]+\.lua:\ error:\ spec\ exceeds\ the\ time\ limit\ of\ 10\ seconds\ \(indexing ]] \
+  && ok || bad "time limit of the line map: exit $rc after $secs s: $got"
 
 if [ -n "$fuzz_pid" ]; then
   wait "$fuzz_pid"

@@ -59,7 +59,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int ok = dsg_sandbox_run(sb, spec_path, &d) == 0;
     for (size_t i = 0; ok && i < dsg_sandbox_nsources(sb); i++) {
         const dsg_source *s = dsg_sandbox_source(sb, i);
-        ok = dsg_trusted_linemap(trusted, s->path, s->text, s->len, &d) == 0;
+        ok = dsg_trusted_linemap(trusted, s->path, s->text, s->len, dsg_sandbox_started(sb), &d) == 0;
     }
     if (ok && dsg_spec_validate(&spec, sb, trusted, &d) == 0) {
         if (d.errors)

@@ -42,21 +42,26 @@ static double clock_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static void *limited_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
+void *dsg_counted_realloc(size_t *used, size_t limit, void *ptr, size_t osize, size_t nsize)
 {
-    dsg_sandbox *sb = ud;
-    size_t old = ptr ? osize : 0;
+    const size_t old = ptr ? osize : 0;
     if (nsize == 0) {
         free(ptr);
-        sb->used -= old;
+        *used -= old;
         return NULL;
     }
-    if (nsize > old && sb->used - old + nsize > sb->limit)
+    if (nsize > old && *used - old + nsize > limit)
         return NULL;
     void *p = realloc(ptr, nsize);
     if (p)
-        sb->used = sb->used - old + nsize;
+        *used = *used - old + nsize;
     return p;
+}
+
+static void *limited_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
+{
+    dsg_sandbox *sb = ud;
+    return dsg_counted_realloc(&sb->used, sb->limit, ptr, osize, nsize);
 }
 
 static void hook(lua_State *L, lua_Debug *ar)

@@ -32,6 +32,10 @@ typedef struct dsg_source {
     size_t len;
 } dsg_source;
 
+/* A Lua allocator's body (lua_Alloc) that counts the bytes it holds in *used and refuses to grow
+ * past limit: the sandbox's, and the generator's own state's while it indexes a spec's lines. */
+void *dsg_counted_realloc(size_t *used, size_t limit, void *ptr, size_t osize, size_t nsize);
+
 dsg_sandbox *dsg_sandbox_new(void);
 /* When the last dsg_sandbox_run started (CLOCK_MONOTONIC seconds): the spec's time limit counts from
  * there, also for the generator's work on its text (dsg_trusted_linemap). */

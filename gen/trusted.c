@@ -36,18 +36,7 @@ static double clock_now(void)
 static void *counted_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
 {
     dsg_trusted *t = ud;
-    const size_t old = ptr ? osize : 0;
-    if (nsize == 0) {
-        free(ptr);
-        t->used -= old;
-        return NULL;
-    }
-    if (nsize > old && t->used - old + nsize > t->limit)
-        return NULL;
-    void *p = realloc(ptr, nsize);
-    if (p)
-        t->used = t->used - old + nsize;
-    return p;
+    return dsg_counted_realloc(&t->used, t->limit, ptr, osize, nsize);
 }
 
 static void deadline_hook(lua_State *L, lua_Debug *ar)

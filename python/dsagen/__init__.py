@@ -15,6 +15,7 @@ behind them (dsagen.ops; torch.compile and CUDA graphs). torch is imported only 
 package imports, queries configurations and checks arguments without it.
 """
 import dataclasses
+import os
 import sys
 import weakref
 
@@ -102,11 +103,21 @@ def configs():
     return list(_dsa.configs())
 
 
+def _text(where, value):
+    """value, a str that libdsa takes as a C string: a NUL inside would end it early (another name or
+    path than the one given), so it is refused."""
+    if not isinstance(value, str):
+        raise TypeError(f"{where}: expected a str, got {type(value).__name__}")
+    if "\0" in value:
+        raise ValueError(f"{where}: contains a NUL character: {value!r}")
+    return value
+
+
 def config_info(name):
     """The ConfigInfo of a linked configuration (dsa_config_info); DsaError when there is none of that name."""
     if not isinstance(name, str):
         raise TypeError(f"config_info: expected a configuration name (str), got {type(name).__name__}")
-    return ConfigInfo(**_result(_dsa.config_info(name)))
+    return ConfigInfo(**_result(_dsa.config_info(_text("config_info", name))))
 
 
 def nccl_unique_id():
@@ -118,24 +129,49 @@ def nccl_unique_id():
 def _device_index(device):
     """A CUDA device ordinal from an int, "cuda:N", "cuda" (torch's current device) or a torch.device."""
     if isinstance(device, int) and not isinstance(device, bool):
+        if not 0 <= device < 2**31:
+            raise ValueError(f"device: expected a CUDA device ordinal, 0 to 2^31 - 1, got {device}")
         return device
     text = str(device)
     if text.startswith("cuda:") and text[5:].isdigit():
-        return int(text[5:])
+        return _device_index(int(text[5:]))
     if text == "cuda":
         import torch
         return torch.cuda.current_device()
     raise ValueError(f"device: expected a CUDA device (an int, 'cuda:N' or a torch.device), got {device!r}")
 
 
+def _dir_dcp(dir):
+    """The dcp of a generated configuration's folder: its plan.txt's "dcp N" line (one `key value` a
+    line, README), read before any collective; dsa_ctx_create_dir reads and checks the whole plan."""
+    try:
+        with open(os.path.join(dir, "plan.txt"), encoding="utf-8", errors="replace") as f:
+            for line in f:
+                key, _, value = line.strip().partition(" ")
+                if key == "dcp" and value.isdigit():
+                    return int(value)
+    except OSError as e:
+        raise ValueError(f"dir: cannot read {os.path.join(dir, 'plan.txt')}: {e.strerror}") from None
+    raise ValueError(f"dir: {os.path.join(dir, 'plan.txt')} has no dcp line")
+
+
+def _count(where, value):
+    """A token count of dsa_options_t: an int, 0 to 2^63 - 1 (libdsa checks its own bounds)."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"{where}: expected an int, got {type(value).__name__}")
+    if not 0 <= value < 2**63:
+        raise ValueError(f"{where}: expected 0 to 2^63 - 1, got {value}")
+    return value
+
+
 def _dcp_id(group, device, want):
     """The ncclUniqueId of a DCP group over a torch.distributed process group: rank 0 of the group
     makes it (dsa_nccl_unique_id) and broadcasts it (or its failure, so that no rank waits for an id
-    that never comes). want: the configuration's dcp, or None when not known before creation.
+    that never comes). want: the configuration's dcp (of a linked one, or of a folder's plan.txt).
     Returns (id, rank in the group)."""
     import torch.distributed as dist
     size, rank = dist.get_world_size(group), dist.get_rank(group)
-    if want is not None and size != want:
+    if size != want:
         raise ValueError(f"dcp: expected a process group of {want} ranks (the configuration's dcp), got {size}")
     box = [_dsa.nccl_unique_id() if rank == 0 else None]
     kw = {"device": f"cuda:{device}"} if dist.get_backend(group) == "nccl" else {}
@@ -165,15 +201,21 @@ class Context:
             raise ValueError("Context: give exactly one of config (a linked configuration's name) and dir")
         self._ctx = None
         self.handle = 0
+        if config is not None:
+            _text("config", config)
+        if dir is not None:
+            dir = _text("dir", os.fspath(dir) if isinstance(dir, os.PathLike) else dir)
+        if cache_dir is not None:
+            cache_dir = _text("cache_dir", os.fspath(cache_dir) if isinstance(cache_dir, os.PathLike) else cache_dir)
+        counts = [_count(k, v) for k, v in
+                  (("max_tokens", max_tokens), ("index_tokens", index_tokens), ("attend_tokens", attend_tokens))]
         device = _device_index(device)
         nccl_id, rank = None, 0
         if dcp is not None:
-            want = config_info(config).dcp if config is not None else None
+            want = config_info(config).dcp if config is not None else _dir_dcp(dir)
             if want != 1:  # a group of one at dcp 1 needs no communicator
                 nccl_id, rank = _dcp_id(dcp, device, want)
-        self._ctx = _result(_dsa.ctx_create(config, None if dir is None else str(dir), device, int(max_tokens),
-                                            int(index_tokens), int(attend_tokens),
-                                            None if cache_dir is None else str(cache_dir), nccl_id, rank))
+        self._ctx = _result(_dsa.ctx_create(config, dir, device, *counts, cache_dir, nccl_id, rank))
         self.device = device
         self.dcp_rank = rank
         self.info = ConfigInfo(**_result(self._ctx.info()))
@@ -194,10 +236,10 @@ class Context:
         """Destroys the libdsa context (dsa_ctx_destroy); later calls on it raise. Idempotent. Call it
         after the device work that uses it has finished (torch.cuda.synchronize())."""
         if self._ctx is not None:
+            self._ctx.close()  # RuntimeError while another thread is inside a call on it: nothing changed
             ref = _OPEN.get(self.handle)
             if ref is not None and ref() is self:  # after a close, a new context may have this address
                 del _OPEN[self.handle]
-            self._ctx.close()
 
     def _torch(self):
         """dsagen.ops (imports torch), once per context."""

@@ -9,9 +9,11 @@
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <optional>
+#include <stdexcept>
 #include <string>
 
 #include "dsa.h"
@@ -221,13 +223,16 @@ public:
         info_.size = sizeof info_;
         have_info_ = dsa_ctx_config(c, &info_) == DSA_SUCCESS;
     }
-    ~Ctx() { close(); }
+    ~Ctx() { destroy(); } // no call is in flight: each holds a reference to this object
     Ctx(const Ctx &) = delete;
     Ctx &operator=(const Ctx &) = delete;
+    // dsa_ctx_destroy, refused while another thread is inside a call on this context (it released
+    // the GIL for it): the context's modules and workspaces must outlive that call
     void close()
     {
-        dsa_ctx_destroy(ctx_);
-        ctx_ = nullptr;
+        if (inflight_.load() != 0)
+            throw std::runtime_error("Context.close: a call on this context is still running on another thread");
+        destroy();
     }
     bool closed() const { return ctx_ == nullptr; }
     std::uintptr_t handle() const { return reinterpret_cast<std::uintptr_t>(ctx_); }
@@ -500,17 +505,27 @@ public:
     int64_t call_ns() const { return call_ns_; }
 
 private:
+    // call() without the GIL, counted in flight (close() refuses meanwhile; the count is raised with
+    // the GIL held, where close() reads it); its time stored once the GIL is back
     template <typename F> int timed(F call)
     {
         dsa_result_t rc;
+        int64_t ns;
+        inflight_++;
         {
             nb::gil_scoped_release unlocked;
             auto t0 = std::chrono::steady_clock::now();
             rc = call();
-            call_ns_ = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
-                           .count();
+            ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
         }
+        inflight_--;
+        call_ns_ = ns;
         return static_cast<int>(rc);
+    }
+    void destroy()
+    {
+        dsa_ctx_destroy(ctx_);
+        ctx_ = nullptr;
     }
 
     // torch's current stream on the context's device (a CUstream's address); false on an error
@@ -531,6 +546,7 @@ private:
     dsa_config_info_t info_{}; // the geometry the fast path checks against, read once
     bool have_info_ = false;
     int64_t call_ns_ = 0;
+    std::atomic<int> inflight_{0};
 };
 
 } // namespace

@@ -253,6 +253,31 @@ ok("torch" not in sys.modules, "import dsagen imported torch")
 raises(ValueError, "device: expected a CUDA device (an int, 'cuda:N' or a torch.device), got 'cpu'",
        dsagen.Context, "tiny_tp4_dcp1_i1_bf16", device="cpu")
 ok(dsagen._device_index("cuda:3") == 3 and dsagen._device_index(2) == 2, "device as 'cuda:N' and int")
+# what would reach libdsa cut or wrapped is refused before, naming the argument
+raises(ValueError, "device: expected a CUDA device ordinal, 0 to 2^31 - 1, got 2147483648",
+       dsagen.Context, "tiny_tp4_dcp1_i1_bf16", device=2**31)
+raises(ValueError, "device: expected a CUDA device ordinal, 0 to 2^31 - 1, got 4294967296",
+       dsagen.Context, "tiny_tp4_dcp1_i1_bf16", device="cuda:4294967296")
+raises(ValueError, "device: expected a CUDA device ordinal, 0 to 2^31 - 1, got -1",
+       dsagen.Context, "tiny_tp4_dcp1_i1_bf16", device=-1)
+raises(ValueError, "max_tokens: expected 0 to 2^63 - 1, got 9223372036854775808",
+       dsagen.Context, "tiny_tp4_dcp1_i1_bf16", max_tokens=2**63)
+raises(TypeError, "index_tokens: expected an int, got float", dsagen.Context, "tiny_tp4_dcp1_i1_bf16",
+       index_tokens=1.5)
+raises(TypeError, "config: expected a str, got int", dsagen.Context, 5)
+# a NUL would end the C string early: another name or path than the one given
+raises(ValueError, "config_info: contains a NUL character: 'deepseek_v32_tp1_dcp1_i1_fp8_ds_mla\\x00garbage'",
+       dsagen.config_info, "deepseek_v32_tp1_dcp1_i1_fp8_ds_mla\0garbage")
+raises(ValueError, "config: contains a NUL character: 'tiny_tp4_dcp1_i1_bf16\\x00junk'",
+       dsagen.Context, "tiny_tp4_dcp1_i1_bf16\0junk")
+raises(ValueError, "dir: contains a NUL character: 'out/tiny_tp4_dcp1_i1_bf16\\x00zzz'",
+       dsagen.Context, dir="out/tiny_tp4_dcp1_i1_bf16\0zzz")
+raises(ValueError, "cache_dir: contains a NUL character: '/tmp/a\\x00b'",
+       dsagen.Context, "tiny_tp4_dcp1_i1_bf16", cache_dir="/tmp/a\0b")
+# a folder's dcp, read before a DCP group's collective (Context(dir=..., dcp=group) checks the group's size)
+ok(dsagen._dir_dcp("out/glm5.2_tp4_dcp4_i1_fp8_ds_mla") == 4 and dsagen._dir_dcp("out/tiny_tp4_dcp1_i1_bf16") == 1,
+   "the dcp of a folder's plan.txt")
+raises(ValueError, "dir: cannot read /nonexistent/plan.txt: No such file or directory", dsagen._dir_dcp, "/nonexistent")
 
 # dsagen.nccl_unique_id: 128 bytes from the NCCL libdsa opens, or DsaError saying why there is none
 try:

@@ -118,7 +118,10 @@ static void test_inproc(const char *config, size_t q_bytes)
     for (int r = 0; r < W; r++)
         CHECK(check_gathered(recv[r], W, bytes, seed));
     /* a rank that calls with another size is refused at once, with the reason; the group then
-     * completes when it calls again with the right one */
+     * completes when it calls again with the right one, and gathers the data again (recv zeroed
+     * first, so that the first gather's bytes cannot pass for the second's) */
+    for (int r = 0; r < W; r++)
+        CK(cuMemsetD8(recv[r], 0, (size_t)W * bytes));
     job[0] = (gather_job_t){ctx[0], send[0], recv[0], bytes, s, DSA_SUCCESS};
     pthread_create(&th[0], NULL, gather_thread, &job[0]);
     usleep(100000);
@@ -133,6 +136,8 @@ static void test_inproc(const char *config, size_t q_bytes)
         CHECK(job[r].rc == DSA_SUCCESS);
     }
     CK(cuStreamSynchronize(s));
+    for (int r = 0; r < W; r++)
+        CHECK(check_gathered(recv[r], W, bytes, seed));
     for (int r = 0; r < W; r++) {
         cuMemFree(send[r]);
         cuMemFree(recv[r]);

@@ -256,6 +256,18 @@ static float key_score(const ref_index_cfg *c, const ref_index_cache *cache, con
     return s;
 }
 
+/* Whether candidates g1 and g2 of a row have the same key (its D bytes and its scale): scores equal
+ * bit for bit on any deterministic kernel, so the rule's tie-break decides between them. */
+static int same_key(const ref_index_cfg *c, const ref_index_cache *cache, const int32_t *table, int32_t g1,
+                    int32_t g2)
+{
+    const int64_t s1 = present_slot(c, cache, table, g1), s2 = present_slot(c, cache, table, g2);
+    const size_t D = (size_t)c->D, bs = (size_t)c->bs;
+    const uint8_t *p1 = cache->pages + (size_t)(s1 / c->bs) * bs * (D + 4), *o1 = p1 + (size_t)(s1 % c->bs) * D;
+    const uint8_t *p2 = cache->pages + (size_t)(s2 / c->bs) * bs * (D + 4), *o2 = p2 + (size_t)(s2 % c->bs) * D;
+    return memcmp(o1, o2, D) == 0 && memcmp(p1 + bs * D + 4 * (size_t)(s1 % c->bs), p2 + bs * D + 4 * (size_t)(s2 % c->bs), 4) == 0;
+}
+
 static int row_contains(const int32_t *row, int K, int32_t g)
 {
     for (int j = 0; j < K && row[j] >= 0; j++)
@@ -291,6 +303,17 @@ int ref_index_check_row(const ref_index_cfg *c, const ref_index_batch *b, const 
     }
     if (memcmp(got, ref, sizeof(int32_t) * (size_t)K) == 0)
         return 1;
+    /* as many keys as the reference: min(idx_topk, the row's keys), never fewer */
+    int ng = 0, nr = 0;
+    while (ng < K && got[ng] >= 0)
+        ng++;
+    while (nr < K && ref[nr] >= 0)
+        nr++;
+    if (ng != nr) {
+        if (log)
+            fprintf(log, "FAIL row %d: the GPU row has %d keys, the reference %d\n", t, ng, nr);
+        return 0;
+    }
     /* the row's query, prepared once */
     uint8_t *q8 = malloc((size_t)H * (size_t)D);
     float *qd = malloc(sizeof(float) * (size_t)H * (size_t)D), *w_eff = malloc(sizeof(float) * (size_t)H);
@@ -323,6 +346,19 @@ int ref_index_check_row(const ref_index_cfg *c, const ref_index_batch *b, const 
                 ok = 0;
             }
         }
+    }
+    /* identical keys tie exactly everywhere: the smaller position is in, the larger out */
+    for (int j = 0; ok && j < K && got[j] >= 0; j++) {
+        if (row_contains(ref, K, got[j]))
+            continue;
+        for (int i = 0; i < K && ref[i] >= 0; i++)
+            if (ref[i] < got[j] && !row_contains(got, K, ref[i]) && same_key(c, cache, table, got[j], ref[i])) {
+                if (log)
+                    fprintf(log, "FAIL row %d: position %d is in and %d out, the same key: a tie goes to the "
+                            "smaller position\n", t, got[j], ref[i]);
+                ok = 0;
+                break;
+            }
     }
     if (ok && log)
         fprintf(log, "note row %d: %d positions differ, each within rounding of the k-th score %.9g\n", t, n, kth);

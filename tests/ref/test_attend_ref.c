@@ -86,6 +86,20 @@ static void test_mapping(void)
     CHECK_EQ_INT(ref_dcp_slot(12, row, 3, 4), -1);
 }
 
+/* ref_sparse_mla by hand: one head, two keys (value 2 and 6, rope 0 and 1), the query's rope 2 ln 3
+ * and scale 1/2: scores 0 and ln 3, weights 1/4 and 3/4, out 2/4 + 18/4 = 5, lse ln 4. Every GPU
+ * test of stage C compares with this function, so its scale, softmax and LSE are pinned here. */
+static void test_sparse_mla_by_hand(void)
+{
+    const float q[2] = {0.0f, 2.0f * logf(3.0f)}, keys[4] = {2.0f, 0.0f, 6.0f, 1.0f};
+    float out[1], lse[1];
+    ref_sparse_mla(q, 1, keys, 2, 2, 1, 0.5f, out, lse);
+    CHECK(fabsf(out[0] - 5.0f) < 1e-5f);
+    CHECK(fabsf(lse[0] - logf(4.0f)) < 1e-6f);
+    ref_sparse_mla(q, 1, keys, 1, 2, 1, 0.5f, out, lse); /* the first key alone: its value, lse its score 0 */
+    CHECK(out[0] == 2.0f && lse[0] == 0.0f);
+}
+
 /* The empty head of ref_sparse_mla: a NaN or inf in the query or in a key makes its head 0 and -inf */
 static void test_empty_head(void)
 {
@@ -133,6 +147,7 @@ int main(void)
     printf("test_attend_ref: seed %u\n", seed);
     test_mapping();
     test_merge_edges();
+    test_sparse_mla_by_hand();
     test_empty_head();
     const int Ws[] = {1, 2, 4, 8}, Is[] = {1, 4};
     for (int i = 0; i < 4; i++)

@@ -569,6 +569,14 @@ static int check_row(const iworld_t *w, int t, const int32_t *got, const int32_t
     return ok;
 }
 
+static int row_has(const int32_t *row, int K, int32_t g)
+{
+    for (int k = 0; k < K; k++)
+        if (row[k] == g)
+            return 1;
+    return 0;
+}
+
 static int cmp_i32(const void *a, const void *b)
 {
     const int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
@@ -576,9 +584,11 @@ static int cmp_i32(const void *a, const void *b)
 }
 
 /* The rule GPU rows are judged by (ref_index_check_row; test_index and dsa-demo use it): the
- * reference's own row passes silently; a key swapped for an exact tie at the cut passes with a
- * note; a key far below the k-th fails, and so do rows out of order, beyond the row's position,
- * with padding in the middle, naming an absent key, or with keys where the row has none. */
+ * reference's own row passes silently; a key swapped for one within rounding of the k-th score
+ * passes with a note; one swapped for the same key at a larger position (an exact tie broken the
+ * wrong way) fails, and so does a key a few ranks below the k-th, a row with fewer keys than the
+ * reference, rows out of order, beyond the row's position, with padding in the middle, naming an
+ * absent key, or with keys where the row has none. */
 static void test_check_row(unsigned seed)
 {
     const ref_index_cfg c = small_cfg(0, 16);
@@ -594,36 +604,62 @@ static void test_check_row(unsigned seed)
     every.K = 300;
     ref_index_cand *order = malloc(sizeof *order * 300);
     CHECK(ref_index_local(&every, 1, 1, 0, &b, &whole, t, order, NULL) == 300);
-    /* the first key outside the top K takes the k-th key's bytes: an exact tie at the cut */
-    const int32_t kth = order[K - 1].pos, next = order[K].pos, low = order[299].pos;
+    /* the first key outside the top K takes the k-th key's bytes, its scale 2^-20 larger: within
+     * rounding of the k-th score, and now above it */
+    const int32_t kth = order[K - 1].pos, next = order[K].pos, low = order[299].pos, near = order[K + 8].pos;
     const int bs = c.bs, D = c.D;
     int64_t sk = iworld_slot(&w, w.W, 3, kth), sn = iworld_slot(&w, w.W, 3, next);
     uint8_t *pk = w.cache[w.W].pages + (size_t)(sk / bs) * (size_t)bs * (size_t)(D + 4);
     uint8_t *pn = w.cache[w.W].pages + (size_t)(sn / bs) * (size_t)bs * (size_t)(D + 4);
+    uint8_t *scale_n = pn + (size_t)bs * (size_t)D + 4 * (size_t)(sn % bs);
     memcpy(pn + (size_t)(sn % bs) * (size_t)D, pk + (size_t)(sk % bs) * (size_t)D, (size_t)D);
-    memcpy(pn + (size_t)bs * (size_t)D + 4 * (size_t)(sn % bs), pk + (size_t)bs * (size_t)D + 4 * (size_t)(sk % bs), 4);
+    memcpy(scale_n, pk + (size_t)bs * (size_t)D + 4 * (size_t)(sk % bs), 4);
+    float scale;
+    memcpy(&scale, scale_n, 4);
+    scale *= 1.0f + 0x1p-20f;
+    memcpy(scale_n, &scale, 4);
     int32_t *ref = malloc(rowb), *got = malloc(rowb);
     CHECK(ref_index_row(&c, &b, &whole, t, ref) == K);
     int differ = -1;
     CHECK(check_row(&w, t, ref, ref, &differ, NULL) == 1 && differ == 0);
-    /* the tie partner that ref lacks, in place of the one it has */
+    /* next is in now, kth out: kth in place of next passes, with a note */
     int at = -1;
     for (int k = 0; k < K; k++)
-        if (ref[k] == kth || ref[k] == next)
+        if (ref[k] == next)
             at = k;
-    CHECK(at >= 0);
+    CHECK(at >= 0 && !row_has(ref, K, kth));
     if (at < 0)
         at = 0;
     memcpy(got, ref, rowb);
-    got[at] = ref[at] == kth ? next : kth;
+    got[at] = kth;
     qsort(got, (size_t)K, sizeof *got, cmp_i32);
     CHECK(check_row(&w, t, got, ref, &differ, "note row 3: 2 positions differ") == 1 && differ == 2);
-    /* the lowest-ranked key instead */
+    /* an exact tie: next's scale back to kth's; the smaller position is in, the larger may not be */
+    memcpy(scale_n, pk + (size_t)bs * (size_t)D + 4 * (size_t)(sk % bs), 4);
+    CHECK(ref_index_row(&c, &b, &whole, t, ref) == K);
+    const int32_t small = kth < next ? kth : next, large = kth < next ? next : kth;
+    CHECK(row_has(ref, K, small) && !row_has(ref, K, large));
     memcpy(got, ref, rowb);
-    got[at] = low;
+    for (int k = 0; k < K; k++)
+        if (got[k] == small)
+            got[k] = large;
     qsort(got, (size_t)K, sizeof *got, cmp_i32);
-    char want[64];
-    snprintf(want, sizeof want, "FAIL row 3: position %d (GPU only)", (int)low);
+    char want[128];
+    snprintf(want, sizeof want, "FAIL row 3: position %d is in and %d out, the same key", (int)large, (int)small);
+    CHECK(check_row(&w, t, got, ref, NULL, want) == 0);
+    /* a key eight ranks below the cut, and the lowest-ranked key, instead of one in the set */
+    const int32_t below[2] = {near, low};
+    for (int i = 0; i < 2; i++) {
+        memcpy(got, ref, rowb);
+        got[K - 1 - (ref[K - 1] == small)] = below[i]; /* not the tie's key */
+        qsort(got, (size_t)K, sizeof *got, cmp_i32);
+        snprintf(want, sizeof want, "FAIL row 3: position %d (GPU only)", (int)below[i]);
+        CHECK(check_row(&w, t, got, ref, NULL, want) == 0);
+    }
+    /* a row one key short */
+    memcpy(got, ref, rowb);
+    got[K - 1] = -1;
+    snprintf(want, sizeof want, "FAIL row 3: the GPU row has %d keys, the reference %d", K - 1, K);
     CHECK(check_row(&w, t, got, ref, NULL, want) == 0);
     /* malformed rows */
     memcpy(got, ref, rowb);
@@ -663,5 +699,8 @@ int main(int argc, char **argv)
     test_bad_rows(seed);
     test_shipped(seed);
     test_check_row(seed);
+    /* and a fixed world, in which the keys below the cut lie beyond 2^-2 of the magnitude: the
+     * tolerance (2^-16) pinned, not only any tolerance below the random worlds' gaps */
+    test_check_row(1);
     CHECK_DONE();
 }

@@ -31,6 +31,9 @@ static void test_e4m3(void)
     CHECK_EQ_INT(ref_e4m3_encode(-2.0f), 0xc0);
     CHECK_EQ_INT(ref_e4m3_encode(448.0f), 0x7e);
     CHECK_EQ_INT(ref_e4m3_encode(500.0f), 0x7e);        /* saturates */
+    CHECK_EQ_INT(ref_e4m3_encode(464.0f), 0x7e);        /* halfway to 480: the code 0x7f is NaN, so 448 */
+    CHECK_EQ_INT(ref_e4m3_encode(470.0f), 0x7e);
+    CHECK_EQ_INT(ref_e4m3_encode(-479.0f), 0xfe);
     CHECK_EQ_INT(ref_e4m3_encode(-1e9f), 0xfe);
     CHECK_EQ_INT(ref_e4m3_encode(240.0f), 0x77);         /* 1.875 * 2^7 */
     CHECK_EQ_INT(ref_e4m3_encode(0x1p-6f), 0x08);        /* smallest normal */

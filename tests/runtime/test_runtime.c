@@ -544,6 +544,9 @@ static void test_attend_checks(void)
     a.num_cache_blocks = -5;
     WANT_ERROR(dsa_check_attend(ctx, &a, &s), ctx,
                "dsa_attend: args->num_cache_blocks is -5, must be 1..33554431 (slots are 32-bit in the attend kernel)");
+    a.num_cache_blocks = 0;
+    WANT_ERROR(dsa_check_attend(ctx, &a, &s), ctx,
+               "dsa_attend: args->num_cache_blocks is 0, must be 1..33554431 (slots are 32-bit in the attend kernel)");
     /* the block table: req * max_blocks + b (kernels/dsa_attend.cuh) below 2^31 */
     a = good_attend(), a.num_requests = 65536, a.max_blocks = 32768;
     WANT_ERROR(dsa_check_attend(ctx, &a, &s), ctx,
@@ -671,6 +674,8 @@ static void test_index_checks(void)
     a.num_cache_blocks = 1091781727847393;
     WANT_ERROR(dsa_check_index(ctx, &a, &s), ctx,
                "dsa_index: args->num_cache_blocks is 1091781727847393, must be 1..1091781727847392");
+    a.num_cache_blocks = 0;
+    WANT_ERROR(dsa_check_index(ctx, &a, &s), ctx, "dsa_index: args->num_cache_blocks is 0, must be 1..1091781727847392");
     /* the block table: (int64_t)req * max_blocks (kernels/dsa_index.cuh) below 2^31 */
     a = good_index(), a.num_requests = 3, a.max_blocks = 715827883;
     WANT_ERROR(dsa_check_index(ctx, &a, &s), ctx,

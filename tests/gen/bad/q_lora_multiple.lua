@@ -1,0 +1,12 @@
+-- expect: tests/gen/bad/q_lora_multiple.lua:5: error: geometry.q_lora_rank: must be a multiple of 8 (16-byte bf16 vectors), got 260
+return {
+  model = "bad",
+  geometry = {
+    heads = 16, q_lora_rank = 260, kv_lora_rank = 512, qk_nope_dim = 32, qk_rope_dim = 64,
+    v_head_dim = 32, rms_norm_eps = 1e-6, max_positions = 4096, block_size = 16,
+    rope = { theta = 10000, style = "interleaved" },
+    indexer = { heads = 4, head_dim = 128, topk = 64, rope_style = "neox", rope_first = true,
+                hadamard = true, norm_eps = 1e-6 },
+  },
+  configs = { { tp = 4, dcp = 1, interleave = 1, cache_dtype = "bf16", targets = { "sm_90a" } } },
+}

@@ -679,10 +679,16 @@ NB_MODULE(_dsa, m)
         nb::arg("tensor"), nb::arg("bf16"), nb::arg("f32"), nb::arg("i32"), nb::arg("i64"), nb::arg("u8"),
         nb::arg("stream"), nb::arg("reader").none());
 
-    // What a DLPack tensor (or a buffer-protocol array) is, without copying it:
-    // (data address, shape, strides in elements, (dtype code, bits, lanes), (device type, device id)).
-    // DLPack's dtype codes: 0 int, 1 uint, 2 float, 4 bfloat; device types: 1 CPU, 2 CUDA.
-    m.def("describe", [](nb::ndarray<nb::ro> a) {
+    // What a DLPack tensor (or a buffer-protocol array) is, without copying it: (data address, shape,
+    // strides in elements, (dtype code, bits, lanes), (device type, device id), writable). DLPack's
+    // dtype codes: 0 int, 1 uint, 2 float, 4 bfloat; device types: 1 CPU, 2 CUDA. writable: whether
+    // it converts, without a copy, to an array that is not read-only (a call's outputs must).
+    m.def("describe", [](nb::handle obj) {
+        nb::ndarray<nb::ro> a;
+        if (!nb::try_cast(obj, a, false))
+            throw nb::type_error("expected a DLPack tensor or a buffer-protocol array");
+        nb::ndarray<> w;
+        const bool writable = nb::try_cast(obj, w, false);
         nb::list shape, strides;
         for (size_t i = 0; i < a.ndim(); i++) {
             shape.append(a.shape(i));
@@ -690,6 +696,7 @@ NB_MODULE(_dsa, m)
         }
         nb::dlpack::dtype t = a.dtype();
         return nb::make_tuple(reinterpret_cast<std::uintptr_t>(a.data()), nb::tuple(shape), nb::tuple(strides),
-                              nb::make_tuple(t.code, t.bits, t.lanes), nb::make_tuple(a.device_type(), a.device_id()));
+                              nb::make_tuple(t.code, t.bits, t.lanes), nb::make_tuple(a.device_type(), a.device_id()),
+                              writable);
     });
 }

@@ -47,14 +47,15 @@ class Tensor:
     """What a DLPack or buffer-protocol array is: ptr (data address), shape, strides (elements),
     dtype (name), device (name) and device_id, and whether it is a numpy array."""
 
-    __slots__ = ("name", "ptr", "shape", "strides", "dtype", "itemsize", "device", "device_id", "is_numpy")
+    __slots__ = ("name", "ptr", "shape", "strides", "dtype", "itemsize", "device", "device_id", "is_numpy",
+                 "writable")
 
     def __init__(self, name, obj):
         if _is_torch(obj):
             self._from_torch(name, obj)
             return
         try:
-            ptr, shape, strides, (code, bits, lanes), (dev, dev_id) = _dsa.describe(obj)
+            ptr, shape, strides, (code, bits, lanes), (dev, dev_id), self.writable = _dsa.describe(obj)
         except TypeError:
             raise ValueError(f"{name}: expected a tensor (an object with __dlpack__), got {type(obj).__name__}") \
                 from None
@@ -71,6 +72,7 @@ class Tensor:
         dev = t.device
         self.device, self.device_id = dev.type, dev.index if dev.index is not None else 0
         self.is_numpy = False
+        self.writable = True  # torch has no read-only tensors
 
 
 def _is_torch(obj):
@@ -92,11 +94,14 @@ class _Checker:
         self.info, self.device, self.device_id, self.out = info, device, device_index, {}
         self.fixed = device_index is not None
 
-    def tensor(self, name, obj, shape, dtype, align, dense=True, stride_mult=None, what=None):
+    def tensor(self, name, obj, shape, dtype, align, dense=True, stride_mult=None, what=None, output=False):
         """Checks one tensor. shape: the expected shape; dense: every stride the dense one (else the outer
         stride free, at least the dense one, the rest dense); stride_mult: the outer stride's multiple;
-        align: bytes. Returns the outer stride in elements."""
+        align: bytes; output: the call writes it, so it may not be read-only. Returns the outer stride in
+        elements."""
         t = Tensor(name, obj)
+        if output and not t.writable:
+            raise ValueError(f"{name}: expected a writable tensor (the call writes it), got a read-only one")
         if t.shape != tuple(shape):
             raise ValueError(f"{name}: expected shape {_shape(shape)}{what or ''}, got {_shape(t.shape)}")
         if not dtype_matches(t, dtype):
@@ -178,7 +183,7 @@ def check_prologue(info, *, q_c, q_c_out, kv, positions, slot_mapping, q_norm_w,
     tw = f" with T = {T}"
     c.out["num_tokens"] = T
     c.out["q_c_stride"] = c.tensor("q_c", q_c, (T, g.q_lora_rank), "bfloat16", 16, dense=False, stride_mult=8, what=tw)
-    c.tensor("q_c_out", q_c_out, (T, g.q_lora_rank), "bfloat16", 16, what=tw)
+    c.tensor("q_c_out", q_c_out, (T, g.q_lora_rank), "bfloat16", 16, what=tw, output=True)
     c.out["kv_stride"] = c.tensor("kv", kv, (T, g.kv_dim), "bfloat16", 16, dense=False, stride_mult=8, what=tw)
     if idx_k is not None:
         for n, v in (("idx_norm_w", idx_norm_w), ("idx_norm_b", idx_norm_b), ("idx_cache", idx_cache)):
@@ -201,15 +206,16 @@ def check_prologue(info, *, q_c, q_c_out, kv, positions, slot_mapping, q_norm_w,
     N = _rows("kv_cache", kv_cache)[0]
     c.out["num_cache_blocks"] = N
     c.tensor("kv_cache", kv_cache, (N, g.block_size, g.cache_bytes_per_token), "uint8", 16,
-             what=f" with num_cache_blocks = {N}")
+             what=f" with num_cache_blocks = {N}", output=True)
     if idx_k is not None:
-        c.tensor("idx_cache", idx_cache, (N, g.idx_page_bytes), "uint8", 16, what=f" with num_cache_blocks = {N}")
+        c.tensor("idx_cache", idx_cache, (N, g.idx_page_bytes), "uint8", 16, what=f" with num_cache_blocks = {N}",
+                 output=True)
     else:
         c.absent("idx_cache")
     if clear_topk:
         if topk is None:
             raise ValueError("topk: expected a tensor (clear_topk is set), got None")
-        c.tensor("topk", topk, (T, g.idx_topk), "int32", 16, what=tw)
+        c.tensor("topk", topk, (T, g.idx_topk), "int32", 16, what=tw, output=True)
     elif topk is not None:
         c.tensor("topk", topk, (T, g.idx_topk), "int32", 4, what=tw)
     else:
@@ -244,7 +250,7 @@ def check_index(info, *, q, weights, positions, req_of_token, seq_lens, block_ta
     N = _rows("idx_cache", idx_cache)[0]
     c.out["num_cache_blocks"] = N
     c.tensor("idx_cache", idx_cache, (N, g.idx_page_bytes), "uint8", 16, what=f" with num_cache_blocks = {N}")
-    c.out["topk_stride"] = c.tensor("topk", topk, (T, g.idx_topk), "int32", 4, dense=False, what=tw)
+    c.out["topk_stride"] = c.tensor("topk", topk, (T, g.idx_topk), "int32", 4, dense=False, what=tw, output=True)
     return c.out
 
 
@@ -268,9 +274,9 @@ def check_attend(info, *, q_lat, q_pe, positions, topk, req_of_token, seq_lens, 
     c.out["num_cache_blocks"] = N
     c.tensor("kv_cache", kv_cache, (N, g.block_size, g.cache_bytes_per_token), "uint8", 16,
              what=f" with num_cache_blocks = {N}")
-    c.tensor("out", out, (T, g.heads_local, g.kv_lora_rank), "bfloat16", 4, what=tw)
+    c.tensor("out", out, (T, g.heads_local, g.kv_lora_rank), "bfloat16", 4, what=tw, output=True)
     if lse is not None:
-        c.tensor("lse", lse, (T, g.heads_local), "float32", 4, what=tw)
+        c.tensor("lse", lse, (T, g.heads_local), "float32", 4, what=tw, output=True)
     else:
         c.absent("lse")
     return c.out

@@ -240,6 +240,24 @@ wide = aligned((T, g.q_lora_rank + 8), BF16)
 raises(ValueError, "q_c: expected a 16-byte aligned address, got one 2 bytes past a boundary",
        prologue, q_c=wide[:, 1:g.q_lora_rank + 1])
 
+# a call's outputs may not be read-only (a kernel would write them); its inputs may
+def read_only(a):
+    a.flags.writeable = False
+    return a
+
+
+for fn, name, shape, dtype in ((attend, "out", (T, g.heads_local, g.kv_lora_rank), BF16),
+                               (attend, "lse", (T, g.heads_local), np.float32),
+                               (index, "topk", (T, g.idx_topk), np.int32),
+                               (prologue, "q_c_out", (T, g.q_lora_rank), BF16),
+                               (prologue, "kv_cache", (N, g.block_size, g.cache_bytes_per_token), np.uint8),
+                               (prologue, "idx_cache", (N, g.idx_page_bytes), np.uint8),
+                               (prologue, "topk", (T, g.idx_topk), np.int32)):
+    raises(ValueError, f"{name}: expected a writable tensor (the call writes it), got a read-only one", fn,
+           **{name: read_only(aligned(shape, dtype))})
+ok(attend(q_lat=read_only(aligned((T, g.heads_local, g.kv_lora_rank), BF16)))["num_tokens"] == T,
+   "a read-only input is accepted")
+
 # optional arguments that go together
 raises(ValueError, "idx_cache: expected a tensor (idx_k is given), got None", prologue, idx_cache=None)
 raises(ValueError, "topk: expected a tensor (clear_topk is set), got None", prologue, topk=None)

@@ -1,5 +1,5 @@
 // MLA cache entry formats (bf16, fp8_ds_mla, nvfp4_ds_mla): how the prologue encodes latent and rope.
-// Byte layouts: docs/design.md, "Byte layouts"; the attend kernel decodes them (dsa_attend_dequant.cuh).
+// Byte layouts: docs/layouts.md; the attend kernel decodes them (dsa_attend_dequant.cuh).
 #pragma once
 #include "dsa_numerics.cuh"
 #include "dsa_rope.cuh"

@@ -22,7 +22,12 @@ template <int W, int I> __device__ __forceinline__ int32_t global_position(int64
     return (int32_t)((l / I) * (W * I) + (int64_t)rank * I + l % I);
 }
 
-// The last position row t may see (causal, inside its request), or -1 for a row with no keys.
+// The last position row t may see (causal, inside its request), or -1 for a row with no keys: its
+// request out of range, or its position outside the rope table [0, MaxPositions) (the host's
+// fault, as the prologue and the query kernel take it), which also bounds a row's keys by the
+// keys workspace the plan sized for MaxPositions (a position of 2^31 with a request as long wrote
+// gigabytes past it).
+template <int64_t MaxPositions>
 __device__ __forceinline__ int64_t row_last(const int64_t *positions, const int32_t *req_of_token,
                                             const int32_t *seq_lens, int64_t num_requests, int t)
 {
@@ -30,6 +35,8 @@ __device__ __forceinline__ int64_t row_last(const int64_t *positions, const int3
     if (req < 0 || req >= num_requests)
         return -1;
     const int64_t pos = positions[t], len = seq_lens[req];
+    if (pos >= MaxPositions)
+        return -1;
     return pos < len - 1 ? pos : len - 1; // negative pos or empty request: -1 or less
 }
 
@@ -88,7 +95,7 @@ template <class C> __device__ __forceinline__ void index_score_mma_sync(const ds
     static_assert(D % 64 == 0, "each thread takes D / 4 bytes of a row in 16-byte loads");
     constexpr int MT = (H + 15) / 16, KS = D / 32, LOADS = D / 64, WARPS = Threads / 32;
     const int t = blockIdx.x, warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, tig = lane % 4;
-    const int64_t last = row_last(p.positions, p.req_of_token, p.seq_lens, p.num_requests, t);
+    const int64_t last = row_last<C::max_positions>(p.positions, p.req_of_token, p.seq_lens, p.num_requests, t);
     const int64_t n = last < 0 ? 0 : owned_count<W, I>(last, p.rank);
     if (n == 0)
         return;
@@ -214,7 +221,7 @@ template <class C> __device__ __forceinline__ void index_score_mma_sync(const ds
 template <class C> __device__ __forceinline__ void index_score(const dsa_index_score_params &p)
 {
     if constexpr (kHasWgmma && C::idx_heads <= 64) {
-        const int64_t last = row_last(p.positions, p.req_of_token, p.seq_lens, p.num_requests, blockIdx.x);
+        const int64_t last = row_last<C::max_positions>(p.positions, p.req_of_token, p.seq_lens, p.num_requests, blockIdx.x);
         index_score_wgmma<C>(p, last < 0 ? 0 : owned_count<C::dcp, C::interleave>(last, p.rank));
     } else {
         after_prior_grid();
@@ -243,7 +250,7 @@ template <class C> __device__ __forceinline__ void index_score_group(const dsa_i
         for (int j = 1; j < rows; j++)
             group = group && p.req_of_token[t0 + j] == req;
         auto keys_of = [&](int row) -> int64_t { // the row's keys on this rank (index_score's count)
-            const int64_t last = row_last(p.positions, p.req_of_token, p.seq_lens, p.num_requests, row);
+            const int64_t last = row_last<C::max_positions>(p.positions, p.req_of_token, p.seq_lens, p.num_requests, row);
             return last < 0 ? 0 : owned_count<C::dcp, C::interleave>(last, p.rank);
         };
         if (!group) {
@@ -291,7 +298,7 @@ template <class C> __device__ __forceinline__ void index_topk(const dsa_index_to
     constexpr int W = C::dcp, I = C::interleave, K = C::idx_topk, Threads = C::idx_topk_threads;
     __shared__ uint32_t hist[256], scratch[3 + 2 * (C::idx_topk_threads / 32)];
     const int t = blockIdx.x;
-    const int64_t last = row_last(p.positions, p.req_of_token, p.seq_lens, p.num_requests, t);
+    const int64_t last = row_last<C::max_positions>(p.positions, p.req_of_token, p.seq_lens, p.num_requests, t);
     const int64_t n = last < 0 ? 0 : owned_count<W, I>(last, p.rank);
     const uint32_t *keys = p.keys + (int64_t)t * p.key_stride;
     const int rank = p.rank;
@@ -338,7 +345,7 @@ template <class C> __device__ __forceinline__ void index_topk_split(const dsa_in
     __shared__ uint32_t hist[1 << RB], red[3 + 2 * (Threads / 32)];
     __shared__ __align__(16) uint32_t cand_s[Cands + Cands / 32]; // the row's candidates' keys, a bit each
     const int t = blockIdx.x;
-    const int64_t last = row_last(p.positions, p.req_of_token, p.seq_lens, p.num_requests, t);
+    const int64_t last = row_last<C::max_positions>(p.positions, p.req_of_token, p.seq_lens, p.num_requests, t);
     const int64_t n = last < 0 ? 0 : owned_count<W, I>(last, p.rank);
     const uint32_t *keys = p.keys + (int64_t)t * p.key_stride;
     uint32_t *state = p.split_state + (int64_t)t * p.state_stride;

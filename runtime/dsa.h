@@ -22,16 +22,17 @@ typedef enum dsa_result {
     DSA_ERROR_NVRTC = 3,            /* a kernel did not compile; the message has the log and source */
     DSA_ERROR_NCCL = 4,
     DSA_ERROR_OUT_OF_MEMORY = 5,    /* host or device */
-    DSA_ERROR_CACHE = 6,            /* the JIT cache could not be used (only when it must be) */
-    DSA_ERROR_UNSUPPORTED = 7,      /* e.g. a configuration whose target this device cannot run */
+    DSA_ERROR_CACHE = 6,            /* reserved: an unusable JIT cache is logged and compiled around */
+    DSA_ERROR_UNSUPPORTED = 7,      /* e.g. an sm_90* configuration on a device of another compute capability */
     DSA_ERROR_INTERNAL = 8,
 } dsa_result_t;
 
 DSA_API const char *dsa_strerror(dsa_result_t r);
 
 /* The detail of the last failure on ctx (which argument, call or kernel), or, with ctx NULL, of the
- * last failed call on this thread that has no context (dsa_ctx_create, dsa_config_info,
- * dsa_nccl_unique_id). Never NULL; "" when nothing failed. */
+ * last failed call of any kind on this thread (a context's failures are copied there too; the calls
+ * that have no context, dsa_ctx_create, dsa_config_info and dsa_nccl_unique_id, report only there).
+ * Never NULL; "" when nothing failed. */
 DSA_API const char *dsa_last_error(dsa_ctx_t ctx);
 
 typedef enum dsa_log_level { DSA_LOG_QUIET = 0, DSA_LOG_WARN = 1, DSA_LOG_INFO = 2 } dsa_log_level_t;
@@ -227,8 +228,9 @@ typedef struct dsa_attend_args {
 
 DSA_API dsa_result_t dsa_attend(dsa_ctx_t ctx, const dsa_attend_args_t *args, void *stream);
 
-/* Synchronises ctx's device, returns and resets the counts of tokens the prologue skipped:
- * counts[0] for a slot beyond the cache, counts[1] for a position outside the rope table. With
+/* Synchronises ctx's device, returns and resets the counts of what the calls skipped: counts[0] the
+ * prologue's tokens whose slot is beyond the cache, counts[1] the prologue's tokens and dsa_attend's
+ * rows whose position is outside the rope table (such a row's query is not formed). With
  * dcp > 1 over NCCL it also reports, once, a DCP barrier of dsa_index or dsa_attend that gave up
  * waiting for a peer (30 s; a rank stopped, or the ranks made different calls): DSA_ERROR_NCCL
  * naming both ranks, the counts still returned; the top-k rows and outputs of dsa_index and

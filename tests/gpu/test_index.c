@@ -199,9 +199,10 @@ static int cfg_of(const char *config, ref_index_cfg *c)
 }
 
 /* Requests longer and shorter than K, of one key, and a long one with prefill rows (causal),
- * a row past its request's end; with W ranks of interleave I. long_rows: requests of 3 K + 5,
- * K - 1, 0, 50037 and 9001 keys instead (the split top-k's chunks; at most max_positions and half
- * of it), every 5th key a NaN one when nan_keys, request 4 absent from every cache when absent. */
+ * a row past its request's end, one past the rope table (no keys); with W ranks of interleave I.
+ * long_rows: requests of 3 K + 5, K - 1, 0, 50037 and 9001 keys instead (the split top-k's chunks;
+ * at most max_positions and half of it), every 5th key a NaN one when nan_keys, request 4 absent
+ * from every cache when absent. */
 static int world_long(const char *config, iworld_t *w, int W, int I, int key_pool, int nonfinite, unsigned seed,
                       int long_rows, int nan_keys, int absent)
 {
@@ -226,6 +227,8 @@ static int world_long(const char *config, iworld_t *w, int W, int I, int key_poo
     }
     row_req[T] = 4; /* past the end of its request: sees all of it */
     row_pos[T++] = lens[4] + 100;
+    row_req[T] = 0; /* past the rope table (the host's fault): no keys, however long the request */
+    row_pos[T++] = (int64_t)P + 7;
     iworld_opts_t o = {.W = W, .I = I, .nreq = 5, .lens = lens, .T = T, .row_req = row_req, .row_pos = row_pos,
                        .key_pool = key_pool, .absent_req = absent ? 4 : -1, .nan_keys = nan_keys ? 5 : 0,
                        .nonfinite = nonfinite, .seed = seed};
@@ -508,9 +511,11 @@ static float score_of_key(uint32_t k)
     return s;
 }
 
-/* The last key position row t of w sees: its own, or its request's last. */
+/* The last key position row t of w sees: its own, or its request's last; -1 past the rope table. */
 static int64_t row_last_key(const iworld_t *w, int t)
 {
+    if (w->cfg.max_positions > 0 && w->positions[t] >= w->cfg.max_positions)
+        return -1;
     const int64_t len = w->seq_lens[w->req_of[t]];
     return w->positions[t] < len - 1 ? w->positions[t] : len - 1;
 }

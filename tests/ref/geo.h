@@ -84,6 +84,7 @@ static inline ref_index_cfg geo_index_cfg(const geo_t *g)
     c.rope_interleaved = g->idx_interleaved;
     c.rope_first = g->idx_rope_first;
     c.hadamard = g->hadamard;
+    c.max_positions = g->maxpos;
     return c;
 }
 

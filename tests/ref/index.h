@@ -74,6 +74,7 @@ typedef struct ref_index_cfg {
     int rope_interleaved; /* indexer rope style: 1 interleaved pairs (2i, 2i+1), 0 NeoX (i, i+R/2) */
     int rope_first;       /* 1: RoPE on dims [0, R), 0: on [D-R, D) */
     int hadamard;         /* 1: orthonormal Hadamard rotation after RoPE */
+    int64_t max_positions; /* the rope table's rows: a row at a position past them has no keys; 0: no bound */
 } ref_index_cfg;
 
 /* One call's row inputs (identical on every rank). */

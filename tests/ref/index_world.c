@@ -209,7 +209,7 @@ int iworld_cfg_of(const char *name, ref_index_cfg *c)
 {
     /* the configuration's generated config.h (out/), as the generator derived it */
     char *h = config_text(strcmp(name, "tiny_") == 0 ? "tiny_tp4_dcp1_i1_bf16" : name);
-    double H, D, K, bs, R, il, first, had, theta, yarn, factor, fast, slow, mscale, orig;
+    double H, D, K, bs, R, il, first, had, theta, yarn, factor, fast, slow, mscale, orig, maxpos;
     int bad = config_define(h, "DSA_IDX_HEADS", &H) || config_define(h, "DSA_IDX_HEAD_DIM", &D) ||
               config_define(h, "DSA_IDX_TOPK", &K) || config_define(h, "DSA_BLOCK_SIZE", &bs) ||
               config_define(h, "DSA_QK_ROPE_DIM", &R) || config_define(h, "DSA_IDX_ROPE_INTERLEAVED", &il) ||
@@ -217,7 +217,8 @@ int iworld_cfg_of(const char *name, ref_index_cfg *c)
               config_define(h, "DSA_ROPE_THETA", &theta) || config_define(h, "DSA_ROPE_YARN", &yarn) ||
               config_define(h, "DSA_YARN_FACTOR", &factor) || config_define(h, "DSA_YARN_BETA_FAST", &fast) ||
               config_define(h, "DSA_YARN_BETA_SLOW", &slow) || config_define(h, "DSA_ROPE_MSCALE", &mscale) ||
-              config_define(h, "DSA_YARN_ORIGINAL_MAX_POSITIONS", &orig);
+              config_define(h, "DSA_YARN_ORIGINAL_MAX_POSITIONS", &orig) ||
+              config_define(h, "DSA_MAX_POSITIONS", &maxpos);
     free(h);
     if (bad)
         return -1;
@@ -227,5 +228,6 @@ int iworld_cfg_of(const char *name, ref_index_cfg *c)
     c->rope_interleaved = il != 0;
     c->rope_first = first != 0;
     c->hadamard = had != 0;
+    c->max_positions = (int64_t)maxpos;
     return 0;
 }

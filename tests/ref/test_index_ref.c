@@ -526,6 +526,17 @@ static void test_bad_rows(unsigned seed)
     for (int k = 0; k < 16; k++)
         outside += list[k].pos < 32;
     CHECK(outside == 0);
+    /* a row at a position past the rope table (max_positions) has no keys, however long its request
+     * says it is (the kernels' keys workspace holds max_positions / W keys a row): at the last
+     * position of the table it has its keys */
+    ref_index_cfg bounded = c;
+    bounded.max_positions = 299;
+    CHECK(w.req_of[14] == 3);
+    w.positions[14] = 299;
+    CHECK(ref_index_row(&bounded, &b, &whole, 14, row) == 0 && row[0] == -1);
+    CHECK(ref_index_row(&c, &b, &whole, 14, row) > 0); /* unbounded: the same row has keys */
+    w.positions[14] = 298;
+    CHECK(ref_index_row(&bounded, &b, &whole, 14, row) > 0);
     iworld_free(&w);
 }
 

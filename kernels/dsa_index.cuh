@@ -34,10 +34,10 @@ __device__ __forceinline__ int64_t row_last(const int64_t *positions, const int3
     const int32_t req = req_of_token[t];
     if (req < 0 || req >= num_requests)
         return -1;
-    const int64_t pos = positions[t], len = seq_lens[req];
-    if (pos >= MaxPositions)
-        return -1;
-    return pos < len - 1 ? pos : len - 1; // negative pos or empty request: -1 or less
+    const int64_t pos = positions[t], len = seq_lens[req], last = pos < len - 1 ? pos : len - 1;
+    // a select, not a branch: with GivenCounts' loads beside it, a branch took the split top-k past
+    // its 64 registers (the prepared index_latency patch in tests/bench/logs/, rebased on this)
+    return (uint64_t)pos < (uint64_t)MaxPositions ? last : -1; // empty request: -1 or less
 }
 
 // fp8 tensor-core step: D += A (16 x 32 e4m3, row-major) x B (32 x 8 e4m3, col-major), fp32 accumulate.

@@ -55,15 +55,24 @@ def bytes_per_token(g):
     return read + write
 
 
+# GPU cycles a timed sample waits for before its first event: ~1 ms at the H100's and H200's
+# clocks, longer than the host takes to queue a sample's calls (about 9 us a dsa_attend call)
+_HOLD_CYCLES = 2_000_000
+
+
 def time_ms(fn, reps=30, warmup=5, inner=1):
-    """Median over reps of the mean time of `inner` back-to-back calls between two events (inner > 1
-    keeps the host's launch latency out of a call's time: the calls queue while the GPU runs)."""
+    """Median over reps of the mean time of `inner` back-to-back calls between two events. The GPU is
+    held busy (torch.cuda._sleep) while the host queues the sample's first event and calls, so that
+    it never waits for the host inside the sample: without the hold, a sample began with the GPU
+    idle until the first call was queued, which at one row added 1-7 us (flushed times came out
+    faster than back-to-back ones)."""
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
     times = []
     for _ in range(reps):
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda._sleep(_HOLD_CYCLES)
         a.record()
         for _ in range(inner):
             fn()
@@ -73,7 +82,7 @@ def time_ms(fn, reps=30, warmup=5, inner=1):
     return statistics.median(times)
 
 
-_FLUSH = []  # a 256 MiB buffer (4x the H200's L2), made at the first flushed timing
+_FLUSH = []  # a 256 MiB buffer (268 MB: 5x the H200's 50 MB L2), made at the first flushed timing
 
 
 def time_flushed_ms(fn, reps=20, warmup=3, inner=1):

@@ -18,7 +18,7 @@ struct dsg_sandbox {
     lua_State *L;
     size_t used, limit; /* Lua's allocations, plus the text of the files read (held in C) */
     long instructions;
-    double start;       /* clock_now() when the spec started */
+    double start;       /* dsg_clock_now() when the spec started */
     int last_line;   /* the line the spec's code last ran, in sources[last_source] (-1: none yet) */
     long last_source;
     int import_depth, nimports;
@@ -34,7 +34,7 @@ static const char SNAPSHOT_KEY[] = "dsagen.snapshots";
  * clock (CLOCK_MONOTONIC: read without a system call). */
 #define HOOK_COUNT 1000
 
-static double clock_now(void)
+double dsg_clock_now(void)
 {
     struct timespec ts;
     if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0)
@@ -89,7 +89,7 @@ static void hook(lua_State *L, lua_Debug *ar)
         sb->instructions += HOOK_COUNT;
         over_count = sb->instructions > DSG_SPEC_INSTRUCTION_LIMIT;
     }
-    if (over_count || clock_now() - sb->start > DSG_SPEC_TIME_LIMIT) {
+    if (over_count || dsg_clock_now() - sb->start > DSG_SPEC_TIME_LIMIT) {
         /* the innermost spec code running: a call event is in the function called, maybe C */
         const char *file = "?";
         int line = 0;
@@ -665,7 +665,7 @@ int dsg_sandbox_run(dsg_sandbox *sb, const char *path, dsg_diag *d)
     sb->instructions = 0;
     sb->last_line = 0;
     sb->last_source = -1;
-    sb->start = clock_now();
+    sb->start = dsg_clock_now();
     lua_pushcfunction(L, run_protected);
     lua_pushstring(L, path);
     lua_sethook(L, hook, LUA_MASKCOUNT | LUA_MASKLINE | LUA_MASKCALL, HOOK_COUNT);

@@ -37,8 +37,10 @@ typedef struct dsg_source {
 void *dsg_counted_realloc(size_t *used, size_t limit, void *ptr, size_t osize, size_t nsize);
 
 dsg_sandbox *dsg_sandbox_new(void);
-/* When the last dsg_sandbox_run started (CLOCK_MONOTONIC seconds): the spec's time limit counts from
- * there, also for the generator's work on its text (dsg_trusted_linemap). */
+/* The clock of the spec's time limit: CLOCK_MONOTONIC seconds, read without a system call. */
+double dsg_clock_now(void);
+/* When the last dsg_sandbox_run started (dsg_clock_now): the spec's time limit counts from there,
+ * also for the generator's work on its text (dsg_trusted_linemap). */
 double dsg_sandbox_started(const dsg_sandbox *sb);
 void dsg_sandbox_free(dsg_sandbox *sb);
 lua_State *dsg_sandbox_state(dsg_sandbox *sb);

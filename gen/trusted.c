@@ -6,7 +6,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "sandbox.h"
 
@@ -17,7 +16,7 @@ struct dsg_trusted {
     lua_State *L;
     int module;          /* registry reference to gen/trusted.lua's table */
     size_t used, limit;  /* the state's allocations; the most it may hold (SIZE_MAX but in a line map) */
-    double deadline;     /* a line map's end of time (CLOCK_MONOTONIC seconds; 0: none) */
+    double deadline;     /* a line map's end of time (dsg_clock_now; 0: none) */
 };
 
 /* A line map is the generator's work on a spec's text, so the spec's bounds apply to it: its time
@@ -26,12 +25,6 @@ struct dsg_trusted {
  * fields of a 1 MiB file take ~50 MB). */
 #define DSG_LINEMAP_MEMORY ((size_t)64 << 20)
 static const char TIME_OUT[] = "dsagen: line map time out";
-
-static double clock_now(void)
-{
-    struct timespec ts;
-    return clock_gettime(CLOCK_MONOTONIC, &ts) == 0 ? (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9 : 0;
-}
 
 static void *counted_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
 {
@@ -44,7 +37,7 @@ static void deadline_hook(lua_State *L, lua_Debug *ar)
     (void)ar;
     dsg_trusted *t;
     lua_getallocf(L, (void **)&t);
-    if (t->deadline > 0 && clock_now() > t->deadline) {
+    if (t->deadline > 0 && dsg_clock_now() > t->deadline) {
         lua_pushstring(L, TIME_OUT);
         lua_error(L);
     }

@@ -90,7 +90,7 @@ CUdeviceptr demo_up(const void *h, size_t n)
  * (cosmin) and the worst LSE error relative to max(|L|, 1) (lrel), each NaN once any compared value
  * is; and the count of what no bound may forgive: a NaN, an empty head (expected 0 and -inf) that is
  * not exactly that, a head with an output where none is expected, and (bf16_out: the GPU's output)
- * an element past test_attend's bound, 2^-7 of its value plus 2^-8 of the row's largest key value. */
+ * an element past test_attend's bound (world_out_close). */
 static int agreement(const world_t *w, const float *eo, const float *el, const float *go, const float *gl, int r0,
                      int r1, int bf16_out, double *rel, double *cosmin, double *lrel)
 {
@@ -105,7 +105,7 @@ static int agreement(const world_t *w, const float *eo, const float *el, const f
             double e = eo[i * L + d], g = go[i * L + d], x = m > 0 ? fabs(g - e) / m : fabs(g - e);
             if (!(x <= *rel)) /* NaN too */
                 *rel = x;
-            bad += isnan(g) || (bf16_out && !(fabs(g - e) <= 0x1p-7 * fabs(e) + 0x1p-8 * vmax));
+            bad += isnan(g) || (bf16_out && !world_out_close(e, g, vmax));
             dot += e * g, ne += e * e, ng += g * g;
         }
         if (ne > 0) {

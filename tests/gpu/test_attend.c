@@ -136,7 +136,7 @@ static int compare(const world_t *w, int r, const rank_io_t *io, const float *eo
             float got = ref_bf16_decode(o[i * L + d]);
             double err = fabs(got - e[d]);
             worst[0] = fmax(worst[0], m > 0 ? err / m : err);
-            bad += !(err <= 0x1p-7 * fabs(e[d]) + 0x1p-8 * row_vmax);
+            bad += !world_out_close(e[d], got, row_vmax);
             dot += (double)got * e[d];
             ne += (double)e[d] * e[d];
             ng += (double)got * got;

@@ -511,13 +511,12 @@ static float score_of_key(uint32_t k)
     return s;
 }
 
-/* The last key position row t of w sees: its own, or its request's last; -1 past the rope table. */
+/* The last key position row t of w sees (the reference's rule): its own, or its request's last;
+ * -1 where it has none. */
 static int64_t row_last_key(const iworld_t *w, int t)
 {
-    if (w->cfg.max_positions > 0 && w->positions[t] >= w->cfg.max_positions)
-        return -1;
-    const int64_t len = w->seq_lens[w->req_of[t]];
-    return w->positions[t] < len - 1 ? w->positions[t] : len - 1;
+    const ref_index_batch b = iworld_batch(w);
+    return ref_index_row_last(&w->cfg, &b, t);
 }
 
 /* The keys of w's longest row, at least 1: the row stride of score_keys' out. */

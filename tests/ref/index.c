@@ -97,9 +97,7 @@ static int cmp_pos(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* The last candidate position of row t (step 3), or -1 when the row has none (its request out of
- * range, or its position outside the rope table, as the kernels take it). */
-static int64_t row_last(const ref_index_cfg *c, const ref_index_batch *b, int t)
+int64_t ref_index_row_last(const ref_index_cfg *c, const ref_index_batch *b, int t)
 {
     int32_t req = b->req_of_token[t];
     if (req < 0 || req >= b->num_requests)
@@ -118,7 +116,7 @@ int ref_index_local(const ref_index_cfg *c, int W, int I, int rank, const ref_in
         out[k] = (ref_index_cand){-INFINITY, -1};
     if (cands_out)
         *cands_out = 0;
-    int64_t last = row_last(c, b, t);
+    int64_t last = ref_index_row_last(c, b, t);
     if (last < 0)
         return 0;
     int32_t req = b->req_of_token[t];
@@ -283,7 +281,7 @@ int ref_index_check_row(const ref_index_cfg *c, const ref_index_batch *b, const 
     const int K = c->K, H = c->H, D = c->D;
     if (differ)
         *differ = 0;
-    const int64_t last = row_last(c, b, t);
+    const int64_t last = ref_index_row_last(c, b, t);
     const int32_t *table = last >= 0 ? cache->block_table + (size_t)b->req_of_token[t] * (size_t)cache->max_blocks
                                      : NULL;
     int valid = 1;

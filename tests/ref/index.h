@@ -130,6 +130,10 @@ int ref_index_local(const ref_index_cfg *c, int W, int I, int rank, const ref_in
  * number of positions written. */
 int ref_index_merge(const ref_index_cfg *c, const ref_index_cand *gathered, int W, int32_t *out);
 
+/* The last candidate position of row t (step 3), or -1 when the row has none (its request out of
+ * range, or its position outside the rope table, as the kernels take it). */
+int64_t ref_index_row_last(const ref_index_cfg *c, const ref_index_batch *b, int t);
+
 /* DCP = 1, one row: out [K] ascending positions, -1 padded; returns their number. */
 int ref_index_row(const ref_index_cfg *c, const ref_index_batch *b, const ref_index_cache *cache, int t,
                   int32_t *out);

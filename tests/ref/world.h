@@ -6,6 +6,7 @@
 #ifndef DSA_WORLD_H
 #define DSA_WORLD_H
 
+#include <math.h>
 #include <stdint.h>
 
 enum { WORLD_BF16 = 0, WORLD_FP8 = 1, WORLD_NVFP4 = 2 };
@@ -62,6 +63,14 @@ void world_key(const world_t *w, int s, int64_t slot, float *key);
 
 /* The largest |latent value| among the valid keys of row t (bounds of the output's error). */
 float world_row_vmax(const world_t *w, int t);
+
+/* Whether a GPU's bf16 output element got agrees with the reference's e, in a row whose largest
+ * key value is vmax: within 2^-7 of e plus 2^-8 of vmax (tests/gpu/test_attend.c says why); false
+ * for a NaN. */
+static inline int world_out_close(double e, double got, double vmax)
+{
+    return fabs(got - e) <= 0x1p-7 * fabs(e) + 0x1p-8 * vmax;
+}
 
 /* For rank r's heads of row t: scale x the largest sum over d of |q_d k_d| among the row's valid
  * keys, out [H]. A score's rounding error is a fraction of this (it bounds every partial sum of

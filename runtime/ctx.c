@@ -40,6 +40,38 @@ dsa_result_t dsa_config_info(const char *config, dsa_config_info_t *info)
     return DSA_SUCCESS;
 }
 
+dsa_result_t dsa_config_info_dir(const char *dir, dsa_config_info_t *info, dsa_config_strings_t *strings)
+{
+    dsa_err_buf(NULL)[0] = '\0';
+    if (!dir)
+        return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT, "dsa_config_info_dir: dir (argument 1) is NULL");
+    if (!info)
+        return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT, "dsa_config_info_dir: info (argument 2) is NULL");
+    if (info->size < sizeof *info)
+        return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT, "dsa_config_info_dir: info->size is %zu, expected %zu",
+                        info->size, sizeof *info);
+    if (!strings)
+        return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT, "dsa_config_info_dir: strings (argument 3) is NULL");
+    dsa_cfg_t *cfg;
+    char err[2048];
+    dsa_result_t rc = dsa_cfg_load_dir(dir, &cfg, err, sizeof err);
+    if (rc != DSA_SUCCESS)
+        return dsa_fail(NULL, rc, "dsa_config_info_dir: %s", err);
+    /* the plan's parser bounds each string by its dsa_cfg_t field, and the fields are these sizes */
+    _Static_assert(sizeof strings->name == sizeof cfg->name, "name sizes");
+    _Static_assert(sizeof strings->target == sizeof cfg->targets[0], "target sizes");
+    _Static_assert(sizeof strings->cache_dtype_name == sizeof cfg->cache_dtype_name, "cache_dtype_name sizes");
+    memcpy(strings->name, cfg->info.name, strlen(cfg->info.name) + 1);
+    memcpy(strings->target, cfg->info.target, strlen(cfg->info.target) + 1);
+    memcpy(strings->cache_dtype_name, cfg->info.cache_dtype_name, strlen(cfg->info.cache_dtype_name) + 1);
+    *info = cfg->info;
+    info->name = strings->name;
+    info->target = strings->target;
+    info->cache_dtype_name = strings->cache_dtype_name;
+    dsa_cfg_free(cfg);
+    return DSA_SUCCESS;
+}
+
 dsa_result_t dsa_ctx_config(dsa_ctx_t ctx, dsa_config_info_t *info)
 {
     if (!ctx)

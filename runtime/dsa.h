@@ -106,6 +106,17 @@ typedef struct dsa_config_info {
 /* Fills *info for the linked configuration named config. info->size must be set. */
 DSA_API dsa_result_t dsa_config_info(const char *config, dsa_config_info_t *info);
 
+/* The text that dsa_config_info_dir's strings point into, owned by the caller. */
+typedef struct dsa_config_strings {
+    char name[128], target[16], cache_dtype_name[16];
+} dsa_config_strings_t;
+
+/* Fills *info for the configuration folder dir (what dsa_ctx_create_dir reads), checked as
+ * dsa_ctx_create_dir checks it, without compiling anything or touching a GPU: a host learns the
+ * folder's dcp, for instance, before it forms the DCP group. info->size must be set; info's
+ * strings point into *strings, which must outlive them. */
+DSA_API dsa_result_t dsa_config_info_dir(const char *dir, dsa_config_info_t *info, dsa_config_strings_t *strings);
+
 /* Compiles (or loads from the cache) every kernel of configuration config and allocates what the
  * per-layer calls need. opts may be NULL for the defaults. */
 DSA_API dsa_result_t dsa_ctx_create(const char *config, const dsa_options_t *opts, dsa_ctx_t *ctx);

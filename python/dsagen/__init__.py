@@ -113,8 +113,16 @@ def _text(where, value):
     return value
 
 
-def config_info(name):
-    """The ConfigInfo of a linked configuration (dsa_config_info); DsaError when there is none of that name."""
+def config_info(name=None, *, dir=None):
+    """The ConfigInfo of a linked configuration (dsa_config_info), or with dir of a generated
+    configuration's folder (dsa_config_info_dir: its plan read and checked as Context(dir=) reads it,
+    nothing compiled). DsaError when there is no configuration of that name or the folder's plan is
+    refused."""
+    if (name is None) == (dir is None):
+        raise ValueError("config_info: give exactly one of name (a linked configuration's name) and dir")
+    if dir is not None:
+        dir = _text("config_info: dir", os.fspath(dir) if isinstance(dir, os.PathLike) else dir)
+        return ConfigInfo(**_result(_dsa.config_info_dir(dir)))
     if not isinstance(name, str):
         raise TypeError(f"config_info: expected a configuration name (str), got {type(name).__name__}")
     return ConfigInfo(**_result(_dsa.config_info(_text("config_info", name))))
@@ -139,20 +147,6 @@ def _device_index(device):
         import torch
         return torch.cuda.current_device()
     raise ValueError(f"device: expected a CUDA device (an int, 'cuda:N' or a torch.device), got {device!r}")
-
-
-def _dir_dcp(dir):
-    """The dcp of a generated configuration's folder: its plan.txt's "dcp N" line (one `key value` a
-    line, README), read before any collective; dsa_ctx_create_dir reads and checks the whole plan."""
-    try:
-        with open(os.path.join(dir, "plan.txt"), encoding="utf-8", errors="replace") as f:
-            for line in f:
-                key, _, value = line.strip().partition(" ")
-                if key == "dcp" and value.isdigit():
-                    return int(value)
-    except OSError as e:
-        raise ValueError(f"dir: cannot read {os.path.join(dir, 'plan.txt')}: {e.strerror}") from None
-    raise ValueError(f"dir: {os.path.join(dir, 'plan.txt')} has no dcp line")
 
 
 def _count(where, value):
@@ -212,7 +206,7 @@ class Context:
         device = _device_index(device)
         nccl_id, rank = None, 0
         if dcp is not None:
-            want = config_info(config).dcp if config is not None else _dir_dcp(dir)
+            want = config_info(config).dcp if config is not None else config_info(dir=dir).dcp
             if want != 1:  # a group of one at dcp 1 needs no communicator
                 nccl_id, rank = _dcp_id(dcp, device, want)
         self._ctx = _result(_dsa.ctx_create(config, dir, device, *counts, cache_dir, nccl_id, rank))

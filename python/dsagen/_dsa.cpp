@@ -574,6 +574,17 @@ NB_MODULE(_dsa, m)
         return info_dict(i);
     });
 
+    // the same for a generated configuration's folder (dsa_config_info_dir)
+    m.def("config_info_dir", [](const std::string &dir) -> nb::object {
+        dsa_config_info_t i{};
+        i.size = sizeof i;
+        dsa_config_strings_t text;
+        dsa_result_t rc = dsa_config_info_dir(dir.c_str(), &i, &text);
+        if (rc != DSA_SUCCESS)
+            return failure(rc, nullptr);
+        return info_dict(i);
+    });
+
     nb::class_<Ctx>(m, "Ctx")
         .def("close", &Ctx::close)
         .def_prop_ro("closed", &Ctx::closed)

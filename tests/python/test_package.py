@@ -3,6 +3,7 @@ the configuration queries against libdsa read through tests/bench/dsa_ctypes.py,
 without a GPU, and every argument check's exception and message, on numpy arrays.
 Prints FAIL lines and ends with "N passed, N failed"; tests/run.sh runs it."""
 import os
+import pathlib
 import sys
 
 import numpy as np
@@ -293,9 +294,18 @@ raises(ValueError, "dir: contains a NUL character: 'out/tiny_tp4_dcp1_i1_bf16\\x
 raises(ValueError, "cache_dir: contains a NUL character: '/tmp/a\\x00b'",
        dsagen.Context, "tiny_tp4_dcp1_i1_bf16", cache_dir="/tmp/a\0b")
 # a folder's dcp, read before a DCP group's collective (Context(dir=..., dcp=group) checks the group's size)
-ok(dsagen._dir_dcp("out/glm5.2_tp4_dcp4_i1_fp8_ds_mla") == 4 and dsagen._dir_dcp("out/tiny_tp4_dcp1_i1_bf16") == 1,
-   "the dcp of a folder's plan.txt")
-raises(ValueError, "dir: cannot read /nonexistent/plan.txt: No such file or directory", dsagen._dir_dcp, "/nonexistent")
+# libdsa's own reading of the folder (dsa_config_info_dir): the same ConfigInfo as the linked copy
+for n in ("glm5.2_tp4_dcp4_i1_fp8_ds_mla", "tiny_tp4_dcp1_i1_bf16"):
+    d = dsagen.config_info(dir=pathlib.Path("out") / n)
+    ok(d == dsagen.config_info(n), f"config_info(dir=out/{n}): {d} != config_info({n!r})")
+ok(dsagen.config_info(dir="out/glm5.2_tp4_dcp4_i1_fp8_ds_mla").dcp == 4, "the dcp of a folder")
+raises(dsagen.DsaError, "DSA_ERROR_INVALID_ARGUMENT (invalid argument): dsa_config_info_dir: "
+       "/nonexistent/plan.txt: No such file or directory", dsagen.config_info, dir="/nonexistent")
+raises(ValueError, "config_info: give exactly one of name (a linked configuration's name) and dir",
+       dsagen.config_info)
+raises(ValueError, "config_info: give exactly one of name (a linked configuration's name) and dir",
+       dsagen.config_info, "tiny_tp4_dcp1_i1_bf16", dir="out/tiny_tp4_dcp1_i1_bf16")
+raises(ValueError, "config_info: dir: contains a NUL character: 'out\\x00x'", dsagen.config_info, dir="out\0x")
 
 # dsagen.nccl_unique_id: 128 bytes from the NCCL libdsa opens, or DsaError saying why there is none
 try:

@@ -150,6 +150,18 @@ static void test_plan_folders(void)
                   !strcmp(l->modules[m].entry, d->modules[m].entry));
         CHECK(!strcmp(l->config_h.text, d->config_h.text));
         dsa_cfg_free(d);
+        /* the public query of a folder gives what dsa_config_info gives for the linked copy, with
+         * its strings in the caller's buffer */
+        dsa_config_strings_t text;
+        memset(&text, 'x', sizeof text);
+        dsa_config_info_t q = {.size = sizeof q}, want = {.size = sizeof want};
+        CHECK(dsa_config_info_dir(dir, &q, &text) == DSA_SUCCESS);
+        CHECK(dsa_config_info((*p)->name, &want) == DSA_SUCCESS);
+        CHECK(q.name == text.name && q.target == text.target && q.cache_dtype_name == text.cache_dtype_name);
+        CHECK(!strcmp(q.name, want.name) && !strcmp(q.target, want.target) &&
+              !strcmp(q.cache_dtype_name, want.cache_dtype_name));
+        q.name = want.name = q.target = want.target = q.cache_dtype_name = want.cache_dtype_name = NULL;
+        CHECK(memcmp(&q, &want, sizeof q) == 0);
     }
     /* the grouped score kernel's rows (gen/spec.c): 256 wgmma columns over the heads padded to 8,
      * 16, 32 or 64, at most 8 */
@@ -251,6 +263,26 @@ static void test_plan_errors(void)
     CHECK(!strcmp(dsa_last_error(NULL), "dsa_ctx_create_dir: dir (argument 1) is NULL"));
     CHECK(dsa_ctx_create_dir(dir, NULL, NULL) == DSA_ERROR_INVALID_ARGUMENT);
     CHECK(!strcmp(dsa_last_error(NULL), "dsa_ctx_create_dir: ctx (argument 3) is NULL"));
+    /* the folder query refuses what dsa_ctx_create_dir refuses, with the same text, and leaves
+     * info's strings unset */
+    dsa_config_strings_t text;
+    dsa_config_info_t info = {.size = sizeof info};
+    CHECK(dsa_config_info_dir(dir, &info, &text) == DSA_ERROR_INVALID_ARGUMENT && info.name == NULL);
+    snprintf(want, sizeof want, "dsa_config_info_dir: %s/plan.txt: not a regular file", dir);
+    CHECK(!strcmp(dsa_last_error(NULL), want));
+    int line = damaged_folder(dir, "heads 16", "heads 0");
+    CHECK(dsa_config_info_dir(dir, &info, &text) == DSA_ERROR_INVALID_ARGUMENT);
+    snprintf(want, sizeof want, "dsa_config_info_dir: %s/plan.txt:%d: error: heads: 0 is outside [1, 4096]", dir, line);
+    CHECK(!strcmp(dsa_last_error(NULL), want));
+    CHECK(dsa_config_info_dir(NULL, &info, &text) == DSA_ERROR_INVALID_ARGUMENT);
+    CHECK(!strcmp(dsa_last_error(NULL), "dsa_config_info_dir: dir (argument 1) is NULL"));
+    CHECK(dsa_config_info_dir(dir, NULL, &text) == DSA_ERROR_INVALID_ARGUMENT);
+    CHECK(!strcmp(dsa_last_error(NULL), "dsa_config_info_dir: info (argument 2) is NULL"));
+    CHECK(dsa_config_info_dir(dir, &info, NULL) == DSA_ERROR_INVALID_ARGUMENT);
+    CHECK(!strcmp(dsa_last_error(NULL), "dsa_config_info_dir: strings (argument 3) is NULL"));
+    info.size = 8;
+    CHECK(dsa_config_info_dir(dir, &info, &text) == DSA_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(dsa_last_error(NULL), "dsa_config_info_dir: info->size is 8") != NULL);
     snprintf(want, sizeof want, "rm -rf %s", dir);
     CHECK(system(want) == 0);
 }

@@ -31,30 +31,33 @@ namespace dsa {
 template <bool B, class T, class F> struct Select { using type = T; };
 template <class T, class F> struct Select<false, T, F> { using type = F; };
 
-// The local slot of top-k entry g of a row of request req on this rank, or -1: position g belongs to
-// rank (g / I) % W, at local position (g / (W I)) I + g % I (docs/design.md, "DCP"). Invalid entries
-// (negative, beyond the request, blocks the table does not have, slots beyond the cache) are
-// treated as -1 and never read.
-template <int W, int I, int BlockSize>
-__device__ __forceinline__ int64_t local_slot(int32_t g, int32_t req, const dsa_attend_params &p)
+// The length of request req, 0 for a request id out of range (every entry of its rows then -1).
+__device__ __forceinline__ int32_t request_len(int32_t req, const dsa_attend_params &p)
 {
-    if (g < 0 || req < 0 || req >= p.num_requests || g >= p.seq_lens[req])
-        return -1;
-    if ((g / I) % W != p.rank)
-        return -1;
-    const int64_t local = (int64_t)(g / (W * I)) * I + g % I;
-    const int64_t b = local / BlockSize;
-    if (b >= p.max_blocks)
-        return -1;
-    const int32_t blk = p.block_table[req * p.max_blocks + b];
-    if (blk < 0)
-        return -1;
+    return req >= 0 && req < p.num_requests ? p.seq_lens[req] : 0;
+}
+
+// The local slot of top-k entry g of a row of request req, of length len (request_len), on this
+// rank, or -1: position g belongs to rank (g / I) % W, at local position (g / (W I)) I + g % I
+// (docs/design.md, "DCP"). Invalid entries (negative, beyond the request, blocks the table does not
+// have, slots beyond the cache) are treated as -1 and never read. Without a branch, so that a
+// thread's look-ups of several entries (compact_segment) issue their reads together, one memory
+// latency for all of them rather than one after another; and the block's read waits only for the
+// entry and the request id, not for the length: it needs a request in range and a block of its
+// row of the table ([num_requests, max_blocks]), and whether g lies inside the request is tested
+// beside it.
+template <int W, int I, int BlockSize>
+__device__ __forceinline__ int64_t local_slot(int32_t g, int32_t req, int32_t len, const dsa_attend_params &p)
+{
+    const int64_t local = (int64_t)(g / (W * I)) * I + g % I, b = local / BlockSize;
+    const bool in = g >= 0 && req >= 0 && req < p.num_requests && (g / I) % W == p.rank && b < p.max_blocks;
+    const int32_t blk = in ? p.block_table[(int64_t)req * p.max_blocks + b] : -1;
     const int64_t slot = (int64_t)blk * BlockSize + local % BlockSize;
-    return slot < p.num_slots ? slot : -1;
+    return blk >= 0 && g < len && slot < p.num_slots ? slot : -1;
 }
 
 // Sparse MLA of HB heads (heads >= the real ones come as zero queries and are never stored) of one
-// token over its kept keys. q_chunk(h, c) gives bf16 q[h][8c .. 8c + 8) as 16 bytes; slot_of(k)
+// token over its kept keys. q_chunk(h, c) gives bf16 q[h][8c .. 8c + 8) as 16 bytes; slot_of(k, true)
 // the local slot of top-k entry k or -1; store(h, d, x0, x1) takes O / l at (h, d), (h, d + 1),
 // and with d = -1 the LSE of head h (natural log; -inf for a head with no kept key, output 0).
 // Cluster = 2 (the generator's attend_cluster): the CTA and the other of its cluster attend the same
@@ -210,21 +213,23 @@ template <class C> struct QueryChunks {
     }
 };
 
-// slot_of(k): the local slot of entry k of the token's top-k row on this rank, or -1; with splits > 1
-// only the entries of this CTA's split (k % splits == split; splits a power of two, mask = splits - 1).
+// slot_of(k, valid): the local slot of entry k of the token's top-k row on this rank, or -1 (also
+// where !valid: k past the row; no entry is read then); with splits > 1 only the entries of this
+// CTA's split (k % splits == split; splits a power of two, mask = splits - 1). Without a branch
+// (local_slot says why).
 template <class C> struct SlotOfTopk {
     const dsa_attend_params &p;
     const int32_t *row;
-    int32_t req, split, mask;
-    __device__ __forceinline__ int64_t operator()(int k) const
+    int32_t req, len, split, mask;
+    __device__ __forceinline__ int64_t operator()(int k, bool valid) const
     {
-        if ((k & mask) != split)
-            return -1;
+        const bool mine = valid && (k & mask) == split;
         if constexpr (C::idx_topk > kAttendSegment) { // the row's address formed at each look-up
             const int t = row_of_cta<C>(0);
-            return local_slot<C::dcp, C::interleave, C::block_size>(p.topk[t * p.topk_stride + k], p.req_of_token[t], p);
+            const int32_t r = p.req_of_token[t], g = mine ? p.topk[t * p.topk_stride + k] : -1;
+            return local_slot<C::dcp, C::interleave, C::block_size>(g, r, request_len(r, p), p);
         }
-        return local_slot<C::dcp, C::interleave, C::block_size>(row[k], req, p);
+        return local_slot<C::dcp, C::interleave, C::block_size>(mine ? row[k] : -1, req, len, p);
     }
 };
 
@@ -328,7 +333,7 @@ template <class C> __device__ __forceinline__ void attend(const dsa_attend_param
     const int t = blockIdx.x, hg0 = blockIdx.y * HB, split = blockIdx.z;
     const int32_t req = p.req_of_token[t];
     const QueryChunks<C> q_chunk{p, t, hg0};
-    const SlotOfTopk<C> slot_of{p, p.topk + t * p.topk_stride, req, split, p.splits - 1};
+    const SlotOfTopk<C> slot_of{p, p.topk + t * p.topk_stride, req, request_len(req, p), split, p.splits - 1};
     const StoreAttend<C> store{{p, t, hg0}, {p, t, hg0, split}};
     sparse_mla<HB, C::kv_dim, C::kv_lora_rank, C::idx_topk, C::cache_format, C::cache_bytes, C::cache_scale_offset,
                C::cache_rope_offset, attend_threads<C>, C::attend_cluster>(smem, p.kv_cache, C::softmax_scale(), q_chunk,

@@ -106,7 +106,7 @@ __device__ __forceinline__ int compact_segment(const CtaThread &th, const Attend
 #pragma unroll
     for (int e = 0; e < EPT; e++) {
         const int k = seg0 + tid * EPT + e;
-        const int64_t s = (tid * EPT + e < SEG && k < TOPK) ? slot_of(k) : -1;
+        const int64_t s = slot_of(k, tid * EPT + e < SEG && k < TOPK);
         mine[e] = (int32_t)s;
         cnt += s >= 0;
     }
@@ -129,7 +129,7 @@ __device__ __forceinline__ int compact_segment_staged(const CtaThread &th, const
 #pragma unroll
     for (int e = 0; e < EPT; e++) {
         const int i = e * T + tid, k = seg0 + i;
-        sm.list[i] = k < TOPK ? (int32_t)slot_of(k) : -1;
+        sm.list[i] = (int32_t)slot_of(k, k < TOPK);
     }
     sync();
     int32_t mine[EPT];

@@ -23,15 +23,27 @@ const char *const *dsa_configs(void)
     return names;
 }
 
+/* The argument checks of the configuration queries: arg (argument 1, named name), then info
+ * (argument 2) and its size; errors name fn. ctx: the context whose error text they set (NULL: the
+ * thread's). */
+static dsa_result_t query_args(dsa_ctx_t ctx, const char *fn, const char *name, const void *arg,
+                               const dsa_config_info_t *info)
+{
+    if (!arg)
+        return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT, "%s: %s (argument 1) is NULL", fn, name);
+    if (!info)
+        return dsa_fail(ctx, DSA_ERROR_INVALID_ARGUMENT, "%s: info (argument 2) is NULL", fn);
+    if (info->size < sizeof *info)
+        return dsa_fail(ctx, DSA_ERROR_INVALID_ARGUMENT, "%s: info->size is %zu, expected %zu", fn, info->size,
+                        sizeof *info);
+    return DSA_SUCCESS;
+}
+
 dsa_result_t dsa_config_info(const char *config, dsa_config_info_t *info)
 {
-    if (!config)
-        return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT, "dsa_config_info: config (argument 1) is NULL");
-    if (!info)
-        return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT, "dsa_config_info: info (argument 2) is NULL");
-    if (info->size < sizeof *info)
-        return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT, "dsa_config_info: info->size is %zu, expected %zu",
-                        info->size, sizeof *info);
+    dsa_result_t rc = query_args(NULL, "dsa_config_info", "config", config, info);
+    if (rc != DSA_SUCCESS)
+        return rc;
     char err[1024];
     const dsa_cfg_t *cfg = dsa_cfg_linked(config, err, sizeof err);
     if (!cfg)
@@ -43,18 +55,14 @@ dsa_result_t dsa_config_info(const char *config, dsa_config_info_t *info)
 dsa_result_t dsa_config_info_dir(const char *dir, dsa_config_info_t *info, dsa_config_strings_t *strings)
 {
     dsa_err_buf(NULL)[0] = '\0';
-    if (!dir)
-        return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT, "dsa_config_info_dir: dir (argument 1) is NULL");
-    if (!info)
-        return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT, "dsa_config_info_dir: info (argument 2) is NULL");
-    if (info->size < sizeof *info)
-        return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT, "dsa_config_info_dir: info->size is %zu, expected %zu",
-                        info->size, sizeof *info);
+    dsa_result_t rc = query_args(NULL, "dsa_config_info_dir", "dir", dir, info);
+    if (rc != DSA_SUCCESS)
+        return rc;
     if (!strings)
         return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT, "dsa_config_info_dir: strings (argument 3) is NULL");
     dsa_cfg_t *cfg;
     char err[2048];
-    dsa_result_t rc = dsa_cfg_load_dir(dir, &cfg, err, sizeof err);
+    rc = dsa_cfg_load_dir(dir, &cfg, err, sizeof err);
     if (rc != DSA_SUCCESS)
         return dsa_fail(NULL, rc, "dsa_config_info_dir: %s", err);
     /* the plan's parser bounds each string by its dsa_cfg_t field, and the fields are these sizes */
@@ -74,13 +82,9 @@ dsa_result_t dsa_config_info_dir(const char *dir, dsa_config_info_t *info, dsa_c
 
 dsa_result_t dsa_ctx_config(dsa_ctx_t ctx, dsa_config_info_t *info)
 {
-    if (!ctx)
-        return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT, "dsa_ctx_config: ctx (argument 1) is NULL");
-    if (!info)
-        return dsa_fail(ctx, DSA_ERROR_INVALID_ARGUMENT, "dsa_ctx_config: info (argument 2) is NULL");
-    if (info->size < sizeof *info)
-        return dsa_fail(ctx, DSA_ERROR_INVALID_ARGUMENT, "dsa_ctx_config: info->size is %zu, expected %zu",
-                        info->size, sizeof *info);
+    dsa_result_t rc = query_args(ctx, "dsa_ctx_config", "ctx", ctx, info);
+    if (rc != DSA_SUCCESS)
+        return rc;
     *info = ctx->cfg->info;
     return DSA_SUCCESS;
 }

@@ -29,7 +29,7 @@ ninja build/fuzz/fuzz_spec >/dev/null
 mkdir -p build/fuzz/corpus build/fuzz/work build/fuzz/seeds
 cp -r tests/gen/import/models build/fuzz/work/
 # seeds: every shipped spec and test spec (one folder: libFuzzer reads files, not subfolders)
-for f in specs/*.lua tests/gen/bad/*.lua tests/gen/import/*.lua tests/gen/import/models/*.lua; do
+for f in specs/*.lua tests/gen/bad/*.lua tests/gen/bad/models/*.lua tests/gen/import/*.lua tests/gen/import/models/*.lua; do
   cp "$f" "build/fuzz/seeds/$(echo "$f" | tr / _)"
 done
 export DSAGEN_FUZZ_DIR=$PWD/build/fuzz/work

@@ -1,12 +1,6 @@
--- expect: tests/gen/bad/dcp_range.lua:11: error: configs[1].dcp: 16 is out of range [1, 8]
+-- expect: tests/gen/bad/dcp_range.lua:5: error: configs[1].dcp: 16 is out of range [1, 8]
 return {
   model = "bad",
-  geometry = {
-    heads = 16, q_lora_rank = 256, kv_lora_rank = 512, qk_nope_dim = 32, qk_rope_dim = 64,
-    v_head_dim = 32, rms_norm_eps = 1e-6, max_positions = 4096, block_size = 16,
-    rope = { theta = 10000, style = "interleaved" },
-    indexer = { heads = 4, head_dim = 128, topk = 64, rope_style = "neox", rope_first = true,
-                hadamard = true, norm_eps = 1e-6 },
-  },
+  geometry = import("models/geo.lua"),
   configs = { { tp = 16, dcp = 16, interleave = 1, cache_dtype = "bf16", targets = { "sm_90a" } } },
 }

@@ -1,22 +1,7 @@
--- expect: tests/gen/bad/targets_key.lua:21: error: configs[1].targets: expected a list of target architectures (keys 1..n), found 2 entries for length 1
+-- expect: tests/gen/bad/targets_key.lua:6: error: configs[1].targets: expected a list of target architectures (keys 1..n), found 2 entries for length 1
 return {
   model = "bad",
-  geometry = {
-    heads = 16,
-    q_lora_rank = 256,
-    kv_lora_rank = 512,
-    qk_nope_dim = 32,
-    qk_rope_dim = 64,
-    v_head_dim = 32,
-    rms_norm_eps = 1e-6,
-    max_positions = 4096,
-    block_size = 16,
-    rope = { theta = 10000, style = "interleaved" },
-    indexer = {
-      heads = 4, head_dim = 128, topk = 64, rope_style = "neox",
-      rope_first = true, hadamard = true, norm_eps = 1e-6,
-    },
-  },
+  geometry = import("models/geo.lua"),
   configs = {
     { tp = 4, dcp = 2, interleave = 1, cache_dtype = "fp8_ds_mla", targets = { "sm_90a", arch = "sm_100a" } },
   },

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "ctx.h"
+#include "dsa_testing.h"
 #include "jit.h"
 
 _Static_assert(offsetof(struct dsa_ctx, err) == 0, "error.c finds a context's message at its start");
@@ -77,6 +78,24 @@ dsa_result_t dsa_config_info_dir(const char *dir, dsa_config_info_t *info, dsa_c
     info->target = strings->target;
     info->cache_dtype_name = strings->cache_dtype_name;
     dsa_cfg_free(cfg);
+    return DSA_SUCCESS;
+}
+
+dsa_result_t dsa_testing_plan_number(const char *config, const char *key, int64_t *value)
+{
+    if (!config)
+        return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT, "dsa_testing_plan_number: config (argument 1) is NULL");
+    if (!key)
+        return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT, "dsa_testing_plan_number: key (argument 2) is NULL");
+    if (!value)
+        return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT, "dsa_testing_plan_number: value (argument 3) is NULL");
+    char err[1024];
+    const dsa_cfg_t *cfg = dsa_cfg_linked(config, err, sizeof err);
+    if (!cfg)
+        return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT, "dsa_testing_plan_number: %s", err);
+    if (dsa_plan_number(cfg, key, value) != 0)
+        return dsa_fail(NULL, DSA_ERROR_INVALID_ARGUMENT,
+                        "dsa_testing_plan_number: key (argument 2) '%.64s' is not a whole number of the plan", key);
     return DSA_SUCCESS;
 }
 

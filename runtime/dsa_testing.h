@@ -122,6 +122,12 @@ DSA_API dsa_result_t dsa_testing_force_index_topk(dsa_ctx_t ctx, int which);
  * benchmark can time the split at fewer CTAs a row than the plan's keys per CTA give. */
 DSA_API dsa_result_t dsa_testing_index_topk_cap(dsa_ctx_t ctx, int cap);
 
+/* The whole number that the plan of the linked configuration `config` gives for key (a key of its
+ * plan.txt, e.g. "exchange_row", "ws_q_packed"), so that tests and tools take the generator's
+ * number instead of deriving it again. DSA_ERROR_INVALID_ARGUMENT naming the argument where there is
+ * no such configuration or no such whole-number key. */
+DSA_API dsa_result_t dsa_testing_plan_number(const char *config, const char *key, int64_t *value);
+
 /* Every later dsa_index call of ctx has the split top-k's CTAs whose chunk holds at least `keys` keys
  * emit their selected keys from a bit a key (where the row's candidates are finished in shared
  * memory; kernels/dsa_index_select.cuh, select_topk_split); 0: the plan's index_topk_bit_keys again.

@@ -363,6 +363,23 @@ static dsa_result_t parse(parser_t *p, const char *text, size_t len, dsa_cfg_t *
     return DSA_SUCCESS;
 }
 
+int dsa_plan_number(const dsa_cfg_t *c, const char *key, int64_t *value)
+{
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+        const field_t *f = &fields[i];
+        if (strcmp(f->key, key) != 0)
+            continue;
+        const char *at = (const char *)c + f->off;
+        switch (f->type) {
+        case F_INT: *value = *(const int *)at; return 0;
+        case F_U32: *value = *(const unsigned *)at; return 0;
+        case F_I64: *value = *(const int64_t *)at; return 0;
+        default: return -1;
+        }
+    }
+    return -1;
+}
+
 dsa_result_t dsa_plan_parse(const char *where, const char *text, size_t len, dsa_cfg_t *c, char *err, size_t errlen)
 {
     parser_t p = {where, 0, err, errlen};

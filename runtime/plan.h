@@ -65,6 +65,10 @@ typedef struct dsa_cfg {
 DSA_HIDDEN dsa_result_t dsa_plan_parse(const char *where, const char *text, size_t len, dsa_cfg_t *c, char *err,
                                        size_t errlen);
 
+/* The whole-number value of plan.txt's key in c (an int, unsigned or int64 field): 0, or -1 when
+ * the plan has no such number. runtime/plan.c. */
+DSA_HIDDEN int dsa_plan_number(const dsa_cfg_t *c, const char *key, int64_t *value);
+
 /* The parsed plan of a linked configuration, parsed once and kept for the library's lifetime;
  * NULL with the message in err when config is not linked or its plan does not parse. */
 DSA_HIDDEN const dsa_cfg_t *dsa_cfg_linked(const char *config, char *err, size_t errlen);

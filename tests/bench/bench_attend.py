@@ -134,7 +134,7 @@ class Point:
         slots = self.table[:B].long().gather(1, tk // BS) * BS + tk % BS  # [B, K]
         kv = self.cache.view(torch.bfloat16).view(-1, i.kv_dim)
         q = torch.cat([self.q_lat[:B], self.q_pe[:B]], -1)  # [B, H, kv_dim]
-        scale = i.kv_dim ** -0.5
+        scale = i.softmax_scale  # the plan's (qk head dim and YaRN's mscale), as dsa_attend uses
 
         def run():
             k = kv[slots]  # [B, K, kv_dim]

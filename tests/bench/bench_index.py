@@ -1,7 +1,8 @@
 """Benchmark of stage B (the indexer) on an H200: libdsa's dsa_index (through ctypes) at decode, DCP = 1,
 for both models' indexer head counts (DeepSeek-V3.2: 64 heads; GLM-5.2: 32), batch B in {1, 64, 128}
 rows, context L in {8K, 32K, 128K} keys per row, beside in the same run:
-- the floor: the indexer key bytes the rows read (132 per key) over the measured copy bandwidth;
+- the floor: the indexer key bytes the rows read (the plan's idx_bytes_per_token a key) over the
+  measured copy bandwidth;
 - a PyTorch peer: dequantise the keys to bf16, einsum with the (already prepared) query, ReLU, the
   head weights, key scales, torch.topk (the peer skips the query preparation, which favours it).
 Timed with CUDA events: median of 10 of the mean of 5 back-to-back calls after 2 warm-ups, and the
@@ -140,7 +141,7 @@ def run(name, B, L, copy_bw, peer, modes):
         results[mode] = (time_us(dsa, False), time_us(dsa, True), lib.dsa_index_topk_splits(ctx, B, nb))
         lib.dsa_ctx_destroy(ctx)
     same = all(torch.equal(rows[m], rows[modes[0]]) for m in modes)
-    floor_us = B * L * (D + 4) / copy_bw * 1e6
+    floor_us = B * L * dsa_ctypes.config_info(lib, name).idx_bytes_per_token / copy_bw * 1e6  # the plan's key bytes
     us_p = float("nan")
     if peer:
         rows = table.long()[:, :, None] * BS + torch.arange(BS, device="cuda")  # [B, nb, BS] slots

@@ -20,14 +20,16 @@
 static const char *const nccl_config = "glm5.2_tp2_dcp2_i1_nvfp4_ds_mla";
 static const char *const sized_like = "glm5.2_tp4_dcp4_i1_fp8_ds_mla";
 
-/* Bytes of one token's packed query ([heads_local, kv_dim] bf16) of sized_like; 0 when libdsa
- * lacks it (then it said so). */
+/* Bytes of one token's packed query ([heads_local, kv_dim] bf16) of sized_like: the plan's
+ * ws_q_packed; 0 when libdsa lacks it (then this says so). */
 static size_t query_bytes(void)
 {
-    dsa_config_info_t info;
-    if (harness_config(sized_like, &info) != 0)
+    int64_t v = 0;
+    if (dsa_testing_plan_number(sized_like, "ws_q_packed", &v) != DSA_SUCCESS) {
+        printf("FAIL: %s\n", dsa_last_error(NULL));
         return 0;
-    return (size_t)info.heads_local * (size_t)info.kv_dim * 2;
+    }
+    return (size_t)v;
 }
 
 static unsigned char pattern(int rank, size_t i, unsigned seed)
@@ -226,17 +228,26 @@ static int nccl_rank(int rank, int W, void *arg)
         if (rank == 0)
             printf("| %zu | %.1f | %.1f | %.2f |\n", bytes, t_dsa[25] * 1e3, t_ref[25] * 1e3, t_dsa[25] / t_ref[25]);
     }
-    /* The exchange before the merge, per layer at 64 and 128 decode rows of this configuration
-     * (heads_local heads per rank, kv_lora_rank fp32 latent + 1 LSE per head): (a) what libdsa
-     * does, all-to-all of the partial outputs and of the LSEs, merged locally in rank order; (b) the alternative,
-     * all-gather of the LSEs then reduce-scatter of partials pre-scaled by exp(L_r - L), where NCCL
-     * fixes the order of the fp32 sum; (c) NCCL's all-gather of the same bytes as (a). */
+    /* The exchange before the merge, per layer at 64 and 128 decode rows of this configuration: (a)
+     * what libdsa does, one all-to-all of exchange_row bytes a row per peer (the plan's number: bf16
+     * partial outputs and fp32 LSEs of the local heads), merged locally in rank order; (b) the
+     * alternative, all-gather of the LSEs then reduce-scatter of fp32 partials pre-scaled by
+     * exp(L_r - L), where NCCL fixes the order of the fp32 sum; (c) NCCL's all-gather of the same
+     * bytes as (a). */
+    int64_t xrow = 0;
+    if (dsa_testing_plan_number(info.name, "exchange_row", &xrow) != DSA_SUCCESS) {
+        printf("FAIL rank %d: %s\n", rank, dsa_last_error(NULL));
+        ncclCommDestroy(ref);
+        dsa_ctx_destroy(ctx);
+        return 1;
+    }
     if (rank == 0)
         printf("\nexchange per layer, %d GPUs: | rows | libdsa all-to-all us | all-gather LSE + reduce-scatter us | "
                "NCCL all-gather of the same bytes us |\n", W);
     const size_t HL = (size_t)info.heads_local, HG = HL * (size_t)W, LAT = (size_t)info.kv_lora_rank;
     for (int rows = 64; rows <= 128; rows *= 2) {
-        size_t ob = (size_t)rows * HL * LAT * 4, lb = (size_t)rows * HL * 4;
+        /* xb: (a)'s block per peer, within (b)'s fp32 buffers (2 L + 4 bytes a head against 4 L + 4) */
+        size_t ob = (size_t)rows * HL * LAT * 4, lb = (size_t)rows * HL * 4, xb = (size_t)rows * (size_t)xrow;
         CUdeviceptr so = dev_alloc(ob * (size_t)W), ro = dev_alloc(ob * (size_t)W), sl = dev_alloc(lb * (size_t)W);
         CUdeviceptr rl = dev_alloc(lb * (size_t)W * (size_t)W); /* (b) gathers every rank's LSEs of all heads */
         CK(cuMemsetD8(so, 0x3c, ob * (size_t)W));
@@ -249,14 +260,13 @@ static int nccl_rank(int rank, int W, void *arg)
             for (int i = -10; i < 50; i++) {
                 CK(cuEventRecord(a, s));
                 if (v == 0) {
-                    dsa_dcp_alltoall(ctx, (void *)so, (void *)ro, ob, s);
-                    dsa_dcp_alltoall(ctx, (void *)sl, (void *)rl, lb, s);
+                    dsa_dcp_alltoall(ctx, (void *)so, (void *)ro, xb, s);
                 } else if (v == 1) {
                     ncclAllGather((void *)sl, (void *)rl, (size_t)rows * (size_t)HG, ncclFloat32, ref, (cudaStream_t)s);
                     ncclReduceScatter((void *)so, (void *)ro, (size_t)rows * HL * LAT, ncclFloat32, ncclSum, ref,
                                       (cudaStream_t)s);
                 } else {
-                    ncclAllGather((void *)so, (void *)ro, ob, ncclUint8, ref, (cudaStream_t)s); /* ob per rank: recv is W ob */
+                    ncclAllGather((void *)so, (void *)ro, xb, ncclUint8, ref, (cudaStream_t)s); /* xb per rank: recv is W xb */
                 }
                 CK(cuEventRecord(b, s));
                 CK(cuEventSynchronize(b));

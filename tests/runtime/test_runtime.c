@@ -115,6 +115,24 @@ static void test_config_info(void)
     CHECK(dsa_config_info("tiny_tp4_dcp1_i1_bf16", &info) == DSA_ERROR_INVALID_ARGUMENT);
     CHECK(strstr(dsa_last_error(NULL), "info->size is 8") != NULL);
     CHECK(dsa_ctx_config(NULL, &info) == DSA_ERROR_INVALID_ARGUMENT);
+    /* a plan's whole numbers by key, for tests and tools: the exchange row of GLM-5.2 at TP 2 x DCP
+     * 2 (32 local heads x (512 bf16 partials + 1 fp32 LSE) = 32,896 bytes, specs/glm5.2.lua by hand) */
+    int64_t v = -1;
+    CHECK(dsa_testing_plan_number("glm5.2_tp2_dcp2_i1_nvfp4_ds_mla", "exchange_row", &v) == DSA_SUCCESS && v == 32896);
+    CHECK(dsa_testing_plan_number("glm5.2_tp2_dcp2_i1_nvfp4_ds_mla", "heads_local", &v) == DSA_SUCCESS && v == 32);
+    CHECK(dsa_testing_plan_number("glm5.2_tp2_dcp2_i1_nvfp4_ds_mla", "attend_cluster", &v) == DSA_SUCCESS &&
+          (v == 1 || v == 2));
+    CHECK(dsa_testing_plan_number("glm5.2_tp2_dcp2_i1_nvfp4_ds_mla", "entry_attend", &v) == DSA_ERROR_INVALID_ARGUMENT);
+    CHECK(!strcmp(dsa_last_error(NULL),
+                  "dsa_testing_plan_number: key (argument 2) 'entry_attend' is not a whole number of the plan"));
+    CHECK(dsa_testing_plan_number("glm5.2_tp2_dcp2_i1_nvfp4_ds_mla", "nope", &v) == DSA_ERROR_INVALID_ARGUMENT);
+    CHECK(dsa_testing_plan_number("nope", "heads", &v) == DSA_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(dsa_last_error(NULL), "dsa_testing_plan_number: no configuration named 'nope'") != NULL);
+    CHECK(dsa_testing_plan_number(NULL, "heads", &v) == DSA_ERROR_INVALID_ARGUMENT);
+    CHECK(!strcmp(dsa_last_error(NULL), "dsa_testing_plan_number: config (argument 1) is NULL"));
+    CHECK(dsa_testing_plan_number("tiny_tp4_dcp1_i1_bf16", NULL, &v) == DSA_ERROR_INVALID_ARGUMENT);
+    CHECK(dsa_testing_plan_number("tiny_tp4_dcp1_i1_bf16", "heads", NULL) == DSA_ERROR_INVALID_ARGUMENT);
+    CHECK(!strcmp(dsa_last_error(NULL), "dsa_testing_plan_number: value (argument 3) is NULL"));
 }
 
 /* Every shipped folder out/<config>/ reads (dsa_cfg_load_dir) to the same plan as its linked,

@@ -242,6 +242,12 @@ static void push_env(lua_State *L, const loaded *l, const dsg_config *c, const c
     set_int(L, "exchange_row", dv.exchange_row);
     set_int(L, "ws_exchange", dv.ws_exchange);
     set_int(L, "ws_attend_row", dv.ws_attend_row);
+    set_int(L, "attend_row_keys", dv.attend_row_keys);
+    set_int(L, "attend_row_bytes", dv.attend_row_bytes);
+    set_int(L, "attend_row_flops", dv.attend_row_flops);
+    set_int(L, "attend_split_keys", dv.attend_split_keys);
+    set_int(L, "attend_ws_threads", dv.attend_ws_threads);
+    set_int(L, "topk_row_bytes", dv.topk_row_bytes);
     set_int(L, "q_lat_row", dv.q_lat_row);
     set_int(L, "idx_q_row", dv.idx_q_row);
     set_int(L, "q_pe_row", dv.q_pe_row);

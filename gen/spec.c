@@ -465,6 +465,37 @@ static void check_fields(vctx *v, int idx, const field_t *fields, char *base, co
     }
 }
 
+/* The MLA cache entry of dtype for kv_lora_rank L and qk_rope_dim R: o's cache_* fields (the rest
+ * of o untouched). The validator and dsg_derive both take it from here. */
+static void cache_layout(dsg_cache_dtype dtype, int L, int R, dsg_derived *o)
+{
+    switch (dtype) {
+    case DSG_CACHE_BF16:
+        o->cache_latent_bytes = 2 * L;
+        o->cache_rope_offset = 2 * L;
+        o->cache_rope_bytes = 2 * R;
+        o->cache_scale_offset = o->cache_rope_offset + o->cache_rope_bytes;
+        break;
+    case DSG_CACHE_FP8_DS_MLA:
+        o->cache_latent_bytes = L;
+        o->cache_scale_group = 128;
+        o->cache_scale_offset = L;
+        o->cache_scale_bytes = 4 * (L / 128);
+        o->cache_rope_offset = o->cache_scale_offset + o->cache_scale_bytes;
+        o->cache_rope_bytes = 2 * R;
+        break;
+    case DSG_CACHE_NVFP4_DS_MLA:
+        o->cache_latent_bytes = L / 2;
+        o->cache_rope_offset = L / 2;
+        o->cache_rope_bytes = R;
+        o->cache_scale_group = 16;
+        o->cache_scale_offset = o->cache_rope_offset + o->cache_rope_bytes;
+        o->cache_scale_bytes = L / 16;
+        break;
+    }
+    o->cache_bytes_per_token = o->cache_latent_bytes + o->cache_scale_bytes + o->cache_rope_bytes;
+}
+
 /* Relations between fields of one configuration and the geometry, each reported at the field
  * that would have to change. */
 static void check_relations(vctx *v, const dsg_geometry *g, dsg_config *cfg, const where *w)
@@ -495,9 +526,9 @@ static void check_relations(vctx *v, const dsg_geometry *g, dsg_config *cfg, con
                    "scales stored in 4 interleaved rows), but it is %d", g->kv_lora_rank);
     if (v->d->errors == before_dtype) { /* what the sparse MLA kernel (kernels/dsa_attend.cuh and its main loops) takes */
         const int L = g->kv_lora_rank, R = g->qk_rope_dim;
-        const int entry = cfg->cache_dtype == DSG_CACHE_BF16        ? 2 * (L + R)
-                          : cfg->cache_dtype == DSG_CACHE_FP8_DS_MLA ? L + L / 32 + 2 * R
-                                                                     : L / 2 + R + L / 16;
+        dsg_derived lay = {0};
+        cache_layout((dsg_cache_dtype)cfg->cache_dtype, L, R, &lay);
+        const int entry = lay.cache_bytes_per_token;
         if (L % 64 != 0 || R % 16 != 0 || L + R > 576)
             err(v, &c, "the sparse MLA kernel needs kv_lora_rank a multiple of 64, qk_rope_dim a multiple of 16 "
                        "and kv_lora_rank + qk_rope_dim <= 576 (64 query heads and a 64-key tile fill the 227 KiB "
@@ -824,38 +855,15 @@ void dsg_derive(const dsg_geometry *g, const dsg_config *c, dsg_derived *o)
      * ptxas refuses them (it checks an m64n256 product, which needs 154 registers, against the
      * launch's 128). RESULTS.md, 2026-12-02. */
     o->attend_producers = o->attend_heads_per_cta == 16 ? 2 : 1;
+    o->attend_ws_threads = 256 + 128 * o->attend_producers; /* kernels/dsa_attend_layout.cuh asserts it */
     o->qk_head_dim = g->qk_nope_dim + g->qk_rope_dim;
     o->kv_dim = g->kv_lora_rank + g->qk_rope_dim;
     double m_all = g->has_yarn ? dsg_yarn_mscale(g->yarn_factor, g->yarn_mscale_all_dim) : 1.0;
     o->softmax_scale = g->has_softmax_scale ? g->softmax_scale : pow(o->qk_head_dim, -0.5) * m_all * m_all;
     o->rope_mscale = g->has_yarn ? dsg_yarn_mscale(g->yarn_factor, g->yarn_mscale) / m_all : 1.0;
 
-    int L = g->kv_lora_rank, R = g->qk_rope_dim;
-    switch ((dsg_cache_dtype)c->cache_dtype) {
-    case DSG_CACHE_BF16:
-        o->cache_latent_bytes = 2 * L;
-        o->cache_rope_offset = 2 * L;
-        o->cache_rope_bytes = 2 * R;
-        o->cache_scale_offset = o->cache_rope_offset + o->cache_rope_bytes;
-        break;
-    case DSG_CACHE_FP8_DS_MLA:
-        o->cache_latent_bytes = L;
-        o->cache_scale_group = 128;
-        o->cache_scale_offset = L;
-        o->cache_scale_bytes = 4 * (L / 128);
-        o->cache_rope_offset = o->cache_scale_offset + o->cache_scale_bytes;
-        o->cache_rope_bytes = 2 * R;
-        break;
-    case DSG_CACHE_NVFP4_DS_MLA:
-        o->cache_latent_bytes = L / 2;
-        o->cache_rope_offset = L / 2;
-        o->cache_rope_bytes = R;
-        o->cache_scale_group = 16;
-        o->cache_scale_offset = o->cache_rope_offset + o->cache_rope_bytes;
-        o->cache_scale_bytes = L / 16;
-        break;
-    }
-    o->cache_bytes_per_token = o->cache_latent_bytes + o->cache_scale_bytes + o->cache_rope_bytes;
+    const int L = g->kv_lora_rank, R = g->qk_rope_dim;
+    cache_layout((dsg_cache_dtype)c->cache_dtype, L, R, o);
 
     o->idx_bytes_per_token = g->idx_head_dim + 4;
     o->idx_page_bytes = g->block_size * o->idx_bytes_per_token;
@@ -883,6 +891,10 @@ void dsg_derive(const dsg_geometry *g, const dsg_config *c, dsg_derived *o)
     /* DCP = 1: attend packs its query itself (no packed copy); DCP > 1: this rank's packed query,
      * the gathered ones and the exchange's two buffers */
     o->ws_attend_row = w > 1 ? o->ws_q_packed + o->ws_q_gathered + 2 * o->ws_exchange : 0;
+    o->attend_row_keys = g->idx_topk / w;
+    o->attend_row_bytes = (long long)o->attend_row_keys * o->cache_bytes_per_token;
+    o->attend_row_flops = 2LL * o->heads_gathered * o->attend_row_keys * (o->kv_dim + L);
+    o->topk_row_bytes = 4 * g->idx_topk;
 
     /* The kernel library is written for these CTA sizes (kernels check them with static_assert). */
     o->prologue_threads = 256;
@@ -920,6 +932,7 @@ void dsg_derive(const dsg_geometry *g, const dsg_config *c, dsg_derived *o)
     o->attend_max_splits = 1;
     while (o->attend_max_splits < DSA_MERGE_MAX && g->idx_topk / (w * 2 * o->attend_max_splits) >= 128)
         o->attend_max_splits *= 2;
+    o->attend_split_keys = g->idx_topk / w / o->attend_max_splits;
     o->rope_entries = (long long)g->max_positions * (R / 2);
 
     /* stage B: the most keys one rank holds for a row (positions dealt in runs of I over W ranks) */

@@ -74,6 +74,13 @@ typedef struct dsg_derived {
     int exchange_row; /* a row of one rank's block of the exchange's all-to-all: bf16 partials, fp32 LSEs */
     int ws_exchange;  /* the exchange's send (and receive) buffer per row: dcp blocks */
     int ws_attend_row; /* device workspace of the attend step per row of a chunk */
+    /* a row's sparse MLA on this rank, for PLAN.md (a rank owns idx_topk / dcp of a row's keys
+     * on average): keys, key bytes read, FLOPs (2 x heads_gathered x keys x (kv_dim + kv_lora_rank)) */
+    int attend_row_keys;
+    long long attend_row_bytes, attend_row_flops;
+    int attend_split_keys;  /* the fewest of this rank's keys a split CTA takes (attend_max_splits splits) */
+    int attend_ws_threads;  /* the warp-specialised sm_90a CTA: two consumer warpgroups and the producers */
+    int topk_row_bytes;     /* a top-k row: idx_topk int32 */
     /* the host's tensors of the attend and index calls, elements per token (dense) */
     int q_lat_row, q_pe_row, out_row, lse_row, idx_q_row;
     /* launch shapes: threads per CTA of each kernel, CTAs per token where a token spans several */

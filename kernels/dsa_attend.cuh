@@ -107,7 +107,7 @@ __device__ __forceinline__ void sparse_mla(uint8_t *smem, const uint8_t *cache, 
     };
     if constexpr (Lay::WG) {
         constexpr bool Pair = Cluster == 2;
-        static_assert(!Pair || (!Lay::TR && Format != 0), "pairs: 64-head CTAs on quantised keys");
+        static_assert(!Pair || (!Lay::TR && Format != kBf16), "pairs: 64-head CTAs on quantised keys");
         if (tid == 0) {
             for (int b = 0; b < 2; b++) {
                 // full[b]: the producer warpgroups' threads (a pair: the peer's bytes too, expected by
@@ -328,6 +328,8 @@ constexpr unsigned int attend_cluster_merge =
 // split) with no kept key gives output 0 and LSE -inf (the merges' neutral element).
 template <class C> __device__ __forceinline__ void attend(const dsa_attend_params &p)
 {
+    static_assert(attend_ws_threads(C::attend_producers) == C::attend_ws_threads,
+                  "the plan's warp-specialised CTA (PLAN.md) is the one the kernel lays out");
     constexpr int HB = C::attend_heads_per_cta;
     extern __shared__ __align__(16) uint8_t smem[];
     const int t = blockIdx.x, hg0 = blockIdx.y * HB, split = blockIdx.z;

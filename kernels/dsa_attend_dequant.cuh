@@ -48,7 +48,7 @@ __device__ __forceinline__ void dequant_tile(const uint8_t *raw, uint16_t *k_s)
 {
     constexpr int KV = Lay::kv, LAT = Lay::lat, Format = Lay::format, EntryBytes = Lay::entry_bytes;
     constexpr int R = KV - LAT;
-    if constexpr (Format == 1) { // fp8_ds_mla: e4m3 latent x fp32 scale per 128, bf16 rope
+    if constexpr (Format == kFp8DsMla) { // fp8_ds_mla: e4m3 latent x fp32 scale per 128, bf16 rope
         constexpr int CL = LAT / 16, CR = R / 8, C = CL + CR;
         static_assert(R % 8 == 0 && RopeOffset % 16 == 0, "fp8_ds_mla rope chunks");
         // a warp per 8 keys, lane l on key l % 8 and 16-byte chunks l / 8, + 4, ...: the 8 lanes of a
@@ -80,7 +80,7 @@ __device__ __forceinline__ void dequant_tile(const uint8_t *raw, uint16_t *k_s)
             const int j = 8 * (i / 8 / C) + i % 8, c = i / 8 % C; // 8 neighbouring threads on 8 keys
             const uint8_t *e = raw + j * EntryBytes;
             if (c < CL) { // 32 values, scale blocks 2c and 2c + 1
-                const auto scale_at = [&](int s) { return e[ScaleOffset + (LAT / 64) * (s & 3) + (s >> 2)]; };
+                const auto scale_at = [&](int s) { return e[ScaleOffset + nvfp4_scale_at<LAT>(s)]; };
                 nvfp4_chunk_to_bf16<Lay>(load16(e + 16 * c), scale_at(2 * c), scale_at(2 * c + 1), j, c,
                                          [&](int off, uint4 x) { store16(k_s + off, x); });
             } else {

@@ -1,6 +1,7 @@
 // The sparse MLA CTA's shape and shared-memory layout, shared by its wgmma and mma.sync main loops.
 #pragma once
 #include "dsa_async.cuh"
+#include "dsa_cache_format.cuh"
 #include "dsa_numerics.cuh"
 
 namespace dsa {
@@ -50,14 +51,14 @@ template <int HB, int KV, int LAT, int Format, int EntryBytes, int Threads> stru
     // (issue 15, tests/bench/RESULTS.md): 6-7% faster than one tile for nvfp4 at 16 heads x 64-128
     // rows, 2-3% slower for fp8 (whose put, not the loads, sets the producers' pace); bf16
     // unchanged, one tile
-    static constexpr bool deep = producers == 2 && Format == 2;
+    static constexpr bool deep = producers == 2 && Format == kNvfp4DsMla;
     enum : int { producer_regs = producers == 2 ? (deep ? 128 : 96) : 136 };
     enum : int { consumer_regs = producers == 2 ? 256 - producer_regs : 184 };
     static_assert(!WG || (producer_regs % 8 == 0 && consumer_regs % 8 == 0 &&
                           producers * producer_regs + 2 * consumer_regs <= (65536 / Threads / 8 * 8) * (Threads / 128)),
                   "setmaxnreg: multiples of 8 within the CTA's registers");
     // keys per tile; wgmma: 32 per consumer warpgroup, every format
-    static constexpr int KT = Format == 0 && !WG ? 32 : 64;
+    static constexpr int KT = Format == kBf16 && !WG ? 32 : 64;
     static constexpr int RS = WG ? KV : KV + 8;       // bf16 per Q/K row: padded, 16-byte chunks odd, so ldmatrix hits distinct banks
     static constexpr int WM = HB < 32 ? HB : 32;      // mma.sync: heads per warp tile
     enum : int { MB = WM / 16 };                      // mma.sync: 16-row blocks per warp tile
@@ -75,7 +76,7 @@ template <int HB, int KV, int LAT, int Format, int EntryBytes, int Threads> stru
     // two key tiles where the next one is written while the tensor cores read this one: bf16 keys
     // (cp.async straight into the tile) and every wgmma tile (the producer warpgroup dequantises
     // through registers, no raw buffer); the mma.sync path dequantises fp8/nvfp4 from a raw buffer
-    static constexpr int KBUF = Format == 0 || WG ? 2 : 1;
+    static constexpr int KBUF = Format == kBf16 || WG ? 2 : 1;
     static constexpr int q_off = 0;
     static constexpr int k_off = q_off + HB * RS * 2;
     static constexpr int raw_off = k_off + KBUF * KT * RS * 2;

@@ -214,15 +214,15 @@ template <class Lay, int ScaleOffset, int RopeOffset> struct KeyStage {
     static_assert(RopeOffset % 16 == 0 && ScaleOffset % 4 == 0, "16-byte rope chunks");
     // 16-byte latent and rope chunks per entry, and per thread (a quarter of them)
     enum : int {
-        CL = Format == 1 ? LAT / 16 : Format == 2 ? LAT / 32 : 0,
-        CR = Format == 1 ? R / 8 : Format == 2 ? R / 16 : 0,
+        CL = Format == kFp8DsMla ? LAT / 16 : Format == kNvfp4DsMla ? LAT / 32 : 0,
+        CR = Format == kFp8DsMla ? R / 8 : Format == kNvfp4DsMla ? R / 16 : 0,
         NL = CL / 4 > 0 ? CL / 4 : 1,
         NR = CR / 4 > 0 ? CR / 4 : 1,
-        NS = Format == 1 ? LAT / 128 : Format == 2 ? 2 * NL : 1 // scales per thread
+        NS = Format == kFp8DsMla ? LAT / 128 : Format == kNvfp4DsMla ? 2 * NL : 1 // scales per thread
     };
     static_assert(CL % 4 == 0 && CR % 4 == 0, "chunks per quarter warp");
-    static_assert(Format != 1 || (LAT % 128 == 0 && ScaleOffset % 16 == 0 && NS % 4 == 0), "fp8_ds_mla scales");
-    static_assert(Format != 0 || KV % 32 == 0, "bf16 rows in 16-byte chunks, 4 per quarter warp");
+    static_assert(Format != kFp8DsMla || (LAT % 128 == 0 && ScaleOffset % 16 == 0 && NS % 4 == 0), "fp8_ds_mla scales");
+    static_assert(Format != kBf16 || KV % 32 == 0, "bf16 rows in 16-byte chunks, 4 per quarter warp");
     const int j, q; // this thread's key in a half tile, its quarter
     uint4 lat[NL], rope[NR];
     uint32_t sc[NS]; // fp8_ds_mla: fp32 scales as bits; nvfp4_ds_mla: e4m3 codes
@@ -231,7 +231,7 @@ template <class Lay, int ScaleOffset, int RopeOffset> struct KeyStage {
 
     __device__ __forceinline__ void load(const uint8_t *cache, const int32_t *list, int t0, int half, int n)
     {
-        if constexpr (Format != 0) {
+        if constexpr (Format != kBf16) {
             const int key = t0 + 32 * half + j;
             const bool ok = key < n;
             const uint8_t *e = cache + (ok ? (int64_t)list[key] * EntryBytes : 0);
@@ -244,18 +244,20 @@ template <class Lay, int ScaleOffset, int RopeOffset> struct KeyStage {
 #pragma unroll
             for (int i = 0; i < NR; i++)
                 rope[i] = ok ? load16(eq + RopeOffset + 64 * i) : make_uint4(0u, 0u, 0u, 0u);
-            if constexpr (Format == 1) {
+            if constexpr (Format == kFp8DsMla) {
 #pragma unroll
                 for (int i = 0; i < NS / 4; i++) {
                     const uint4 v = ok ? load16(e + ScaleOffset + 16 * i) : make_uint4(0u, 0u, 0u, 0u);
                     sc[4 * i] = v.x, sc[4 * i + 1] = v.y, sc[4 * i + 2] = v.z, sc[4 * i + 3] = v.w;
                 }
             } else { // scale blocks 2c and 2c + 1 of chunk c = q + 4i, 4 interleaved rows
-                // block b = 2c + h (h = s % 2) lies at (LAT / 64) (b & 3) + (b >> 2); with c = q + 4i
+                // block b = 2c + h (h = s % 2) lies at nvfp4_scale_at(b); with c = q + 4i
                 // that is the quarter's place for 2q + h, then 2i further (constant offsets, as above)
                 const uint8_t *es[2];
 #pragma unroll
                 for (int h = 0; h < 2; h++)
+                    // nvfp4_scale_at<LAT>(2 q + h), its two terms added to the pointer one by one:
+                    // as one sum, ptxas made the nvfp4 loop 256 bytes longer
                     es[h] = e + ScaleOffset + (LAT / 64) * ((2 * q + h) & 3) + ((2 * q + h) >> 2);
 #pragma unroll
                 for (int s = 0; s < NS; s++)
@@ -270,7 +272,7 @@ template <class Lay, int ScaleOffset, int RopeOffset> struct KeyStage {
     enum : uint32_t { pair_bytes = 32u * KV * 2u };
     __device__ __forceinline__ void put_pair(int half, uint16_t *k, uint32_t peer_k, uint32_t peer_full) const
     {
-        static_assert(Format != 0, "pairs share dequantised tiles");
+        static_assert(Format != kBf16, "pairs share dequantised tiles");
         convert(32 * half + j, [&](int off, uint4 v) {
             store16(k + off, v);
             st_async16(peer_k + 2u * (uint32_t)off, v, peer_full);
@@ -285,7 +287,7 @@ template <class Lay, int ScaleOffset, int RopeOffset> struct KeyStage {
         // tiles (it spilled them at 32 heads)
         if constexpr (Lay::TR)
             asm volatile("" : "+r"(row));
-        if constexpr (Format == 0) {
+        if constexpr (Format == kBf16) {
             const int key = t0 + row;
             const bool ok = key < n;
             const uint8_t *e = cache + (ok ? (int64_t)list[key] * EntryBytes : 0);
@@ -306,7 +308,7 @@ template <class Lay, int ScaleOffset, int RopeOffset> struct KeyStage {
     // scale per 16, e4m3 rope.
     template <class St> __device__ __forceinline__ void convert(int row, St st) const
     {
-        if constexpr (Format == 1) {
+        if constexpr (Format == kFp8DsMla) {
 #pragma unroll
             for (int i = 0; i < NL; i++) {
                 const int c = q + 4 * i;
@@ -335,7 +337,7 @@ template <class Lay, int ScaleOffset, int RopeOffset> struct KeyStage {
 
     __device__ __forceinline__ void landed() const
     {
-        if constexpr (Format == 0)
+        if constexpr (Format == kBf16)
             cp_async_wait_all();
     }
 };

@@ -8,6 +8,10 @@ namespace dsa {
 
 enum CacheFormat { kBf16 = 0, kFp8DsMla = 1, kNvfp4DsMla = 2 };
 
+// nvfp4_ds_mla: where the e4m3 scale of latent block s (16 values) lies in the entry's scale area:
+// the L / 16 scales as 4 interleaved rows of L / 64 (docs/layouts.md). The writer and every reader.
+template <int L> __device__ __forceinline__ constexpr int nvfp4_scale_at(int s) { return (L / 64) * (s & 3) + (s >> 2); }
+
 // The latent part, one thread per 8 values: chunk c of the normalised latent into the entry.
 template <int Format, int L, int ScaleOffset, bool Pow2>
 __device__ __forceinline__ void write_latent_chunk(const float (&v)[8], int c, uint8_t *entry)
@@ -50,7 +54,7 @@ __device__ __forceinline__ void write_latent_chunk(const float (&v)[8], int c, u
         *reinterpret_cast<uint32_t *>(entry + 4 * c) = packed;
         if (c % 2 == 0) {
             const int s = c / 2;
-            entry[ScaleOffset + (L / 64) * (s & 3) + (s >> 2)] = code;
+            entry[ScaleOffset + nvfp4_scale_at<L>(s)] = code;
         }
     }
 }

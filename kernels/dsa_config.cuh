@@ -21,6 +21,10 @@ struct Config {
         max_positions = DSA_MAX_POSITIONS,
         block_size = DSA_BLOCK_SIZE,
         rope_interleaved = DSA_ROPE_INTERLEAVED,
+        // the CTA sizes of the prologue, the query pack and the merges (the launches are the plan's)
+        prologue_threads = DSA_PROLOGUE_THREADS,
+        pack_threads = DSA_PACK_THREADS,
+        merge_threads = DSA_MERGE_THREADS,
         // indexer: its query heads, key, top-k; stage B's CTA sizes
         idx_heads = DSA_IDX_HEADS,
         idx_head_dim = DSA_IDX_HEAD_DIM,
@@ -50,6 +54,7 @@ struct Config {
         heads_gathered = DSA_HEADS_GATHERED,
         attend_heads_per_cta = DSA_ATTEND_HEADS_PER_CTA,
         attend_producers = DSA_ATTEND_PRODUCERS,
+        attend_ws_threads = DSA_ATTEND_WS_THREADS, // the generator's count of the warp-specialised CTA
         attend_cluster = DSA_ATTEND_CLUSTER,
         attend_max_splits = DSA_ATTEND_MAX_SPLITS,
         split_merge_few = DSA_SPLIT_MERGE_FEW, // the few-splits merge entry: splits up to this, as many loads in flight
@@ -64,6 +69,7 @@ struct Config {
     __device__ static constexpr float rms_norm_eps() { return DSA_RMS_NORM_EPS; }
     __device__ static constexpr float idx_norm_eps() { return DSA_IDX_NORM_EPS; }
     __device__ static constexpr float softmax_scale() { return DSA_SOFTMAX_SCALE; }
+    __device__ static constexpr long long rope_entries() { return DSA_ROPE_ENTRIES; } // the plan's, the runtime's allocation
 };
 
 } // namespace dsa

@@ -55,6 +55,8 @@ template <int TopK> __device__ __forceinline__ void clear_topk_row(int32_t *row)
 template <class C> __device__ __forceinline__ void prologue(const dsa_prologue_params &p)
 {
     constexpr int L = C::kv_lora_rank, R = C::qk_rope_dim;
+    static_assert(C::prologue_threads == kPrologueThreads,
+                  "the plan's prologue CTA is the one this kernel is written for (block sums, the indexer's warp)");
     static_assert(L / 8 + R / 2 <= kPrologueThreads - 32, "latent chunks and rope pairs must leave the last warp to the indexer");
     __shared__ float scratch[kPrologueThreads / 32 + 1];
     __shared__ float kpe[R];

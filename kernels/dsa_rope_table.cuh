@@ -11,7 +11,8 @@ __device__ __forceinline__ void rope_table(const double *freq, double mscale, fl
 {
     constexpr int P = C::qk_rope_dim / 2;
     const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
-    if (i >= (int64_t)C::max_positions * P)
+    static_assert(C::rope_entries() == (long long)C::max_positions * P, "a row of P pairs per position");
+    if (i >= C::rope_entries())
         return;
     const int64_t pos = i / P;
     double s, c;

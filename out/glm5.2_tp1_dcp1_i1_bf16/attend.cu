@@ -34,12 +34,12 @@ extern "C" __global__ void __launch_bounds__(dsa::attend_threads<C>, 1) dsa_atte
 // 4b. The merge of a split row's partials: in fp32, in split order (dsa_merge.cuh); rows of up to
 // 2 splits take the second entry, whose threads hold that many partials' loads
 // (fewer registers, more CTAs an SM), the same sums.
-extern "C" __global__ void __launch_bounds__(128) dsa_split_merge_glm5_2_tp1_dcp1_i1_bf16(const dsa_split_merge_params p)
+extern "C" __global__ void __launch_bounds__(C::merge_threads) dsa_split_merge_glm5_2_tp1_dcp1_i1_bf16(const dsa_split_merge_params p)
 {
     dsa::after_prior_grid();
     dsa::split_merge<C, dsa::kMergeLoads>(p);
 }
-extern "C" __global__ void __launch_bounds__(128) dsa_split_merge_few_glm5_2_tp1_dcp1_i1_bf16(const dsa_split_merge_params p)
+extern "C" __global__ void __launch_bounds__(C::merge_threads) dsa_split_merge_few_glm5_2_tp1_dcp1_i1_bf16(const dsa_split_merge_params p)
 {
     dsa::after_prior_grid();
     dsa::split_merge<C, C::split_merge_few>(p);

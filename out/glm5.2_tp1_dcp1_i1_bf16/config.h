@@ -27,7 +27,8 @@
 #define DSA_MAX_POSITIONS 202752
 #define DSA_BLOCK_SIZE 64
 
-/* ---- rope: cos/sin are computed by the runtime from these ---- */
+/* ---- rope: what the plan's rope_freq and rope_mscale are derived from (the runtime builds its
+ * cos/sin table from those; the CPU reference from these) ---- */
 #define DSA_ROPE_THETA 8000000.0
 #define DSA_ROPE_INTERLEAVED 1 /* main MLA k_pe / q_pe */
 #define DSA_ROPE_YARN 0
@@ -36,6 +37,7 @@
 #define DSA_YARN_BETA_FAST 0.0
 #define DSA_YARN_BETA_SLOW 0.0
 #define DSA_ROPE_MSCALE 1.0 /* cos/sin scale: mscale(mscale) / mscale(mscale_all_dim) */
+#define DSA_ROPE_ENTRIES 6488064LL /* the cos/sin table: one entry per position and rope pair */
 /* softmax scale = qk_head_dim^-0.5 * mscale(factor, mscale_all_dim)^2 */
 #define DSA_SOFTMAX_SCALE 0.0625f
 
@@ -56,6 +58,7 @@
 #define DSA_HEADS_GATHERED 64 /* heads_local * dcp: heads each rank attends for */
 #define DSA_ATTEND_HEADS_PER_CTA 64 /* gathered heads per sparse MLA CTA */
 #define DSA_ATTEND_PRODUCERS 1 /* sm_90a: producer warpgroups of a sparse MLA CTA */
+#define DSA_ATTEND_WS_THREADS 384 /* sm_90a: its threads, two consumer warpgroups and the producers */
 #define DSA_ATTEND_CLUSTER 1 /* sparse MLA CTAs of a row sharing each dequantised key tile */
 #define DSA_ATTEND_MAX_SPLITS 16 /* CTAs a row's top-k may be split over (a power of two) */
 #define DSA_SPLIT_MERGE_FEW 2 /* the most splits the few-splits merge entry takes */
@@ -74,6 +77,9 @@
 #define DSA_CACHE_FP8_SCALE_POW2 0
 
 /* ---- launch shapes the kernels are built for (the plan carries the same numbers) ---- */
+#define DSA_PROLOGUE_THREADS 256 /* the prologue's CTA: its kernel is written for exactly this */
+#define DSA_PACK_THREADS 256
+#define DSA_MERGE_THREADS 128 /* the split merges' and the DCP merge's CTA */
 #define DSA_IDX_Q_THREADS 256
 #define DSA_IDX_SCORE_THREADS 128
 #define DSA_IDX_TOPK_THREADS 1024
@@ -106,5 +112,6 @@ DSA_STATIC_ASSERT(DSA_CACHE_BYTES_PER_TOKEN == 2 * DSA_KV_DIM, "bf16: 576 bf16 p
 DSA_STATIC_ASSERT(DSA_CACHE_ROPE_OFFSET == 2 * DSA_KV_LORA_RANK, "bf16: rope after the latent");
 DSA_STATIC_ASSERT(DSA_IDX_BYTES_PER_TOKEN == DSA_IDX_HEAD_DIM + 4, "indexer: e4m3 values + one fp32 scale");
 DSA_STATIC_ASSERT(DSA_IDX_PAGE_BYTES == DSA_BLOCK_SIZE * DSA_IDX_BYTES_PER_TOKEN, "indexer page");
+DSA_STATIC_ASSERT(DSA_IDX_SCALE_OFFSET_IN_PAGE == DSA_BLOCK_SIZE * DSA_IDX_HEAD_DIM, "indexer page: the scales after the values");
 
 #endif

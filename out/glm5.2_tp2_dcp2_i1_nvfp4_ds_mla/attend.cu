@@ -16,7 +16,7 @@
 using C = dsa::Config; // this configuration, as the library reads it
 
 // 1. q = [q_lat | rope(q_pe)], one thread per 8 elements (dsa_pack_q.cuh), for the all-gather.
-extern "C" __global__ void __launch_bounds__(256) dsa_pack_q_glm5_2_tp2_dcp2_i1_nvfp4_ds_mla(const dsa_pack_params p) { dsa::after_prior_grid(); dsa::pack_q<C>(p); }
+extern "C" __global__ void __launch_bounds__(C::pack_threads) dsa_pack_q_glm5_2_tp2_dcp2_i1_nvfp4_ds_mla(const dsa_pack_params p) { dsa::after_prior_grid(); dsa::pack_q<C>(p); }
 
 // 3-4. Top-k to this rank's slots, then sparse MLA over the kept keys (dsa_attend.cuh), a row's keys
 // split over up to 8 CTAs when rows alone do not fill the device. The CTA's
@@ -35,19 +35,19 @@ extern "C" __global__ void __launch_bounds__(dsa::attend_threads<C>, 1) dsa_atte
 // 4b. The merge of a split row's partials: in fp32, in split order (dsa_merge.cuh); rows of up to
 // 2 splits take the second entry, whose threads hold that many partials' loads
 // (fewer registers, more CTAs an SM), the same sums.
-extern "C" __global__ void __launch_bounds__(128) dsa_split_merge_glm5_2_tp2_dcp2_i1_nvfp4_ds_mla(const dsa_split_merge_params p)
+extern "C" __global__ void __launch_bounds__(C::merge_threads) dsa_split_merge_glm5_2_tp2_dcp2_i1_nvfp4_ds_mla(const dsa_split_merge_params p)
 {
     dsa::after_prior_grid();
     dsa::split_merge<C, dsa::kMergeLoads>(p);
 }
-extern "C" __global__ void __launch_bounds__(128) dsa_split_merge_few_glm5_2_tp2_dcp2_i1_nvfp4_ds_mla(const dsa_split_merge_params p)
+extern "C" __global__ void __launch_bounds__(C::merge_threads) dsa_split_merge_few_glm5_2_tp2_dcp2_i1_nvfp4_ds_mla(const dsa_split_merge_params p)
 {
     dsa::after_prior_grid();
     dsa::split_merge<C, C::split_merge_few>(p);
 }
 
 // 5. The merge over the 2 ranks' partials: in fp32, in rank order (dsa_merge.cuh).
-extern "C" __global__ void __launch_bounds__(128) dsa_merge_glm5_2_tp2_dcp2_i1_nvfp4_ds_mla(const dsa_merge_params p) { dsa::after_prior_grid(); dsa::merge<C>(p); }
+extern "C" __global__ void __launch_bounds__(C::merge_threads) dsa_merge_glm5_2_tp2_dcp2_i1_nvfp4_ds_mla(const dsa_merge_params p) { dsa::after_prior_grid(); dsa::merge<C>(p); }
 
 // 2, 5. The group's barrier that replaces the gather and the exchange where pack and attend store
 // into every rank's buffers over NVLink (dsa_barrier.cuh): one warp, spinning on flags in NCCL windows.

@@ -13,7 +13,7 @@
 
 using C = dsa::Config; // this configuration, as the library reads it
 
-extern "C" __global__ void __launch_bounds__(dsa::kPrologueThreads) dsa_prologue_tiny_tp4_dcp2_i1_fp8_ds_mla(const dsa_prologue_params p)
+extern "C" __global__ void __launch_bounds__(C::prologue_threads) dsa_prologue_tiny_tp4_dcp2_i1_fp8_ds_mla(const dsa_prologue_params p)
 {
     dsa::after_prior_grid();
     dsa::prologue<C>(p);

@@ -1,5 +1,6 @@
 /* Contexts: creation (the configuration's plan, the device, the DCP transport, the JIT'd modules,
  * the rope table, the workspaces) and destruction. Every size comes from the plan. */
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -12,16 +13,21 @@
 
 _Static_assert(offsetof(struct dsa_ctx, err) == 0, "error.c finds a context's message at its start");
 
+static const char *config_names[1024];
+
+static void fill_config_names(void)
+{
+    int n = 0;
+    for (const dsa_plan_t *const *p = dsa_registry; *p && n < 1023; p++)
+        config_names[n++] = (*p)->name;
+    config_names[n] = NULL;
+}
+
 const char *const *dsa_configs(void)
 {
-    static const char *names[1024];
-    if (!names[0]) {
-        int n = 0;
-        for (const dsa_plan_t *const *p = dsa_registry; *p && n < 1023; p++)
-            names[n++] = (*p)->name;
-        names[n] = NULL;
-    }
-    return names;
+    static pthread_once_t once = PTHREAD_ONCE_INIT; /* callers on several threads see the whole list */
+    pthread_once(&once, fill_config_names);
+    return config_names;
 }
 
 /* The argument checks of the configuration queries: arg (argument 1, named name), then info
@@ -239,7 +245,8 @@ static dsa_result_t make_transport(dsa_ctx_t ctx)
                         "dsa_ctx_create: configuration %s has dcp %d: set exactly one of opts->nccl_comm, "
                         "opts->nccl_id, opts->inproc_group (%d set)",
                         name, W, given);
-    return o->inproc_group ? dsa_transport_inproc(ctx, W, o, &ctx->dcp) : dsa_transport_nccl(ctx, name, W, o, &ctx->dcp);
+    return o->inproc_group ? dsa_transport_inproc(ctx, name, W, ctx->ws_tokens, ctx->idx_tokens, o, &ctx->dcp)
+                           : dsa_transport_nccl(ctx, name, W, o, &ctx->dcp);
 }
 
 /* The JIT's cubins loaded on the context's device, with each module's register and memory use. */

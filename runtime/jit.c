@@ -171,7 +171,15 @@ static void cache_store(job_t *j)
 {
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%lu", j->path, (long)getpid(), (unsigned long)pthread_self());
-    FILE *f = fopen(tmp, "wb");
+    /* a new file, never one found at that name: a FIFO there would block the store (with the entry's
+     * lock held), a symbolic link would have it truncate whatever it points to. What is there (a
+     * leftover of a process whose pid and thread id this one has again, or a plant) is removed, once. */
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+    if (fd < 0 && errno == EEXIST && unlink(tmp) == 0)
+        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+    FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
+    if (fd >= 0 && !f)
+        close(fd);
     unsigned char h[32];
     sha256(j->cubin, j->cubin_len, h);
     uint64_t n = j->cubin_len;

@@ -348,6 +348,30 @@ static dsa_result_t parse(parser_t *p, const char *text, size_t len, dsa_cfg_t *
                                                        : NULL;
     if (c->info.dcp > 1 && dcp_entry)
         return perr(p, "%s: dcp %d needs this kernel", dcp_entry, c->info.dcp);
+    /* the relations the runtime's sizes and offsets rely on: dsagen's plans hold them; a damaged or
+     * hand-edited one that does not is refused here, not found as an overflow in a call */
+    const dsa_config_info_t *g = &c->info;
+    const struct {
+        int holds;
+        const char *what;
+    } rel[] = {
+        {(int64_t)g->heads_local * g->tp == g->heads, "heads_local x tp == heads"},
+        {(int64_t)g->heads_local * g->dcp == g->heads_gathered, "heads_local x dcp == heads_gathered"},
+        {g->tp % g->dcp == 0, "dcp divides tp"},
+        {g->kv_dim == g->kv_lora_rank + g->qk_rope_dim, "kv_dim == kv_lora_rank + qk_rope_dim"},
+        {(int64_t)g->block_size * g->idx_bytes_per_token == g->idx_page_bytes,
+         "idx_page_bytes == block_size x idx_bytes_per_token"},
+        {g->idx_bytes_per_token == g->idx_head_dim + 4, "idx_bytes_per_token == idx_head_dim + 4"},
+        {g->cache_scale_offset <= g->cache_bytes_per_token && g->cache_rope_offset < g->cache_bytes_per_token,
+         "cache_scale_offset and cache_rope_offset inside cache_bytes_per_token"},
+        {c->ws_q_gathered >= g->dcp * c->ws_q_packed, "ws_q_gathered >= dcp x ws_q_packed"},
+        {c->ws_exchange >= g->dcp * c->exchange_row, "ws_exchange >= dcp x exchange_row"},
+        {c->ws_idx_keys >= 4 * c->idx_max_local, "ws_idx_keys >= 4 x idx_max_local"},
+        {c->ws_idx_merged >= g->dcp * c->ws_idx_cand, "ws_idx_merged >= dcp x ws_idx_cand"},
+    };
+    for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++)
+        if (!rel[i].holds)
+            return perr(p, "the plan's numbers break %s", rel[i].what);
     if (c->attend_max_splits & (c->attend_max_splits - 1))
         return perr(p, "attend_max_splits %u is not a power of two", c->attend_max_splits);
     if (c->attend_ctas_per_token % c->attend_cluster)

@@ -47,7 +47,9 @@ DSA_HIDDEN dsa_result_t dsa_transport_create(dsa_ctx_t ctx, const char *config, 
                                              dsa_transport_t **out);
 DSA_HIDDEN dsa_result_t dsa_transport_nccl(dsa_ctx_t ctx, const char *config, int dcp, const dsa_options_t *opts,
                                            dsa_transport_t **out);
-DSA_HIDDEN dsa_result_t dsa_transport_inproc(dsa_ctx_t ctx, int dcp, const dsa_options_t *opts,
-                                             dsa_transport_t **out);
+/* ws_tokens, idx_tokens: the context's attend and index chunk rows, which size the buffers the
+ * ranks write into each other's: every rank of the group must have the same, and the configuration */
+DSA_HIDDEN dsa_result_t dsa_transport_inproc(dsa_ctx_t ctx, const char *config, int dcp, int64_t ws_tokens,
+                                             int64_t idx_tokens, const dsa_options_t *opts, dsa_transport_t **out);
 
 #endif

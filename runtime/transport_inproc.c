@@ -1,6 +1,8 @@
 /* The in-process transport: W ranks of a DCP group on one GPU, one thread each, so tests run
  * DCP = W without W GPUs. Never a production path (dsa_testing.h). */
 #include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -22,6 +24,14 @@ struct dsa_inproc_group {
     pthread_cond_t done;
     int arrived, op;
     unsigned long generation;
+    /* membership: the ranks whose contexts hold the group, and what they agreed on (the first to
+     * attach sets it). broken: a rank timed out in a collective or left while others remain, so the
+     * ranks' collectives no longer pair up (or a peer's buffers are freed): every collective fails
+     * until all have left. */
+    uint64_t attached;
+    int broken;
+    char config[128];
+    int64_t ws_tokens, idx_tokens;
     dsa_result_t result;
     size_t bytes;
     CUstream stream;
@@ -71,6 +81,13 @@ static dsa_result_t inproc_collective(dsa_transport_t *t, dsa_ctx_t ctx, int op,
     dsa_inproc_group_t g = ((inproc_transport_t *)t)->g;
     dsa_result_t rc = DSA_SUCCESS;
     pthread_mutex_lock(&g->lock);
+    if (g->broken) {
+        pthread_mutex_unlock(&g->lock);
+        return dsa_fail(ctx, DSA_ERROR_INTERNAL,
+                        "in-process DCP group: rank %d's collective refused: an earlier one timed out, or a rank's "
+                        "context was destroyed while others remain (destroy the group's contexts together)",
+                        t->rank);
+    }
     if (g->arrived == 0) {
         g->op = op;
         g->bytes = bytes;
@@ -113,7 +130,9 @@ static dsa_result_t inproc_collective(dsa_transport_t *t, dsa_ctx_t ctx, int op,
              * for the copies, and the wait's return takes the lock after it), this rank's arrival is
              * taken back, so that the group's count stays right for the next collective */
             if (pthread_cond_timedwait(&g->done, &g->lock, &until) != 0 && g->generation == gen) {
+                /* the late ranks would pair this collective with this rank's next one: no more pairing */
                 g->arrived--;
+                g->broken = 1;
                 pthread_mutex_unlock(&g->lock);
                 return dsa_fail(ctx, DSA_ERROR_INTERNAL,
                                 "in-process DCP group: rank %d waited %d s for the other ranks' collective "
@@ -153,18 +172,55 @@ static dsa_result_t inproc_barrier(dsa_transport_t *t, dsa_ctx_t ctx, CUstream s
 
 static void inproc_destroy(dsa_transport_t *t)
 {
+    dsa_inproc_group_t g = ((inproc_transport_t *)t)->g;
+    pthread_mutex_lock(&g->lock);
+    g->attached &= ~(1ull << t->rank);
+    if (g->attached) /* the others keep this rank's buffers as peers */
+        g->broken = 1;
+    else { /* all have left: a new set of contexts may use the group */
+        g->broken = 0;
+        g->arrived = 0;
+    }
+    pthread_mutex_unlock(&g->lock);
     free(t);
 }
 
-dsa_result_t dsa_transport_inproc(dsa_ctx_t ctx, int W, const dsa_options_t *o, dsa_transport_t **out)
+dsa_result_t dsa_transport_inproc(dsa_ctx_t ctx, const char *config, int W, int64_t ws_tokens, int64_t idx_tokens,
+                                  const dsa_options_t *o, dsa_transport_t **out)
 {
-    if (o->inproc_group->size != W || o->dcp_rank < 0 || o->dcp_rank >= W)
+    dsa_inproc_group_t g = o->inproc_group;
+    if (g->size != W || o->dcp_rank < 0 || o->dcp_rank >= W)
         return dsa_fail(ctx, DSA_ERROR_INVALID_ARGUMENT,
-                        "dsa_ctx_create: in-process group of size %d, dcp_rank %d, for dcp %d", o->inproc_group->size,
-                        o->dcp_rank, W);
+                        "dsa_ctx_create: in-process group of size %d, dcp_rank %d, for dcp %d", g->size, o->dcp_rank, W);
     inproc_transport_t *t = dsa_calloc(1, sizeof *t);
     if (!t)
         return dsa_fail(ctx, DSA_ERROR_OUT_OF_MEMORY, "dsa_ctx_create: out of host memory");
+    pthread_mutex_lock(&g->lock);
+    const char *why = NULL;
+    if (g->attached & (1ull << o->dcp_rank))
+        why = "opts->dcp_rank is already a context of the group";
+    else if (g->broken)
+        why = "the group is broken (a collective timed out, or a rank left while others remain): destroy its "
+              "contexts, or make a new group";
+    else if (g->attached && (strcmp(g->config, config) != 0 || g->ws_tokens != ws_tokens || g->idx_tokens != idx_tokens))
+        why = "the group's other ranks have another configuration or another opts->attend_tokens or "
+              "opts->index_tokens (their buffers would be overrun)";
+    if (why) {
+        const dsa_result_t rc = dsa_fail(ctx, DSA_ERROR_INVALID_ARGUMENT,
+                                         "dsa_ctx_create: in-process group: rank %d (%s, attend_tokens %lld, "
+                                         "index_tokens %lld): %s",
+                                         o->dcp_rank, config, (long long)ws_tokens, (long long)idx_tokens, why);
+        pthread_mutex_unlock(&g->lock);
+        free(t);
+        return rc;
+    }
+    if (!g->attached) {
+        snprintf(g->config, sizeof g->config, "%s", config);
+        g->ws_tokens = ws_tokens;
+        g->idx_tokens = idx_tokens;
+    }
+    g->attached |= 1ull << o->dcp_rank;
+    pthread_mutex_unlock(&g->lock);
     *t = (inproc_transport_t){{o->dcp_rank, W, inproc_allgather, inproc_alltoall, inproc_destroy, NULL, inproc_peers,
                                  inproc_barrier, 0, 1, "in-process group", "the in-process group's rendezvous"},
                                 o->inproc_group};

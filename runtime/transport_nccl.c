@@ -65,13 +65,29 @@ static dsa_result_t nccl_alltoall(dsa_transport_t *t, dsa_ctx_t ctx, CUdeviceptr
 {
     nccl_transport_t *n = (nccl_transport_t *)t;
     NCCL_CHECK(ctx, dsa_nccl.ncclGroupStart());
-    for (int p = 0; p < t->size; p++) {
-        NCCL_CHECK(ctx, dsa_nccl.ncclSend((const void *)(send + (size_t)p * bytes), bytes, ncclUint8, p, n->comm,
-                                          (cudaStream_t)stream));
-        NCCL_CHECK(ctx, dsa_nccl.ncclRecv((void *)(recv + (size_t)p * bytes), bytes, ncclUint8, p, n->comm,
-                                          (cudaStream_t)stream));
+    /* NCCL's group is the calling thread's: a send or receive that fails must still end it, or every
+     * later NCCL call of this thread (the host's own, on other communicators, included) is deferred
+     * into a group that never launches */
+    ncclResult_t r = ncclSuccess;
+    const char *what = "ncclGroupEnd";
+    for (int p = 0; p < t->size && r == ncclSuccess; p++) {
+        r = dsa_nccl.ncclSend((const void *)(send + (size_t)p * bytes), bytes, ncclUint8, p, n->comm,
+                              (cudaStream_t)stream);
+        what = "ncclSend";
+        if (r == ncclSuccess) {
+            r = dsa_nccl.ncclRecv((void *)(recv + (size_t)p * bytes), bytes, ncclUint8, p, n->comm,
+                                  (cudaStream_t)stream);
+            what = "ncclRecv";
+        }
     }
-    NCCL_CHECK(ctx, dsa_nccl.ncclGroupEnd());
+    const ncclResult_t end = dsa_nccl.ncclGroupEnd();
+    if (r == ncclSuccess) {
+        r = end;
+        what = "ncclGroupEnd";
+    }
+    if (r != ncclSuccess)
+        return dsa_fail(ctx, DSA_ERROR_NCCL, "%s (all-to-all of %zu bytes a rank) failed: %s", what, bytes,
+                        dsa_nccl.ncclGetErrorString(r));
     return DSA_SUCCESS;
 }
 

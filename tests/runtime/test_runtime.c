@@ -27,6 +27,7 @@
 #include "dsa_testing.h"
 #include "kernels/dsa_abi.h"
 #include "jit.h"
+#include "transport.h"
 
 static const dsa_cfg_t *plan_named(const char *name)
 {
@@ -254,6 +255,11 @@ static void test_plan_errors(void)
         {"rope_mscale", "rope_mscale nan", "plan.txt:%d: error: rope_mscale: 'nan' is not a positive finite number"},
         /* DCP = 1 names no pack, merge or barrier kernel; a plan that says dcp 2 must */
         {"dcp 1", "dcp 2", "plan.txt: error: entry_pack_q: dcp 2 needs this kernel"},
+        /* numbers each in range that break a relation the runtime's sizes rely on */
+        {"idx_page_bytes 2112", "idx_page_bytes 1", "plan.txt: error: the plan's numbers break idx_page_bytes == block_size x idx_bytes_per_token"},
+        {"ws_exchange 4112", "ws_exchange 4111", "plan.txt: error: the plan's numbers break ws_exchange >= dcp x exchange_row"},
+        {"ws_idx_keys 16384", "ws_idx_keys 16380", "plan.txt: error: the plan's numbers break ws_idx_keys >= 4 x idx_max_local"},
+        {"heads_gathered 4", "heads_gathered 8", "plan.txt: error: the plan's numbers break heads_local x dcp == heads_gathered"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         int line = damaged_folder(dir, cases[i].from, cases[i].to);
@@ -1327,6 +1333,42 @@ static int fake_nvrtc_main(void)
     CHECK_DONE();
 }
 
+/* The in-process group's membership (its transport alone: no context, no GPU): a rank once, the
+ * same configuration and chunk sizes on every rank (their buffers are sized by them), and no
+ * collective once a rank has left while others remain (they hold its buffers as peers) until all
+ * have left. */
+static void test_inproc_membership(void)
+{
+    dsa_inproc_group_t g = NULL;
+    CHECK(dsa_inproc_group_create(2, &g) == DSA_SUCCESS);
+    dsa_options_t o = DSA_OPTIONS_INIT;
+    o.inproc_group = g;
+    dsa_transport_t *t0 = NULL, *t1 = NULL, *t = NULL;
+    const char *cfg = "tiny_tp4_dcp2_i1_bf16";
+    CHECK(dsa_transport_inproc(NULL, cfg, 2, 64, 8, &o, &t0) == DSA_SUCCESS && t0);
+    CHECK(dsa_transport_inproc(NULL, cfg, 2, 64, 8, &o, &t) == DSA_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(dsa_last_error(NULL), "rank 0 (tiny_tp4_dcp2_i1_bf16, attend_tokens 64, index_tokens 8): "
+                                       "opts->dcp_rank is already a context of the group") != NULL);
+    o.dcp_rank = 1;
+    CHECK(dsa_transport_inproc(NULL, cfg, 2, 16, 8, &o, &t) == DSA_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(dsa_last_error(NULL), "another configuration or another opts->attend_tokens") != NULL);
+    CHECK(dsa_transport_inproc(NULL, cfg, 2, 64, 9, &o, &t) == DSA_ERROR_INVALID_ARGUMENT);
+    CHECK(dsa_transport_inproc(NULL, "tiny_tp4_dcp2_i1_nvfp4_ds_mla", 2, 64, 8, &o, &t) == DSA_ERROR_INVALID_ARGUMENT);
+    CHECK(dsa_transport_inproc(NULL, cfg, 2, 64, 8, &o, &t1) == DSA_SUCCESS && t1);
+    /* rank 0 leaves: rank 1's collectives are refused at once (no wait, no stale peer) */
+    t0->destroy(t0);
+    CHECK(t1->barrier(t1, NULL, NULL) == DSA_ERROR_INTERNAL);
+    CHECK(strstr(dsa_last_error(NULL), "a rank's context was destroyed while others remain") != NULL);
+    o.dcp_rank = 0;
+    CHECK(dsa_transport_inproc(NULL, cfg, 2, 64, 8, &o, &t) == DSA_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(dsa_last_error(NULL), "the group is broken") != NULL);
+    /* all have left: a new set of contexts, of another configuration, may use the group */
+    t1->destroy(t1);
+    CHECK(dsa_transport_inproc(NULL, "tiny_tp4_dcp2_i1_nvfp4_ds_mla", 2, 16, 8, &o, &t0) == DSA_SUCCESS && t0);
+    t0->destroy(t0);
+    dsa_inproc_group_destroy(g);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && !strcmp(argv[1], "--fake-nvrtc"))
@@ -1341,6 +1383,7 @@ int main(int argc, char **argv)
     test_jit_target();
     test_plan_folders();
     test_plan_errors();
+    test_inproc_membership();
     test_no_device();
     test_loaders();
     test_rope_freqs();

@@ -11,7 +11,12 @@ extern "C" {
 #endif
 
 /* W ranks of a DCP group inside one process, on one GPU and one stream: pass the group as
- * opts.inproc_group with opts.dcp_rank, one context per rank, each called from its own thread. */
+ * opts.inproc_group with opts.dcp_rank, one context per rank, each called from its own thread.
+ * dsa_ctx_create refuses a rank the group already has, and a rank whose configuration, attend_tokens
+ * or index_tokens differ from the others' (they size the buffers ranks write into each other's).
+ * After a collective times out, or a rank's context is destroyed while others remain, the group
+ * refuses every collective (DSA_ERROR_INTERNAL) and every new rank until all its contexts are
+ * destroyed; then a new set may use it. */
 DSA_API dsa_result_t dsa_inproc_group_create(int size, dsa_inproc_group_t *group);
 DSA_API void dsa_inproc_group_destroy(dsa_inproc_group_t group); /* after its contexts */
 

@@ -69,8 +69,8 @@ static int setup(step_t *s, const char *config, int rank, const void *nccl_id, i
         lens[r] = LEN;
         req[r] = r;
         for (int p = 0; p < LEN; p++) {
-            const int64_t l = ((int64_t)p / (W * g->interleave)) * g->interleave + p % g->interleave;
-            const int owner = (p / g->interleave) % W;
+            const int64_t l = ref_dcp_local_index(p, W, g->interleave);
+            const int owner = ref_dcp_owner(p, W, g->interleave);
             pos[(int64_t)r * LEN + p] = p;
             slot[(int64_t)r * LEN + p] = owner == rank ? (r * maxb + l / bs) * bs + l % bs : -1;
         }

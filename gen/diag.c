@@ -21,6 +21,24 @@ static size_t utf8_len(const unsigned char *s, size_t n)
     return len;
 }
 
+/* The code point of the valid UTF-8 sequence s of u bytes. */
+static unsigned code_point(const unsigned char *s, size_t u)
+{
+    unsigned cp = u == 2 ? s[0] & 0x1fu : u == 3 ? s[0] & 0x0fu : s[0] & 0x07u;
+    for (size_t k = 1; k < u; k++)
+        cp = cp << 6 | (s[k] & 0x3fu);
+    return cp;
+}
+
+/* Invisible characters that change how a terminal or a log viewer lays the line out: bidirectional
+ * overrides and isolates, zero-width characters, line and paragraph separators, the BOM. Printed
+ * raw, `\u202e` makes the rest of a message read backwards. */
+static int format_char(unsigned cp)
+{
+    return (cp >= 0x200b && cp <= 0x200f) || (cp >= 0x2028 && cp <= 0x202e) || (cp >= 0x2060 && cp <= 0x206f) ||
+           cp == 0xfeff;
+}
+
 void dsg_fputs_escaped(const char *str, size_t n, FILE *f)
 {
     const unsigned char *s = (const unsigned char *)str;
@@ -30,8 +48,11 @@ void dsg_fputs_escaped(const char *str, size_t n, FILE *f)
         if (c >= 0x20 && c < 0x7f) {
             fputc(c, f);
             i++;
-        } else if (u && !(c == 0xc2 && s[i + 1] < 0xa0)) { /* printable UTF-8: not a C1 control */
-            fwrite(s + i, 1, u, f);
+        } else if (u && !(c == 0xc2 && s[i + 1] < 0xa0) && !format_char(code_point(s + i, u))) {
+            fwrite(s + i, 1, u, f); /* printable UTF-8: not a C1 control nor a format character */
+            i += u;
+        } else if (u) { /* a C1 control or a format character: its code point */
+            fprintf(f, "\\u%04x", code_point(s + i, u));
             i += u;
         } else {
             if (c == '\n')

@@ -22,8 +22,9 @@ void dsg_verror(dsg_diag *d, const char *file, int line, const char *fmt, va_lis
 /* True once DSG_MAX_ERRORS were reported: the caller stops early. */
 int dsg_too_many(const dsg_diag *d);
 
-/* Writes n bytes of s with everything that is not printable escaped (\n, \t, \r, \xNN; valid UTF-8
- * other than C1 controls is printable). */
+/* Writes n bytes of s with everything that is not printable escaped (\n, \t, \r, \xNN for other
+ * bytes; valid UTF-8 is printable but for C1 controls and the format characters that change a
+ * line's layout, bidirectional overrides among them, written \uNNNN). */
 void dsg_fputs_escaped(const char *s, size_t n, FILE *f);
 
 /* Reports a message already in "file:line: error: text" form. */

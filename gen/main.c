@@ -8,7 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "../kernels/dsa_abi.h"
@@ -106,7 +108,62 @@ static void hash_sources(loaded *l)
         snprintf(l->hash + 2 * i, 3, "%02x", md[i]);
 }
 
+/* The spec's watchdog: the sandbox checks its clock between Lua instructions and at calls, and the
+ * line map and the lookups every 10,000 of theirs, but a single C call can outlast any of those
+ * checks (Lua's parser over a 1 MiB chain of `or`, table.sort over long equal strings, a pattern
+ * that backtracks): past the limit and a grace for those checks to report first, SIGALRM ends the
+ * process with the spec's error. Nothing has been written then (output is committed after every
+ * spec has loaded), so exiting is safe. */
+#define WATCHDOG_GRACE 5 /* seconds */
+static char watchdog_msg[1024];
+static size_t watchdog_len;
+
+static void watchdog_fire(int sig)
+{
+    (void)sig;
+    ssize_t w = write(STDERR_FILENO, watchdog_msg, watchdog_len);
+    (void)w;
+    _exit(1);
+}
+
+static void watchdog_arm(const char *path)
+{
+    FILE *f = fmemopen(watchdog_msg, sizeof watchdog_msg - 1, "w");
+    if (f) {
+        setvbuf(f, NULL, _IONBF, 0);
+        dsg_fputs_escaped(path, strlen(path), f);
+        fprintf(f, ": error: spec exceeds the time limit of %d seconds (stopped inside one call of the parser or a "
+                   "library function)\n", DSG_SPEC_TIME_LIMIT);
+        long at = ftell(f);
+        fclose(f);
+        watchdog_len = at > 0 ? (size_t)at : 0;
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = watchdog_fire;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGALRM, &sa, NULL);
+    const struct itimerval it = {{0, 0}, {DSG_SPEC_TIME_LIMIT + WATCHDOG_GRACE, 0}};
+    setitimer(ITIMER_REAL, &it, NULL);
+}
+
+static void watchdog_disarm(void)
+{
+    const struct itimerval off = {{0, 0}, {0, 0}};
+    setitimer(ITIMER_REAL, &off, NULL);
+}
+
+static int load_spec_timed(const char *path, loaded *l, dsg_trusted *t, dsg_diag *d);
+
 static int load_spec(const char *path, loaded *l, dsg_trusted *t, dsg_diag *d)
+{
+    watchdog_arm(path);
+    const int rc = load_spec_timed(path, l, t, d);
+    watchdog_disarm();
+    return rc;
+}
+
+static int load_spec_timed(const char *path, loaded *l, dsg_trusted *t, dsg_diag *d)
 {
     memset(&l->spec, 0, sizeof l->spec);
     l->spec.path = path;
@@ -665,6 +722,10 @@ int main(int argc, char **argv)
                 return 2;
             }
             const char *v = argv[++i];
+            if (!v[0]) { /* "" would be the root: "-o $UNSET_VAR" must not write into / */
+                fprintf(stderr, "dsagen: error: %s: an empty path\n%s", a, usage);
+                return 2;
+            }
             if (a[1] == 'o')
                 outdir = v;
             else if (a[2] == 't' && a[3] == 'e') {

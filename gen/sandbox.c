@@ -417,9 +417,9 @@ static int l_find(lua_State *L)
             return luaL_error(L, "string.find: patterns are not available in a spec (their matching time has no "
                                  "bound); search for plain text: s:find(text, 1, true)");
     /* init: from the end where negative, 1 below 1, nothing found past len + 1 */
-    size_t from = init > 0                         ? (size_t)init - 1
-                  : init == 0 || -init > (lua_Integer)len ? 0
-                                                          : len - (size_t)-init;
+    size_t from = init > 0                                 ? (size_t)init - 1
+                  : init == 0 || init < -(lua_Integer)len ? 0 /* not -init: math.mininteger has none */
+                                                          : len - (size_t)(-init);
     if (from > len) {
         lua_pushnil(L);
         return 1;

@@ -132,7 +132,9 @@ static where child(const where *w, const char *key, long index)
 
 static int line_of(vctx *v, const where *w)
 {
-    return dsg_trusted_line(v->t, w->file, w->path);
+    /* past the errors printed, no message shows a line: do not look it up (a lookup follows the
+     * spec's aliases, which a hostile spec can make costly) */
+    return dsg_too_many(v->d) ? 0 : dsg_trusted_line(v->t, w->file, w->path);
 }
 
 __attribute__((format(printf, 3, 4))) static void err(vctx *v, const where *w, const char *fmt, ...)

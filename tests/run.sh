@@ -73,6 +73,12 @@ gen_tests() {
   "$gen" --help | grep -q -- '--version' && ok || bad "$tag --help does not name --version"
   "$gen" specs/tiny.lua 2>/dev/null; [ $? -eq 2 ] && ok || bad "$tag missing -o is a usage error"
   "$gen" --bogus 2>/dev/null; [ $? -eq 2 ] && ok || bad "$tag unknown option is a usage error"
+  # an empty path (an unset variable in a build script) is not the root folder
+  for opt in -o --depfile --stamp --templates; do
+    if [ $opt = -o ]; then args=(-o ""); else args=(-o "$tag-empty" "$opt" ""); fi
+    got=$(cd "$tmp" && "$OLDPWD/$gen" "$OLDPWD/specs/tiny.lua" "${args[@]}" 2>&1 >/dev/null | head -1)
+    [ "$got" == "dsagen: error: $opt: an empty path" ] && ok || bad "$tag $opt \"\": $got"
+  done
 
   # ---- a shared geometry through import() ----
   check "$tag import renders" "$gen" tests/gen/import/main.lua -o "$tmp/$tag-import"
@@ -277,6 +283,16 @@ time_pid=$!
   printf '%s %s\n%s\n' "$rc" "$(($(date +%s) - start))" "$got"
 ) > "$tmp/linemap.result" &
 linemap_pid=$!
+# And inside one C call, where no Lua instruction runs to check the clock: Lua's parser over 1 MiB
+# of `{}or{}or...` (quadratic in the chain: 88 s) ends at the watchdog's limit (10 s and a 5 s grace)
+(
+  mkdir -p "$tmp/parse"
+  { printf 'local x = {}'; yes 'or{}' | head -c 1040000 | tr -d '\n'; printf '\nreturn {}\n'; } > "$tmp/parse/or_chain.lua"
+  start=$(date +%s)
+  got=$(cd "$tmp/parse" && timeout 60 "$OLDPWD/build/dsagen" or_chain.lua -o out 2>&1); rc=$?
+  printf '%s %s %s\n%s\n' "$rc" "$(($(date +%s) - start))" "$(ls "$tmp/parse/out" 2>/dev/null | wc -l)" "$got"
+) > "$tmp/parse.result" &
+parse_pid=$!
 
 # The spec fuzzer (libFuzzer, ASan+UBSan) for 60 s, in the background too; longer runs:
 # tests/fuzz/run.sh SECONDS.
@@ -456,6 +472,12 @@ read -r rc secs < "$tmp/linemap.result"
 got=$(sed 1d "$tmp/linemap.result")
 [ "$rc" -eq 1 ] && [ "$secs" -le 20 ] && [[ "$got" =~ ^models/s[0-9]+\.lua:\ error:\ spec\ exceeds\ the\ time\ limit\ of\ 10\ seconds\ \(indexing ]] \
   && ok || bad "time limit of the line map: exit $rc after $secs s: $got"
+wait "$parse_pid"
+read -r rc secs files < "$tmp/parse.result"
+got=$(sed 1d "$tmp/parse.result")
+[ "$rc" -eq 1 ] && [ "$secs" -le 20 ] && [ "$files" -eq 0 ] &&
+  [ "$got" == "or_chain.lua: error: spec exceeds the time limit of 10 seconds (stopped inside one call of the parser or a library function)" ] \
+  && ok || bad "time limit inside one C call (the watchdog): exit $rc after $secs s, $files files written: $got"
 
 if [ -n "$fuzz_pid" ]; then
   wait "$fuzz_pid"

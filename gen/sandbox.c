@@ -21,6 +21,8 @@ struct dsg_sandbox {
     double start;       /* dsg_clock_now() when the spec started */
     int last_line;   /* the line the spec's code last ran, in sources[last_source] (-1: none yet) */
     long last_source;
+    char *parse_error; /* the message of the last file that did not parse (Lua's parser wrote it) */
+    int error_at_frame; /* the error's "file:line: " prefix named a running frame where it was raised */
     int import_depth, nimports;
     dsg_source *sources;
     size_t nsources, capsources;
@@ -235,8 +237,12 @@ static void run_file(lua_State *L, dsg_sandbox *sb, const char *path, const char
     const char *chunkname = lua_tostring(L, -1);
     int rc = luaL_loadbufferx(L, text, len, chunkname, "t");
     lua_remove(L, -2);
-    if (rc != LUA_OK)
+    if (rc != LUA_OK) { /* its position is the parser's, to be believed (report_error) */
+        free(sb->parse_error);
+        const char *m = lua_tostring(L, -1);
+        sb->parse_error = m ? strdup(m) : NULL;
         lua_error(L);
+    }
     lua_getfield(L, LUA_REGISTRYINDEX, ENV_KEY);
     lua_setupvalue(L, -2, 1);
     lua_call(L, 0, 1);
@@ -570,6 +576,7 @@ void dsg_sandbox_free(dsg_sandbox *sb)
         free(sb->sources[i].text);
     }
     free(sb->sources);
+    free(sb->parse_error);
     free(sb);
 }
 
@@ -634,10 +641,12 @@ static size_t position_prefix(const char *msg, const char *name, int *line)
     return (size_t)(q + 2 - msg);
 }
 
-/* A spec's error, at the position Lua put before it where that names a file the sandbox read (the
- * spec or an import; by its full path, or as Lua shortens a long one), so that a spec cannot name
- * another file (error("specs/glm5.2.lua:31: ...", 0)) and a path holding ":N: " is not split
- * inside; else, where the spec's code last ran, the message whole. */
+/* A spec's error, at the position Lua put before it where that position is a frame that was running
+ * when it was raised (a runtime error, error() at levels 1 and 2, a library function's error:
+ * error_position), or where the parser put it (a file that does not parse): by the file's full path, or as Lua shortens a long one, so
+ * that a path holding ":N: " is not split inside. Any other prefix is the spec's own text
+ * (error("specs/glm5.2.lua:31: ...", 0), or its own file at another line): reported where the code
+ * last ran, the message whole. */
 static void report_error(dsg_sandbox *sb, dsg_diag *d, const char *path, const char *msg)
 {
     char id[LUA_IDSIZE + 8];
@@ -649,12 +658,39 @@ static void report_error(dsg_sandbox *sb, dsg_diag *d, const char *path, const c
             chunk_id(f, id, sizeof id);
             at = position_prefix(msg, id, &line);
         }
-        if (at) {
+        if (at && (sb->error_at_frame || (sb->parse_error && !strcmp(sb->parse_error, msg)))) {
             dsg_error(d, f, line, "%s", msg + at);
             return;
         }
     }
     dsg_error(d, sb->last_source >= 0 ? sb->sources[sb->last_source].path : path, sb->last_line, "%s", msg);
+}
+
+/* The message handler of the spec's run, where the error is raised, before the stack unwinds:
+ * whether the message's "file:line: " prefix is a running Lua frame's file (as its full path or as
+ * Lua shortens it) and current line. A prefix the spec wrote itself (error("x.lua:1: ...", 0))
+ * names no such frame, but by chance. */
+static int error_position(lua_State *L)
+{
+    dsg_sandbox *sb;
+    lua_getallocf(L, (void **)&sb);
+    sb->error_at_frame = 0;
+    const char *msg = lua_tostring(L, 1);
+    lua_Debug at;
+    for (int level = 0; msg && lua_getstack(L, level, &at); level++) {
+        if (!lua_getinfo(L, "Sl", &at) || at.source[0] != '@' || at.currentline <= 0)
+            continue;
+        char want[32];
+        snprintf(want, sizeof want, ":%d: ", at.currentline);
+        const char *names[2] = {at.source + 1, at.short_src};
+        for (int k = 0; k < 2; k++) {
+            const size_t n = strlen(names[k]);
+            if (!strncmp(msg, names[k], n) && !strncmp(msg + n, want, strlen(want)))
+                sb->error_at_frame = 1;
+        }
+    }
+    lua_settop(L, 1);
+    return 1;
 }
 
 int dsg_sandbox_run(dsg_sandbox *sb, const char *path, dsg_diag *d)
@@ -666,11 +702,15 @@ int dsg_sandbox_run(dsg_sandbox *sb, const char *path, dsg_diag *d)
     sb->last_line = 0;
     sb->last_source = -1;
     sb->start = dsg_clock_now();
+    sb->error_at_frame = 0;
+    lua_pushcfunction(L, error_position);
+    const int handler = lua_gettop(L);
     lua_pushcfunction(L, run_protected);
     lua_pushstring(L, path);
     lua_sethook(L, hook, LUA_MASKCOUNT | LUA_MASKLINE | LUA_MASKCALL, HOOK_COUNT);
-    int rc = lua_pcall(L, 1, 1, 0);
+    int rc = lua_pcall(L, 1, 1, handler);
     lua_sethook(L, NULL, 0, 0);
+    lua_remove(L, handler);
     /* Validation reads the result with ordinary headroom; the spec's code no longer runs. */
     sb->limit = sb->used + ((size_t)64 << 20);
     if (rc == LUA_ERRMEM) {

@@ -28,7 +28,8 @@ struct dsg_sandbox {
     size_t nsources, capsources;
 };
 
-static const char ENV_KEY[] = "dsagen.env";
+static const char ENV_KEY[] = "dsagen.env";   /* the environment every file's own is copied from */
+static const char ENVS_KEY[] = "dsagen.envs"; /* the files' environments (weak keys), for is_env */
 static const char ORIGIN_KEY[] = "dsagen.origin";
 static const char SNAPSHOT_KEY[] = "dsagen.snapshots";
 
@@ -212,6 +213,45 @@ static int add_source(dsg_sandbox *sb, const char *path, char *text, size_t len)
     return 0;
 }
 
+
+/* A file's own environment (spec and each import): a copy of ENV_KEY's, with its own copies of the
+ * math, string and table libraries, so that what one file assigns (a global, `ipairs`, or
+ * `string.format` replaced) cannot change what another computes: an imported model file means
+ * what its text says, whoever imports it. */
+static void push_file_env(lua_State *L)
+{
+    lua_getfield(L, LUA_REGISTRYINDEX, ENV_KEY);
+    const int base = lua_gettop(L);
+    lua_newtable(L);
+    const int env = lua_gettop(L);
+    lua_pushnil(L);
+    while (lua_next(L, base)) {
+        if (lua_type(L, -1) == LUA_TTABLE) { /* a library: copied, with its metatable */
+            const int lib = lua_gettop(L);
+            lua_newtable(L);
+            lua_pushnil(L);
+            while (lua_next(L, lib)) {
+                lua_pushvalue(L, -2);
+                lua_insert(L, -2);
+                lua_rawset(L, -4);
+            }
+            if (lua_getmetatable(L, lib))
+                lua_setmetatable(L, -2);
+            lua_remove(L, lib);
+        }
+        lua_pushvalue(L, -2);
+        lua_insert(L, -2);
+        lua_rawset(L, env);
+    }
+    lua_getmetatable(L, base);
+    lua_setmetatable(L, env);
+    lua_getfield(L, LUA_REGISTRYINDEX, ENVS_KEY);
+    lua_pushvalue(L, env);
+    lua_pushboolean(L, 1);
+    lua_rawset(L, -3);
+    lua_pop(L, 1);
+    lua_remove(L, base);
+}
 /* Loads and runs one file in the sandbox environment; pushes its result. Raises Lua errors. path
  * is the file as messages name it; it is read from open_path with open_flags. */
 static void run_file(lua_State *L, dsg_sandbox *sb, const char *path, const char *open_path, int open_flags)
@@ -243,7 +283,7 @@ static void run_file(lua_State *L, dsg_sandbox *sb, const char *path, const char
         sb->parse_error = m ? strdup(m) : NULL;
         lua_error(L);
     }
-    lua_getfield(L, LUA_REGISTRYINDEX, ENV_KEY);
+    push_file_env(L);
     lua_setupvalue(L, -2, 1);
     lua_call(L, 0, 1);
 }
@@ -522,6 +562,12 @@ static int setup(lua_State *L)
     lua_setfield(L, -2, "__index");
     lua_setmetatable(L, -2);
     lua_setfield(L, LUA_REGISTRYINDEX, ENV_KEY);
+    lua_newtable(L);
+    lua_newtable(L);
+    lua_pushliteral(L, "k");
+    lua_setfield(L, -2, "__mode");
+    lua_setmetatable(L, -2);
+    lua_setfield(L, LUA_REGISTRYINDEX, ENVS_KEY);
 
     lua_newtable(L);
     lua_newtable(L);
@@ -751,9 +797,10 @@ int dsg_sandbox_is_env(dsg_sandbox *sb, int idx)
 {
     lua_State *L = sb->L;
     idx = lua_absindex(L, idx);
-    lua_getfield(L, LUA_REGISTRYINDEX, ENV_KEY);
-    int is = lua_rawequal(L, idx, -1);
-    lua_pop(L, 1);
+    lua_getfield(L, LUA_REGISTRYINDEX, ENVS_KEY);
+    lua_pushvalue(L, idx);
+    int is = lua_rawget(L, -2) != LUA_TNIL;
+    lua_pop(L, 2);
     return is;
 }
 

@@ -107,9 +107,15 @@ function M.forget(file)
   files[file] = nil
 end
 
-local function find(m, path, depth)
+-- memo: what each (depth, path) gave in this lookup, so that a spec whose tables alias each other
+-- at every prefix costs each state once, not once per route to it (a 3 KB spec took minutes)
+local function find(m, path, depth, memo)
   if depth > 8 then return nil end
   if m.map[path] then return m.map[path] end
+  local key = depth .. " " .. path
+  local known = memo[key]
+  if known ~= nil then return known or nil end
+  memo[key] = false
   -- follow the longest aliased prefix
   local prefix = path
   while true do
@@ -117,8 +123,8 @@ local function find(m, path, depth)
     if a then
       -- what follows the prefix, from its dot ("" aliases the whole table: then "." and the path)
       local rest = prefix ~= "" and path:sub(#prefix + 1) or path ~= "" and "." .. path or ""
-      local r = find(m, a .. rest, depth + 1)
-      if r then return r end
+      local r = find(m, a .. rest, depth + 1, memo)
+      if r then memo[key] = r return r end
     end
     if prefix == "" then return nil end
     prefix = prefix:match("^(.*)%.[^.]*$") or ""
@@ -129,8 +135,9 @@ end
 function M.line(file, path)
   local m = files[file]
   if not m then return 0 end
+  local memo = {}
   while true do
-    local r = find(m, path, 0)
+    local r = find(m, path, 0, memo)
     if r then return r end
     if path == "" then return 0 end
     path = path:match("^(.*)%.[^.]*$") or ""

@@ -35,8 +35,8 @@ static unsigned code_point(const unsigned char *s, size_t u)
  * raw, `\u202e` makes the rest of a message read backwards. */
 static int format_char(unsigned cp)
 {
-    return (cp >= 0x200b && cp <= 0x200f) || (cp >= 0x2028 && cp <= 0x202e) || (cp >= 0x2060 && cp <= 0x206f) ||
-           cp == 0xfeff;
+    return cp == 0x061c || cp == 0x180e || (cp >= 0x200b && cp <= 0x200f) || (cp >= 0x2028 && cp <= 0x202e) ||
+           (cp >= 0x2060 && cp <= 0x206f) || cp == 0xfeff;
 }
 
 void dsg_fputs_escaped(const char *str, size_t n, FILE *f)

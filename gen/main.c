@@ -109,11 +109,12 @@ static void hash_sources(loaded *l)
 }
 
 /* The spec's watchdog: the sandbox checks its clock between Lua instructions and at calls, and the
- * line map and the lookups every 10,000 of theirs, but a single C call can outlast any of those
- * checks (Lua's parser over a 1 MiB chain of `or`, table.sort over long equal strings, a pattern
- * that backtracks): past the limit and a grace for those checks to report first, SIGALRM ends the
- * process with the spec's error. Nothing has been written then (output is committed after every
- * spec has loaded), so exiting is safe. */
+ * line map every 10,000 of its instructions, but a single C call can outlast any of those checks
+ * (Lua's parser over a 1 MiB chain of `or`, table.sort over long equal strings, the line map's
+ * lexer on one huge numeral), and a field's line lookup has no check of its own: past the limit
+ * and a grace for those checks to report first, SIGALRM ends the process with the spec's error.
+ * Nothing has been written then (output is committed after every spec has loaded), so exiting is
+ * safe. */
 #define WATCHDOG_GRACE 5 /* seconds */
 static char watchdog_msg[1024];
 static size_t watchdog_len;
@@ -132,8 +133,8 @@ static void watchdog_arm(const char *path)
     if (f) {
         setvbuf(f, NULL, _IONBF, 0);
         dsg_fputs_escaped(path, strlen(path), f);
-        fprintf(f, ": error: spec exceeds the time limit of %d seconds (stopped inside one call of the parser or a "
-                   "library function)\n", DSG_SPEC_TIME_LIMIT);
+        fprintf(f, ": error: spec exceeds the time limit of %d seconds (stopped by the watchdog: inside one "
+                   "call, such as the parser's or a library function's)\n", DSG_SPEC_TIME_LIMIT);
         long at = ftell(f);
         fclose(f);
         watchdog_len = at > 0 ? (size_t)at : 0;
@@ -143,6 +144,10 @@ static void watchdog_arm(const char *path)
     sa.sa_handler = watchdog_fire;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGALRM, &sa, NULL);
+    sigset_t alarm;
+    sigemptyset(&alarm);
+    sigaddset(&alarm, SIGALRM);
+    sigprocmask(SIG_UNBLOCK, &alarm, NULL); /* a parent that blocked it would take the watchdog away */
     const struct itimerval it = {{0, 0}, {DSG_SPEC_TIME_LIMIT + WATCHDOG_GRACE, 0}};
     setitimer(ITIMER_REAL, &it, NULL);
 }

@@ -723,7 +723,10 @@ static int error_position(lua_State *L)
     sb->error_at_frame = 0;
     const char *msg = lua_tostring(L, 1);
     lua_Debug at;
-    for (int level = 0; msg && lua_getstack(L, level, &at); level++) {
+    /* the frames a position can name are the innermost few (the raising code, its caller for
+     * error(msg, 2), a library function's caller): a bounded walk, which stops at the first match,
+     * so that an error 100,000 calls deep costs nothing (lua_getstack walks from the top) */
+    for (int level = 0; msg && !sb->error_at_frame && level < 256 && lua_getstack(L, level, &at); level++) {
         if (!lua_getinfo(L, "Sl", &at) || at.source[0] != '@' || at.currentline <= 0)
             continue;
         char want[32];

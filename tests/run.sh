@@ -476,7 +476,7 @@ wait "$parse_pid"
 read -r rc secs files < "$tmp/parse.result"
 got=$(sed 1d "$tmp/parse.result")
 [ "$rc" -eq 1 ] && [ "$secs" -le 20 ] && [ "$files" -eq 0 ] &&
-  [ "$got" == "or_chain.lua: error: spec exceeds the time limit of 10 seconds (stopped inside one call of the parser or a library function)" ] \
+  [ "$got" == "or_chain.lua: error: spec exceeds the time limit of 10 seconds (stopped by the watchdog: inside one call, such as the parser's or a library function's)" ] \
   && ok || bad "time limit inside one C call (the watchdog): exit $rc after $secs s, $files files written: $got"
 
 if [ -n "$fuzz_pid" ]; then

@@ -14,8 +14,10 @@ typedef unsigned long long uint64_t;
 #include <stdint.h>
 #endif
 
-/* Bumped whenever a parameter block changes; generated glue and the runtime check it. */
-#define DSA_ABI_VERSION 13
+/* Bumped whenever a parameter block changes, or what the kernel library needs from a configuration's
+ * config.h (14: the CTA sizes and the rope table's length); generated glue and the runtime check it,
+ * so that a folder from another dsagen is refused with "regenerate", not an NVRTC error. */
+#define DSA_ABI_VERSION 14
 
 /* The most DCP ranks whose exchange buffers the attend kernels store into directly (the fused
  * exchange); larger groups exchange through the transport's all-to-all. */

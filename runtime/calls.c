@@ -306,6 +306,8 @@ static dsa_result_t fused_now(dsa_ctx_t ctx, int *fused)
     dsa_result_t rc;
     if (ctx->x_fused == 2 && (rc = dsa_resolve_peers(ctx)) != DSA_SUCCESS)
         return rc;
+    if (ctx->x_fused == 1 && ctx->dcp->check && (rc = ctx->dcp->check(ctx->dcp, ctx)) != DSA_SUCCESS)
+        return rc; /* before the call stores into a peer's buffers */
     *fused = ctx->x_fused == 1;
     return DSA_SUCCESS;
 }

@@ -245,7 +245,8 @@ static dsa_result_t make_transport(dsa_ctx_t ctx)
                         "dsa_ctx_create: configuration %s has dcp %d: set exactly one of opts->nccl_comm, "
                         "opts->nccl_id, opts->inproc_group (%d set)",
                         name, W, given);
-    return o->inproc_group ? dsa_transport_inproc(ctx, name, W, ctx->ws_tokens, ctx->idx_tokens, o, &ctx->dcp)
+    return o->inproc_group ? dsa_transport_inproc(ctx, name, dsa_plan_layout(ctx->cfg), W, ctx->ws_tokens,
+                                                  ctx->idx_tokens, o, &ctx->dcp)
                            : dsa_transport_nccl(ctx, name, W, o, &ctx->dcp);
 }
 

@@ -387,6 +387,19 @@ static dsa_result_t parse(parser_t *p, const char *text, size_t len, dsa_cfg_t *
     return DSA_SUCCESS;
 }
 
+uint64_t dsa_plan_layout(const dsa_cfg_t *c)
+{
+    const int64_t v[] = {c->info.dcp,     c->info.interleave, c->info.heads_local, c->info.heads_gathered,
+                         c->info.kv_dim,  c->info.idx_topk,   c->ws_q_packed,      c->ws_q_gathered,
+                         c->exchange_row, c->ws_exchange,     c->ws_idx_cand,      c->ws_idx_merged,
+                         c->idx_max_local};
+    uint64_t h = 1469598103934665603ull;
+    const unsigned char *b = (const unsigned char *)v;
+    for (size_t i = 0; i < sizeof v; i++)
+        h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
+
 int dsa_plan_number(const dsa_cfg_t *c, const char *key, int64_t *value)
 {
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {

@@ -65,6 +65,10 @@ typedef struct dsa_cfg {
 DSA_HIDDEN dsa_result_t dsa_plan_parse(const char *where, const char *text, size_t len, dsa_cfg_t *c, char *err,
                                        size_t errlen);
 
+/* A digest (FNV-1a) of the plan's numbers that size what DCP ranks write into each other's buffers:
+ * ranks of one group must agree on it. runtime/plan.c. */
+DSA_HIDDEN uint64_t dsa_plan_layout(const dsa_cfg_t *c);
+
 /* The whole-number value of plan.txt's key in c (an int, unsigned or int64 field): 0, or -1 when
  * the plan has no such number. runtime/plan.c. */
 DSA_HIDDEN int dsa_plan_number(const dsa_cfg_t *c, const char *key, int64_t *value);

@@ -39,6 +39,10 @@ struct dsa_transport {
     int peers_at_first_call;
     const char *path;         /* what carries the collectives, for the context's log */
     const char *barrier_path; /* what barrier() is, likewise */
+    /* NULL, or whether the peers' buffers that peers() gave are still there, checked before a call's
+     * first store into them (the in-process group: a rank whose context is destroyed frees its
+     * buffers; DSA_ERROR_INTERNAL then, and nothing stored) */
+    dsa_result_t (*check)(dsa_transport_t *t, dsa_ctx_t ctx);
 };
 
 /* The transport of a dcp-rank group named by opts (exactly one of nccl_comm, nccl_id,
@@ -47,9 +51,11 @@ DSA_HIDDEN dsa_result_t dsa_transport_create(dsa_ctx_t ctx, const char *config, 
                                              dsa_transport_t **out);
 DSA_HIDDEN dsa_result_t dsa_transport_nccl(dsa_ctx_t ctx, const char *config, int dcp, const dsa_options_t *opts,
                                            dsa_transport_t **out);
-/* ws_tokens, idx_tokens: the context's attend and index chunk rows, which size the buffers the
- * ranks write into each other's: every rank of the group must have the same, and the configuration */
-DSA_HIDDEN dsa_result_t dsa_transport_inproc(dsa_ctx_t ctx, const char *config, int dcp, int64_t ws_tokens,
-                                             int64_t idx_tokens, const dsa_options_t *opts, dsa_transport_t **out);
+/* ws_tokens, idx_tokens: the context's attend and index chunk rows, and layout: a digest of its
+ * plan's per-row buffer sizes (dsa_plan_layout), which size the buffers the ranks write into each
+ * other's: every rank of the group must have the same, and the configuration */
+DSA_HIDDEN dsa_result_t dsa_transport_inproc(dsa_ctx_t ctx, const char *config, uint64_t layout, int dcp,
+                                             int64_t ws_tokens, int64_t idx_tokens, const dsa_options_t *opts,
+                                             dsa_transport_t **out);
 
 #endif

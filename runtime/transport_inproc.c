@@ -31,6 +31,7 @@ struct dsa_inproc_group {
     uint64_t attached;
     int broken;
     char config[128];
+    uint64_t layout;
     int64_t ws_tokens, idx_tokens;
     dsa_result_t result;
     size_t bytes;
@@ -66,6 +67,16 @@ void dsa_inproc_group_destroy(dsa_inproc_group_t g)
 {
     if (!g)
         return;
+    pthread_mutex_lock(&g->lock);
+    const uint64_t attached = g->attached;
+    pthread_mutex_unlock(&g->lock);
+    if (attached) { /* its contexts would touch it when destroyed: kept, and said so */
+        dsa_log(DSA_LOG_WARN, DSA_LOG_WARN,
+                "dsa_inproc_group_destroy: the group still has contexts (ranks mask 0x%llx): destroy them first; "
+                "the group is not freed",
+                (unsigned long long)attached);
+        return;
+    }
     pthread_mutex_destroy(&g->lock);
     pthread_cond_destroy(&g->done);
     free(g);
@@ -75,6 +86,14 @@ void dsa_inproc_group_destroy(dsa_inproc_group_t g)
  * rendezvous alone (one stream: every rank's earlier work is enqueued before anyone's later work) */
 enum { OP_ALLGATHER = 1, OP_ALLTOALL = 2, OP_PEERS = 3, OP_BARRIER = 4 };
 
+static dsa_result_t broken_error(dsa_transport_t *t, dsa_ctx_t ctx)
+{
+    return dsa_fail(ctx, DSA_ERROR_INTERNAL,
+                    "in-process DCP group: rank %d's call refused: a collective timed out, or a rank's context was "
+                    "destroyed while others remain (destroy the group's contexts together)",
+                    t->rank);
+}
+
 static dsa_result_t inproc_collective(dsa_transport_t *t, dsa_ctx_t ctx, int op, CUdeviceptr send,
                                       CUdeviceptr recv, size_t bytes, CUstream stream, CUdeviceptr *peers)
 {
@@ -83,10 +102,7 @@ static dsa_result_t inproc_collective(dsa_transport_t *t, dsa_ctx_t ctx, int op,
     pthread_mutex_lock(&g->lock);
     if (g->broken) {
         pthread_mutex_unlock(&g->lock);
-        return dsa_fail(ctx, DSA_ERROR_INTERNAL,
-                        "in-process DCP group: rank %d's collective refused: an earlier one timed out, or a rank's "
-                        "context was destroyed while others remain (destroy the group's contexts together)",
-                        t->rank);
+        return broken_error(t, ctx);
     }
     if (g->arrived == 0) {
         g->op = op;
@@ -125,20 +141,28 @@ static dsa_result_t inproc_collective(dsa_transport_t *t, dsa_ctx_t ctx, int op,
         struct timespec until;
         clock_gettime(CLOCK_REALTIME, &until);
         until.tv_sec += INPROC_TIMEOUT_S;
-        while (g->generation == gen)
+        while (g->generation == gen) {
+            if (g->broken) { /* a rank left, or another waiter timed out: this collective never completes */
+                g->arrived--;
+                pthread_mutex_unlock(&g->lock);
+                return broken_error(t, ctx);
+            }
             /* timed out: unless the last rank completed the collective meanwhile (it holds the lock
              * for the copies, and the wait's return takes the lock after it), this rank's arrival is
              * taken back, so that the group's count stays right for the next collective */
             if (pthread_cond_timedwait(&g->done, &g->lock, &until) != 0 && g->generation == gen) {
-                /* the late ranks would pair this collective with this rank's next one: no more pairing */
+                /* the late ranks would pair this collective with this rank's next one: no more
+                 * pairing, and the ranks waiting now are woken to fail too */
                 g->arrived--;
                 g->broken = 1;
+                pthread_cond_broadcast(&g->done);
                 pthread_mutex_unlock(&g->lock);
                 return dsa_fail(ctx, DSA_ERROR_INTERNAL,
                                 "in-process DCP group: rank %d waited %d s for the other ranks' collective "
                                 "(each rank must call from its own thread)",
                                 t->rank, INPROC_TIMEOUT_S);
             }
+        }
     }
     if (g->result != DSA_SUCCESS)
         rc = dsa_fail(ctx, g->result, "in-process DCP group: a copy of the collective failed");
@@ -170,13 +194,24 @@ static dsa_result_t inproc_barrier(dsa_transport_t *t, dsa_ctx_t ctx, CUstream s
     return inproc_collective(t, ctx, OP_BARRIER, 0, 0, 0, stream, NULL);
 }
 
+static dsa_result_t inproc_check(dsa_transport_t *t, dsa_ctx_t ctx)
+{
+    dsa_inproc_group_t g = ((inproc_transport_t *)t)->g;
+    pthread_mutex_lock(&g->lock);
+    const int broken = g->broken;
+    pthread_mutex_unlock(&g->lock);
+    return broken ? broken_error(t, ctx) : DSA_SUCCESS;
+}
+
 static void inproc_destroy(dsa_transport_t *t)
 {
     dsa_inproc_group_t g = ((inproc_transport_t *)t)->g;
     pthread_mutex_lock(&g->lock);
     g->attached &= ~(1ull << t->rank);
-    if (g->attached) /* the others keep this rank's buffers as peers */
+    if (g->attached) { /* the others keep this rank's buffers as peers; those waiting fail now */
         g->broken = 1;
+        pthread_cond_broadcast(&g->done);
+    }
     else { /* all have left: a new set of contexts may use the group */
         g->broken = 0;
         g->arrived = 0;
@@ -185,8 +220,8 @@ static void inproc_destroy(dsa_transport_t *t)
     free(t);
 }
 
-dsa_result_t dsa_transport_inproc(dsa_ctx_t ctx, const char *config, int W, int64_t ws_tokens, int64_t idx_tokens,
-                                  const dsa_options_t *o, dsa_transport_t **out)
+dsa_result_t dsa_transport_inproc(dsa_ctx_t ctx, const char *config, uint64_t layout, int W, int64_t ws_tokens,
+                                  int64_t idx_tokens, const dsa_options_t *o, dsa_transport_t **out)
 {
     dsa_inproc_group_t g = o->inproc_group;
     if (g->size != W || o->dcp_rank < 0 || o->dcp_rank >= W)
@@ -202,9 +237,10 @@ dsa_result_t dsa_transport_inproc(dsa_ctx_t ctx, const char *config, int W, int6
     else if (g->broken)
         why = "the group is broken (a collective timed out, or a rank left while others remain): destroy its "
               "contexts, or make a new group";
-    else if (g->attached && (strcmp(g->config, config) != 0 || g->ws_tokens != ws_tokens || g->idx_tokens != idx_tokens))
-        why = "the group's other ranks have another configuration or another opts->attend_tokens or "
-              "opts->index_tokens (their buffers would be overrun)";
+    else if (g->attached && (strcmp(g->config, config) != 0 || g->layout != layout || g->ws_tokens != ws_tokens ||
+                             g->idx_tokens != idx_tokens))
+        why = "the group's other ranks have another configuration (by name or by its plan's buffer sizes) or "
+              "another opts->attend_tokens or opts->index_tokens (their buffers would be overrun)";
     if (why) {
         const dsa_result_t rc = dsa_fail(ctx, DSA_ERROR_INVALID_ARGUMENT,
                                          "dsa_ctx_create: in-process group: rank %d (%s, attend_tokens %lld, "
@@ -216,13 +252,14 @@ dsa_result_t dsa_transport_inproc(dsa_ctx_t ctx, const char *config, int W, int6
     }
     if (!g->attached) {
         snprintf(g->config, sizeof g->config, "%s", config);
+        g->layout = layout;
         g->ws_tokens = ws_tokens;
         g->idx_tokens = idx_tokens;
     }
     g->attached |= 1ull << o->dcp_rank;
     pthread_mutex_unlock(&g->lock);
     *t = (inproc_transport_t){{o->dcp_rank, W, inproc_allgather, inproc_alltoall, inproc_destroy, NULL, inproc_peers,
-                                 inproc_barrier, 0, 1, "in-process group", "the in-process group's rendezvous"},
+                                 inproc_barrier, 0, 1, "in-process group", "the in-process group's rendezvous", inproc_check},
                                 o->inproc_group};
     *out = &t->base;
     return DSA_SUCCESS;

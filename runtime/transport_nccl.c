@@ -214,7 +214,7 @@ dsa_result_t dsa_transport_nccl(dsa_ctx_t ctx, const char *config, int W, const 
     if (!t)
         return dsa_fail(ctx, DSA_ERROR_OUT_OF_MEMORY, "dsa_ctx_create: out of host memory");
     t->base = (dsa_transport_t){0, W, nccl_allgather, nccl_alltoall, nccl_destroy, nccl_alloc, nccl_peers, nccl_barrier,
-                                1, 0, "NCCL", "an NCCL all-gather"};
+                                1, 0, "NCCL", "an NCCL all-gather", NULL};
     *out = &t->base; /* the caller destroys it, also on failure below */
     if (o->nccl_comm) {
         t->comm = (ncclComm_t)o->nccl_comm;

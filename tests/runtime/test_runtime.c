@@ -1333,6 +1333,25 @@ static int fake_nvrtc_main(void)
     CHECK_DONE();
 }
 
+typedef struct waiter {
+    dsa_transport_t *t;
+    dsa_result_t rc;
+} waiter_t;
+
+static void *waiter_barrier(void *arg)
+{
+    waiter_t *w = arg;
+    w->rc = w->t->barrier(w->t, NULL, NULL);
+    return NULL;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 /* The in-process group's membership (its transport alone: no context, no GPU): a rank once, the
  * same configuration and chunk sizes on every rank (their buffers are sized by them), and no
  * collective once a rank has left while others remain (they hold its buffers as peers) until all
@@ -1345,26 +1364,41 @@ static void test_inproc_membership(void)
     o.inproc_group = g;
     dsa_transport_t *t0 = NULL, *t1 = NULL, *t = NULL;
     const char *cfg = "tiny_tp4_dcp2_i1_bf16";
-    CHECK(dsa_transport_inproc(NULL, cfg, 2, 64, 8, &o, &t0) == DSA_SUCCESS && t0);
-    CHECK(dsa_transport_inproc(NULL, cfg, 2, 64, 8, &o, &t) == DSA_ERROR_INVALID_ARGUMENT);
+    CHECK(dsa_transport_inproc(NULL, cfg, 7, 2, 64, 8, &o, &t0) == DSA_SUCCESS && t0);
+    CHECK(dsa_transport_inproc(NULL, cfg, 7, 2, 64, 8, &o, &t) == DSA_ERROR_INVALID_ARGUMENT);
     CHECK(strstr(dsa_last_error(NULL), "rank 0 (tiny_tp4_dcp2_i1_bf16, attend_tokens 64, index_tokens 8): "
                                        "opts->dcp_rank is already a context of the group") != NULL);
     o.dcp_rank = 1;
-    CHECK(dsa_transport_inproc(NULL, cfg, 2, 16, 8, &o, &t) == DSA_ERROR_INVALID_ARGUMENT);
-    CHECK(strstr(dsa_last_error(NULL), "another configuration or another opts->attend_tokens") != NULL);
-    CHECK(dsa_transport_inproc(NULL, cfg, 2, 64, 9, &o, &t) == DSA_ERROR_INVALID_ARGUMENT);
-    CHECK(dsa_transport_inproc(NULL, "tiny_tp4_dcp2_i1_nvfp4_ds_mla", 2, 64, 8, &o, &t) == DSA_ERROR_INVALID_ARGUMENT);
-    CHECK(dsa_transport_inproc(NULL, cfg, 2, 64, 8, &o, &t1) == DSA_SUCCESS && t1);
-    /* rank 0 leaves: rank 1's collectives are refused at once (no wait, no stale peer) */
+    CHECK(dsa_transport_inproc(NULL, cfg, 7, 2, 16, 8, &o, &t) == DSA_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(dsa_last_error(NULL), "another opts->attend_tokens or opts->index_tokens") != NULL);
+    CHECK(dsa_transport_inproc(NULL, cfg, 7, 2, 64, 9, &o, &t) == DSA_ERROR_INVALID_ARGUMENT);
+    CHECK(dsa_transport_inproc(NULL, "tiny_tp4_dcp2_i1_nvfp4_ds_mla", 7, 2, 64, 8, &o, &t) == DSA_ERROR_INVALID_ARGUMENT);
+    CHECK(dsa_transport_inproc(NULL, cfg, 8, 2, 64, 8, &o, &t) == DSA_ERROR_INVALID_ARGUMENT); /* another plan */
+    CHECK(strstr(dsa_last_error(NULL), "by its plan's buffer sizes") != NULL);
+    CHECK(dsa_transport_inproc(NULL, cfg, 7, 2, 64, 8, &o, &t1) == DSA_SUCCESS && t1);
+    CHECK(t1->check(t1, NULL) == DSA_SUCCESS);
+    /* the group is not freed while it has contexts (they touch it when destroyed): kept, said so */
+    dsa_inproc_group_destroy(g);
+    /* rank 0 leaves while rank 1 waits in a collective: rank 1 fails at once, not after 30 s, and
+     * its calls are refused before they store into rank 0's freed buffers (check), as are its
+     * collectives */
+    waiter_t w = {t1, DSA_SUCCESS};
+    pthread_t th;
+    const double t_start = now_s();
+    CHECK(pthread_create(&th, NULL, waiter_barrier, &w) == 0);
+    usleep(100000);
     t0->destroy(t0);
+    pthread_join(th, NULL);
+    CHECK(w.rc == DSA_ERROR_INTERNAL && now_s() - t_start < 10);
+    CHECK(t1->check(t1, NULL) == DSA_ERROR_INTERNAL);
     CHECK(t1->barrier(t1, NULL, NULL) == DSA_ERROR_INTERNAL);
     CHECK(strstr(dsa_last_error(NULL), "a rank's context was destroyed while others remain") != NULL);
     o.dcp_rank = 0;
-    CHECK(dsa_transport_inproc(NULL, cfg, 2, 64, 8, &o, &t) == DSA_ERROR_INVALID_ARGUMENT);
+    CHECK(dsa_transport_inproc(NULL, cfg, 7, 2, 64, 8, &o, &t) == DSA_ERROR_INVALID_ARGUMENT);
     CHECK(strstr(dsa_last_error(NULL), "the group is broken") != NULL);
     /* all have left: a new set of contexts, of another configuration, may use the group */
     t1->destroy(t1);
-    CHECK(dsa_transport_inproc(NULL, "tiny_tp4_dcp2_i1_nvfp4_ds_mla", 2, 16, 8, &o, &t0) == DSA_SUCCESS && t0);
+    CHECK(dsa_transport_inproc(NULL, "tiny_tp4_dcp2_i1_nvfp4_ds_mla", 7, 2, 16, 8, &o, &t0) == DSA_SUCCESS && t0);
     t0->destroy(t0);
     dsa_inproc_group_destroy(g);
 }

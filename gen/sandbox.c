@@ -511,6 +511,17 @@ static void copy_lib(lua_State *L, const char *lib, const char *const *names)
     lua_remove(L, -2);
 }
 
+/* A table with weak keys at registry[key] (what it maps goes when its keys do). */
+static void registry_weak_table(lua_State *L, const char *key)
+{
+    lua_newtable(L);
+    lua_newtable(L);
+    lua_pushliteral(L, "k");
+    lua_setfield(L, -2, "__mode");
+    lua_setmetatable(L, -2);
+    lua_setfield(L, LUA_REGISTRYINDEX, key);
+}
+
 static int setup(lua_State *L)
 {
     luaL_requiref(L, LUA_GNAME, luaopen_base, 1);
@@ -562,19 +573,8 @@ static int setup(lua_State *L)
     lua_setfield(L, -2, "__index");
     lua_setmetatable(L, -2);
     lua_setfield(L, LUA_REGISTRYINDEX, ENV_KEY);
-    lua_newtable(L);
-    lua_newtable(L);
-    lua_pushliteral(L, "k");
-    lua_setfield(L, -2, "__mode");
-    lua_setmetatable(L, -2);
-    lua_setfield(L, LUA_REGISTRYINDEX, ENVS_KEY);
-
-    lua_newtable(L);
-    lua_newtable(L);
-    lua_pushliteral(L, "k");
-    lua_setfield(L, -2, "__mode");
-    lua_setmetatable(L, -2);
-    lua_setfield(L, LUA_REGISTRYINDEX, ORIGIN_KEY);
+    registry_weak_table(L, ENVS_KEY);
+    registry_weak_table(L, ORIGIN_KEY);
     lua_newtable(L);
     lua_setfield(L, LUA_REGISTRYINDEX, SNAPSHOT_KEY);
     return 0;

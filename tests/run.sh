@@ -268,6 +268,12 @@ echo "generator: all shipped specs in $ms ms"
   printf '%s %s\n%s\n' "$rc" "$(($(date +%s) - start))" "$got"
 ) > "$tmp/time.result" &
 time_pid=$!
+(
+  start=$(date +%s)
+  got=$(timeout 60 build/dsagen tests/gen/sort_limit.lua -o "$tmp/sort" 2>&1); rc=$?
+  printf '%s %s\n%s\n' "$rc" "$(($(date +%s) - start))" "$got"
+) > "$tmp/sort.result" &
+sort_pid=$!
 # The same limit over the generator's index of field lines (a spec's text is its to lex): twelve
 # imported files of 1 MiB of ';' each, which Penlight's lexer takes ~4 s a MiB for.
 (
@@ -467,6 +473,11 @@ read -r rc secs < "$tmp/time.result"
 got=$(sed 1d "$tmp/time.result")
 [ "$rc" -eq 1 ] && [ "$secs" -le 20 ] && [ "$got" == "tests/gen/time_limit.lua:4: error: spec exceeds the time limit of 10 seconds (an endless loop?)" ] \
   && ok || bad "time limit: exit $rc after $secs s: $got"
+wait "$sort_pid"
+read -r rc secs < "$tmp/sort.result"
+got=$(sed 1d "$tmp/sort.result")
+[ "$rc" -eq 1 ] && [ "$secs" -le 20 ] && [ "$got" == "tests/gen/sort_limit.lua:6: error: spec exceeds the time limit of 10 seconds (an endless loop?)" ] \
+  && ok || bad "time limit inside table.sort: exit $rc after $secs s: $got"
 wait "$linemap_pid"
 read -r rc secs < "$tmp/linemap.result"
 got=$(sed 1d "$tmp/linemap.result")

@@ -535,6 +535,19 @@ static void copy_lib(lua_State *L, const char *lib, const char *const *names)
     lua_remove(L, -2);
 }
 
+/* The library copy on top of the stack gets wrapper as its `name`; the library's own function is
+ * kept at registry["dsagen.<name>"] for the wrapper to call. */
+static void wrap_lib_function(lua_State *L, const char *lib, const char *name, lua_CFunction wrapper)
+{
+    const char *key = lua_pushfstring(L, "dsagen.%s", name); /* valid while on the stack */
+    lua_getglobal(L, lib);
+    lua_getfield(L, -1, name);
+    lua_setfield(L, LUA_REGISTRYINDEX, key);
+    lua_pop(L, 2);
+    lua_pushcfunction(L, wrapper);
+    lua_setfield(L, -2, name);
+}
+
 /* A table with weak keys at registry[key] (what it maps goes when its keys do). */
 static void registry_weak_table(lua_State *L, const char *key)
 {
@@ -568,12 +581,7 @@ static int setup(lua_State *L)
     lua_setfield(L, -2, "math");
     static const char *const string[] = {"byte", "char", "format", "len", "lower", "reverse", "sub", "upper", NULL};
     copy_lib(L, "string", string);
-    lua_getglobal(L, "string");
-    lua_getfield(L, -1, "rep");
-    lua_setfield(L, LUA_REGISTRYINDEX, "dsagen.rep");
-    lua_pop(L, 1);
-    lua_pushcfunction(L, l_rep);
-    lua_setfield(L, -2, "rep");
+    wrap_lib_function(L, "string", "rep", l_rep);
     lua_pushcfunction(L, l_find);
     lua_setfield(L, -2, "find");
     lua_newtable(L);
@@ -589,12 +597,7 @@ static int setup(lua_State *L)
     lua_setfield(L, -2, "string");
     static const char *const table[] = {"concat", "insert", "remove", "unpack", NULL};
     copy_lib(L, "table", table);
-    lua_getglobal(L, "table");
-    lua_getfield(L, -1, "sort");
-    lua_setfield(L, LUA_REGISTRYINDEX, "dsagen.sort");
-    lua_pop(L, 1);
-    lua_pushcfunction(L, l_sort);
-    lua_setfield(L, -2, "sort");
+    wrap_lib_function(L, "table", "sort", l_sort);
     lua_setfield(L, -2, "table");
     lua_pushcfunction(L, l_import);
     lua_setfield(L, -2, "import");

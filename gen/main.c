@@ -158,16 +158,6 @@ static void watchdog_disarm(void)
     setitimer(ITIMER_REAL, &off, NULL);
 }
 
-static int load_spec_timed(const char *path, loaded *l, dsg_trusted *t, dsg_diag *d);
-
-static int load_spec(const char *path, loaded *l, dsg_trusted *t, dsg_diag *d)
-{
-    watchdog_arm(path);
-    const int rc = load_spec_timed(path, l, t, d);
-    watchdog_disarm();
-    return rc;
-}
-
 static int load_spec_timed(const char *path, loaded *l, dsg_trusted *t, dsg_diag *d)
 {
     memset(&l->spec, 0, sizeof l->spec);
@@ -188,6 +178,14 @@ static int load_spec_timed(const char *path, loaded *l, dsg_trusted *t, dsg_diag
         return -1;
     hash_sources(l);
     return 0;
+}
+
+static int load_spec(const char *path, loaded *l, dsg_trusted *t, dsg_diag *d)
+{
+    watchdog_arm(path);
+    const int rc = load_spec_timed(path, l, t, d);
+    watchdog_disarm();
+    return rc;
 }
 
 /* ---- the values a template sees ---- */

@@ -722,8 +722,8 @@ static size_t position_prefix(const char *msg, const char *name, int *line)
 
 /* A spec's error, at the position Lua put before it where that position is a frame that was running
  * when it was raised (a runtime error, error() at levels 1 and 2, a library function's error:
- * error_position), or where the parser put it (a file that does not parse): by the file's full path, or as Lua shortens a long one, so
- * that a path holding ":N: " is not split inside. Any other prefix is the spec's own text
+ * error_position), or where the parser put it (a file that does not parse): by the file's full
+ * path, or as Lua shortens a long one, so that a path holding ":N: " is not split inside. Any other prefix is the spec's own text
  * (error("specs/glm5.2.lua:31: ...", 0), or its own file at another line): reported where the code
  * last ran, the message whole. */
 static void report_error(dsg_sandbox *sb, dsg_diag *d, const char *path, const char *msg)

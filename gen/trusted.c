@@ -94,7 +94,7 @@ static void push_fn(dsg_trusted *t, const char *name)
     lua_remove(t->L, -2);
 }
 
-/* Runs of more digits than this reach the lexer as one digit (short_digit_runs). */
+/* Runs of more digits than this reach the lexer as one digit (push_short_digit_runs). */
 #define LONG_DIGITS 64
 
 /* Pushes text with every run of more than LONG_DIGITS digits cut to its first digit. Penlight's

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "../kernels/dsa_abi.h"
+#include "../runtime/dsa_plan.h"
 #include "diag.h"
 #include "output.h"
 #include "sandbox.h"
@@ -271,6 +272,7 @@ static void push_env(lua_State *L, const loaded *l, const dsg_config *c, const c
 
     lua_newtable(L);
     set_int(L, "kernel_abi", DSA_ABI_VERSION); /* the parameter blocks' version, from their one header */
+    set_int(L, "plan_abi", DSA_PLAN_ABI);      /* plan.txt's format, from the header libdsa reads it with */
     set_int(L, "heads_local", dv.heads_local);
     set_int(L, "heads_gathered", dv.heads_gathered);
     set_int(L, "attend_heads_per_cta", dv.attend_heads_per_cta);
@@ -476,19 +478,59 @@ static int render_top(const loaded *ls, int ns, const tmpl *t, int nt, const cha
     return 0;
 }
 
+/* The SHA-256 of text as 64 hex digits into hex[65]. */
+static void sha256_hex(const char *text, size_t len, char hex[65])
+{
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned mdlen = 0;
+    EVP_Digest(text, len, md, &mdlen, EVP_sha256(), NULL);
+    for (int i = 0; i < 32; i++)
+        snprintf(hex + 2 * i, 3, "%02x", md[i]);
+}
+
+#define PLAN_TXT "plan.txt"
+
+/* Every template of a configuration, plan.txt's last: it records the SHA-256 of each file rendered
+ * before it (the table sha256, by file name), so that libdsa refuses a folder whose sources were
+ * edited after generation or mix two generations. */
 static int render_config(const loaded *l, const dsg_config *c, const tmpl *t, int nt, const char *outdir,
                          dsg_trusted *tr, dsg_outset *o, dsg_diag *d)
 {
     lua_State *L = dsg_trusted_state(tr);
-    for (int i = 0; i < nt; i++) {
-        push_env(L, l, c, t[i].name);
-        char *body = dsg_trusted_render(tr, t[i].name, t[i].text, t[i].len, d);
-        if (!body)
-            return -1;
-        if (stage(o, format("%s/%s/%s", outdir, c->name, t[i].out), provenance(l, c, &t[i]), body, d) != 0)
-            return -1;
-    }
-    return 0;
+    lua_newtable(L); /* sha256: file name -> hex, filled as files are rendered */
+    const int sums = lua_gettop(L);
+    int rc = 0;
+    for (int pass = 0; pass < 2 && rc == 0; pass++)
+        for (int i = 0; i < nt && rc == 0; i++) {
+            if ((strcmp(t[i].out, PLAN_TXT) == 0) != (pass == 1))
+                continue;
+            push_env(L, l, c, t[i].name);
+            if (pass == 1) {
+                lua_pushvalue(L, sums);
+                lua_setfield(L, -2, "sha256");
+            }
+            char *body = dsg_trusted_render(tr, t[i].name, t[i].text, t[i].len, d);
+            char *all = body ? concat_owned(provenance(l, c, &t[i]), body) : NULL;
+            if (!all) {
+                if (body)
+                    dsg_error(d, NULL, 0, "out of memory");
+                rc = -1;
+                break;
+            }
+            char hex[65];
+            sha256_hex(all, strlen(all), hex);
+            lua_pushstring(L, hex);
+            lua_setfield(L, sums, t[i].out);
+            char *path = format("%s/%s/%s", outdir, c->name, t[i].out);
+            if (!path || dsg_out_add(o, path, all, strlen(all)) != 0) {
+                free(all);
+                dsg_error(d, NULL, 0, "out of memory");
+                rc = -1;
+            }
+            free(path);
+        }
+    lua_settop(L, sums - 1);
+    return rc;
 }
 
 /* The templates folder beside the binary's: build/dsagen -> templates/. */

@@ -7,8 +7,8 @@
 
 #include <stddef.h>
 
-/* This struct's layout and, with it, plan.txt's format ("dsa-plan 3"). */
-#define DSA_PLAN_ABI 3
+/* This struct's layout and, with it, plan.txt's format ("dsa-plan 4"; 4: the sources' SHA-256). */
+#define DSA_PLAN_ABI 4
 
 typedef struct dsa_source {
     const char *name; /* the file's name in the folder, as the kernels include it */

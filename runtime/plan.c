@@ -3,6 +3,7 @@
  * no unknown key, every number whole and in range, so that a damaged or hand-edited plan is an
  * error naming its line, never a wrong launch. */
 #include <errno.h>
+#include <openssl/evp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -270,6 +271,29 @@ static dsa_result_t parse_module(parser_t *p, dsa_cfg_t *c, char *v, int *seen)
     return perr(p, "module: unknown module '%s' (prologue, attend, index)", v);
 }
 
+/* "source FILE SHA256": FILE a name in the folder, SHA256 64 lowercase hex digits; each file once.
+ * Which files need one is checked against the sources themselves (dsa_plan_check_sources). */
+static dsa_result_t parse_source(parser_t *p, dsa_cfg_t *c, char *v)
+{
+    char *sp = strchr(v, ' ');
+    if (!sp)
+        return perr(p, "source: expected 'source FILE SHA256'");
+    *sp = '\0';
+    const char *hex = sp + 1;
+    if (strlen(v) >= sizeof c->sources[0].file || !is_name(v, ".-") || v[0] == '.')
+        return perr(p, "source: '%s' is not a file name in the configuration's folder", v);
+    if (strlen(hex) != 64 || strspn(hex, "0123456789abcdef") != 64)
+        return perr(p, "source %s: '%.80s' is not a SHA-256 (64 lowercase hex digits)", v, hex);
+    for (int i = 0; i < c->nsources; i++)
+        if (!strcmp(c->sources[i].file, v))
+            return perr(p, "source %s given twice", v);
+    if (c->nsources == (int)(sizeof c->sources / sizeof c->sources[0]))
+        return perr(p, "source: more than %d files", c->nsources);
+    memcpy(c->sources[c->nsources].file, v, strlen(v) + 1);
+    memcpy(c->sources[c->nsources++].sha256, hex, 65);
+    return DSA_SUCCESS;
+}
+
 /* Parses text (a NUL-terminated copy is made line by line) into c. */
 static dsa_result_t parse(parser_t *p, const char *text, size_t len, dsa_cfg_t *c)
 {
@@ -310,8 +334,8 @@ static dsa_result_t parse(parser_t *p, const char *text, size_t len, dsa_cfg_t *
             abi = 1;
             continue;
         }
-        if (!strcmp(line, "module")) {
-            dsa_result_t rc = parse_module(p, c, v, mod_seen);
+        if (!strcmp(line, "source") || !strcmp(line, "module")) {
+            dsa_result_t rc = line[0] == 's' ? parse_source(p, c, v) : parse_module(p, c, v, mod_seen);
             if (rc != DSA_SUCCESS)
                 return rc;
             continue;
@@ -384,6 +408,48 @@ static dsa_result_t parse(parser_t *p, const char *text, size_t len, dsa_cfg_t *
     c->modules[DSA_MODULE_PROLOGUE].entry = c->entry_prologue;
     c->modules[DSA_MODULE_ATTEND].entry = c->entry_attend;
     c->modules[DSA_MODULE_INDEX].entry = c->entry_index_score;
+    return DSA_SUCCESS;
+}
+
+dsa_result_t dsa_plan_check_sources(const char *where, const dsa_cfg_t *c, char *err, size_t errlen)
+{
+    const dsa_source_t *files[DSA_NMODULES + 1] = {&c->config_h};
+    for (int i = 0; i < DSA_NMODULES; i++)
+        files[i + 1] = &c->modules[i].source;
+    for (int s = 0; s < c->nsources; s++) { /* a line for a file libdsa does not compile: not dsagen's */
+        int known = 0;
+        for (int f = 0; f < DSA_NMODULES + 1; f++)
+            known |= !strcmp(c->sources[s].file, files[f]->name);
+        if (!known) {
+            snprintf(err, errlen, "%s: error: source %s: not config.h or a module's file", where, c->sources[s].file);
+            return DSA_ERROR_INVALID_ARGUMENT;
+        }
+    }
+    for (int f = 0; f < DSA_NMODULES + 1; f++) {
+        int s = 0;
+        while (s < c->nsources && strcmp(c->sources[s].file, files[f]->name))
+            s++;
+        if (s == c->nsources) {
+            snprintf(err, errlen, "%s: error: no 'source %s' line", where, files[f]->name);
+            return DSA_ERROR_INVALID_ARGUMENT;
+        }
+        unsigned char md[EVP_MAX_MD_SIZE];
+        unsigned n = 0;
+        char hex[65];
+        if (!EVP_Digest(files[f]->text, *files[f]->len, md, &n, EVP_sha256(), NULL) || n != 32) {
+            snprintf(err, errlen, "%s: error: SHA-256 of %s failed", where, files[f]->name);
+            return DSA_ERROR_INTERNAL;
+        }
+        for (int i = 0; i < 32; i++)
+            snprintf(hex + 2 * i, 3, "%02x", md[i]);
+        if (strcmp(hex, c->sources[s].sha256)) {
+            snprintf(err, errlen,
+                     "%s: error: %s is not the file dsagen wrote with this plan (SHA-256 %.16s..., the plan's "
+                     "%.16s...): it was edited after generation, or the folder mixes two generations; regenerate it",
+                     where, files[f]->name, hex, c->sources[s].sha256);
+            return DSA_ERROR_INVALID_ARGUMENT;
+        }
+    }
     return DSA_SUCCESS;
 }
 

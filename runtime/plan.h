@@ -35,6 +35,13 @@ typedef struct dsa_cfg {
     /* kernels */
     dsa_source_t config_h;
     dsa_module_desc_t modules[DSA_NMODULES];
+    /* plan.txt's "source FILE SHA256" lines: what config.h and the module files hash to as dsagen
+     * wrote them (dsa_plan_check_sources) */
+    struct {
+        char file[64];
+        char sha256[65];
+    } sources[8]; /* config.h and the modules' files need DSA_NMODULES + 1; more is refused */
+    int nsources;
     char entry_prologue[192], entry_rope_table[192], entry_pack_q[192], entry_attend[192], entry_merge[192],
         entry_split_merge[192], entry_split_merge_few[192], entry_attend_smem[192], entry_attend_threads[192], entry_attend_cluster_merge[192], entry_index_q[192], entry_index_score[192], entry_index_score_few[192],
         entry_index_score_group[192], entry_index_score_group_smem[192],
@@ -64,6 +71,11 @@ typedef struct dsa_cfg {
  * ("WHERE:LINE: error: ..."). runtime/plan.c. */
 DSA_HIDDEN dsa_result_t dsa_plan_parse(const char *where, const char *text, size_t len, dsa_cfg_t *c, char *err,
                                        size_t errlen);
+
+/* Checks that config.h and every module's source, attached to c, hash to plan.txt's source lines:
+ * DSA_ERROR_INVALID_ARGUMENT with "WHERE: error: ..." in err otherwise (a folder edited after
+ * generation, or mixing two). runtime/plan.c. */
+DSA_HIDDEN dsa_result_t dsa_plan_check_sources(const char *where, const dsa_cfg_t *c, char *err, size_t errlen);
 
 /* A digest (FNV-1a) of the plan's numbers that size what DCP ranks write into each other's buffers:
  * ranks of one group must agree on it. runtime/plan.c. */

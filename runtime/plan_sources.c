@@ -67,11 +67,13 @@ static dsa_result_t cfg_from_plan(const dsa_plan_t *plan, dsa_cfg_t **out, char 
         snprintf(err, errlen, "%s: error: names configuration '%s'", where, c->name);
         rc = DSA_ERROR_INVALID_ARGUMENT;
     }
+    c->config_h = *h;
+    if (rc == DSA_SUCCESS)
+        rc = dsa_plan_check_sources(where, c, err, errlen);
     if (rc != DSA_SUCCESS) {
         dsa_cfg_free(c);
         return rc;
     }
-    c->config_h = *h;
     *out = c;
     return DSA_SUCCESS;
 }
@@ -167,13 +169,16 @@ dsa_result_t dsa_cfg_load_dir(const char *dir, dsa_cfg_t **out, char *err, size_
         rc = read_file(dir, "config.h", &c->owned[1], &c->owned_len[1], err, errlen);
     for (int i = 0; rc == DSA_SUCCESS && i < DSA_NMODULES; i++)
         rc = read_file(dir, c->modules[i].file, &c->owned[2 + i], &c->owned_len[2 + i], err, errlen);
+    if (rc == DSA_SUCCESS) {
+        c->config_h = (dsa_source_t){"config.h", c->owned[1], &c->owned_len[1]};
+        for (int i = 0; i < DSA_NMODULES; i++)
+            c->modules[i].source = (dsa_source_t){c->modules[i].file, c->owned[2 + i], &c->owned_len[2 + i]};
+        rc = dsa_plan_check_sources(where, c, err, errlen);
+    }
     if (rc != DSA_SUCCESS) {
         dsa_cfg_free(c);
         return rc;
     }
-    c->config_h = (dsa_source_t){"config.h", c->owned[1], &c->owned_len[1]};
-    for (int i = 0; i < DSA_NMODULES; i++)
-        c->modules[i].source = (dsa_source_t){c->modules[i].file, c->owned[2 + i], &c->owned_len[2 + i]};
     *out = c;
     return DSA_SUCCESS;
 }

@@ -233,6 +233,7 @@ static int damaged_folder(const char *dir, const char *from, const char *to)
 
 /* A damaged plan is an error naming its file and line, never a context; dsa_ctx_create_dir's own
  * argument errors name the argument. */
+#define ZEROS64 "0000000000000000000000000000000000000000000000000000000000000000"
 static void test_plan_errors(void)
 {
     char dir[256], err[2048], want[1024];
@@ -245,7 +246,14 @@ static void test_plan_errors(void)
         {"heads 16", NULL, "plan.txt: error: no 'heads' line"},
         {NULL, "heads 16", "plan.txt:%d: error: heads given twice"},
         {NULL, "colour blue", "plan.txt:%d: error: unknown key 'colour'"},
-        {"dsa-plan 3", "dsa-plan 2", "plan.txt:%d: error: plan format 2; this libdsa reads format 3: regenerate with its dsagen"},
+        {"dsa-plan " DSA_STR(DSA_PLAN_ABI), "dsa-plan 2", "plan.txt:%d: error: plan format 2; this libdsa reads format " DSA_STR(DSA_PLAN_ABI) ": regenerate with its dsagen"},
+        /* the sources' SHA-256 lines: each compiled file has one, each names a compiled file once */
+        {"source attend.cu", NULL, "plan.txt: error: no 'source attend.cu' line"},
+        {NULL, "source PLAN.md " ZEROS64, "plan.txt: error: source PLAN.md: not config.h or a module's file"},
+        {"source attend.cu", "source attend.cu 12ab", "plan.txt:%d: error: source attend.cu: '12ab' is not a SHA-256 (64 lowercase hex digits)"},
+        {"source attend.cu", "source ../attend.cu " ZEROS64, "plan.txt:%d: error: source: '../attend.cu' is not a file name in the configuration's folder"},
+        {"source index.cu", "source attend.cu " ZEROS64, "plan.txt:%d: error: source attend.cu given twice"},
+        {"source attend.cu", "source attend.cu " ZEROS64, "plan.txt: error: attend.cu is not the file dsagen wrote with this plan (SHA-256 "},
         {"kernel-abi " DSA_STR(DSA_ABI_VERSION), "kernel-abi 999",
          "plan.txt:%d: error: generated for kernel ABI 999; this libdsa has kernel ABI " DSA_STR(DSA_ABI_VERSION) ": regenerate"},
         {"cache_dtype bf16", "cache_dtype fp4", "plan.txt:%d: error: cache_dtype: 'fp4' is none of bf16, fp8_ds_mla, nvfp4_ds_mla"},
@@ -272,6 +280,15 @@ static void test_plan_errors(void)
             check_failed++;
         }
     }
+    /* a folder whose config.h was edited after generation (its plan intact): refused, naming the file */
+    damaged_folder(dir, "heads 16", "heads 16");
+    snprintf(want, sizeof want, "%s/config.h", dir);
+    FILE *edit = fopen(want, "a");
+    CHECK(edit && fputs("#define DSA_EDITED 1\n", edit) >= 0 && fclose(edit) == 0);
+    dsa_cfg_t *edited = NULL;
+    CHECK(dsa_cfg_load_dir(dir, &edited, err, sizeof err) == DSA_ERROR_INVALID_ARGUMENT && edited == NULL);
+    CHECK(strstr(err, "plan.txt: error: config.h is not the file dsagen wrote with this plan") &&
+          strstr(err, "regenerate it"));
     /* a FIFO where plan.txt should be: refused at once, never a blocking read */
     damaged_folder(dir, NULL, "");
     snprintf(want, sizeof want, "%s/plan.txt", dir);

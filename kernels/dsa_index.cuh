@@ -60,14 +60,19 @@ template <class C> __device__ __forceinline__ void index_query(const dsa_index_q
         return;
     // the position, the query's values and the head's weight in one round of loads: none of their
     // addresses depends on another's value (a load under the position's test, or after the e4m3
-    // stores, which may alias it, waited for a round trip of its own)
+    // stores, which may alias it, waited for a round trip of its own). ptxas still issues the
+    // weight's load late, after the rope's loads (which wait for the position) and only some hundred
+    // cycles before its use at the end, so most of its round trip was the kernel's last wait: its
+    // line is asked for here, into L1, and the load hits there.
     const int64_t pos = p.positions[t];
     const uint16_t *q = p.q + t * p.q_stride + h * D + lane * V;
     uint16_t raw[V];
 #pragma unroll
     for (int j = 0; j < V; j++)
         raw[j] = q[j];
-    const float w = p.weights[t * p.w_stride + h];
+    const float *const wp = p.weights + t * p.w_stride + h;
+    asm volatile("prefetch.global.L1 [%0];" ::"l"(wp));
+    const float w = *wp;
     const bool pos_ok = pos >= 0 && pos < C::max_positions;
     float x[V];
 #pragma unroll
@@ -221,8 +226,10 @@ template <class C> __device__ __forceinline__ void index_score_mma_sync(const ds
 template <class C> __device__ __forceinline__ void index_score(const dsa_index_score_params &p)
 {
     if constexpr (kHasWgmma && C::idx_heads <= 64) {
+        // thread 0's first block-table entries first: they load with the row's length, not after it
+        const ScoreFirstBlocks<C, C::idx_score_stages> first(p, blockIdx.x);
         const int64_t last = row_last<C::max_positions>(p.positions, p.req_of_token, p.seq_lens, p.num_requests, blockIdx.x);
-        index_score_wgmma<C>(p, last < 0 ? 0 : owned_count<C::dcp, C::interleave>(last, p.rank));
+        index_score_wgmma<C>(p, last < 0 ? 0 : owned_count<C::dcp, C::interleave>(last, p.rank), first);
     } else {
         after_prior_grid();
         index_score_mma_sync<C>(p);
@@ -344,7 +351,11 @@ template <class C> __device__ __forceinline__ void index_topk_split(const dsa_in
     static_assert(St::bytes(C::idx_topk_split_max) == C::idx_topk_state_bytes, "the plan's row state is the kernel's layout");
     __shared__ uint32_t hist[1 << RB], red[3 + 2 * (Threads / 32)];
     __shared__ __align__(16) uint32_t cand_s[Cands + Cands / 32]; // the row's candidates' keys, a bit each
+    constexpr bool Bins = C::idx_score_bins != 0;
     const int t = blockIdx.x;
+    // the score kernel's first-pass counts of the row and their mark (where the plan has it count
+    // them) first: they load with the row's request, not after its length (GivenCounts)
+    const GivenCounts<Threads, St> given(p.split_state + (int64_t)t * p.state_stride, Bins ? p.hist_given : 0);
     const int64_t last = row_last<C::max_positions>(p.positions, p.req_of_token, p.seq_lens, p.num_requests, t);
     const int64_t n = last < 0 ? 0 : owned_count<W, I>(last, p.rank);
     const uint32_t *keys = p.keys + (int64_t)t * p.key_stride;
@@ -352,18 +363,19 @@ template <class C> __device__ __forceinline__ void index_topk_split(const dsa_in
     const int rank = p.rank;
     if constexpr (W == 1) {
         int32_t *out = p.topk + (int64_t)t * p.topk_stride;
-        select_topk_split<Threads, RB, SplitKeys, Cands, C::idx_topk_split_max, K, C::idx_score_bins != 0>(
+        select_topk_split<Threads, RB, SplitKeys, Cands, C::idx_topk_split_max, K, Bins>(
             keys, n, p.bit_keys, p.hist_given, p.discard_keys != 0, [&](int j, int64_t i) { out[j] = (int32_t)i; }, [&](int j) { out[j] = -1; },
-            state, hist, red, cand_s);
+            state, hist, red, cand_s, Bins ? &given : nullptr);
     } else {
         // the sink formed at each store from the parameters (constant memory): its W pointers held
         // through the selection made the kernel spill under its 64 registers
-        select_topk_split<Threads, RB, SplitKeys, Cands, C::idx_topk_split_max, K, C::idx_score_bins != 0>(
+        select_topk_split<Threads, RB, SplitKeys, Cands, C::idx_topk_split_max, K, Bins>(
             keys, n, p.bit_keys, p.hist_given, p.discard_keys != 0,
             [&](int j, int64_t i) {
                 CandidateSink<W, K>(p, t).put(j, keys[i], (uint32_t)global_position<W, I>(i, rank));
             },
-            [&](int j) { CandidateSink<W, K>(p, t).put(j, 0u, 0xffffffffu); }, state, hist, red, cand_s);
+            [&](int j) { CandidateSink<W, K>(p, t).put(j, 0u, 0xffffffffu); }, state, hist, red, cand_s,
+            Bins ? &given : nullptr);
     }
 }
 

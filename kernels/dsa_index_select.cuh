@@ -459,14 +459,14 @@ template <int Threads> __device__ __forceinline__ uint32_t block_exclusive(uint3
     return x;
 }
 
-// The counts g[0 .. BINS) walked from the top bin down (Global: row-wide counts that other CTAs
-// wrote, read through L2; otherwise the CTA's own in shared memory): *bin gets the bin where the
-// running count first reaches `remaining`, *before the count of the bins above it, *in_bin its own
-// count; returns the count of all bins (when it is below `remaining`, *bin, *before and *in_bin mean
-// nothing). Every CTA reading the same counts gets the same answer. red: Threads / 32 + 3 words.
-template <int Threads, int BINS, bool Global>
-__device__ uint32_t find_bin(const uint32_t *g, uint32_t remaining, uint32_t *red, uint32_t *bin, uint32_t *before,
-                             uint32_t *in_bin)
+// The counts of BINS bins walked from the top bin down, count(j) the count of this thread's j-th
+// bin (BINS - 1 - (BINS / Threads) threadIdx.x - j): *bin gets the bin where the running count first
+// reaches `remaining`, *before the count of the bins above it, *in_bin its own count; returns the
+// count of all bins (when it is below `remaining`, *bin, *before and *in_bin mean nothing). Every CTA
+// given the same counts gets the same answer. red: Threads / 32 + 3 words.
+template <int Threads, int BINS, class Count>
+__device__ __forceinline__ uint32_t find_bin_by(Count count, uint32_t remaining, uint32_t *red, uint32_t *bin,
+                                                uint32_t *before, uint32_t *in_bin)
 {
     static_assert(BINS % Threads == 0, "each thread takes the same number of bins");
     constexpr int PER = BINS / Threads, WARPS = Threads / 32;
@@ -477,7 +477,7 @@ __device__ uint32_t find_bin(const uint32_t *g, uint32_t remaining, uint32_t *re
     uint32_t c[PER], s = 0;
 #pragma unroll
     for (int j = 0; j < PER; j++) {
-        c[j] = Global ? __ldcg(g + top - j) : g[top - j];
+        c[j] = count(j);
         s += c[j];
     }
     uint32_t wtotal;
@@ -511,6 +511,41 @@ __device__ uint32_t find_bin(const uint32_t *g, uint32_t remaining, uint32_t *re
     __syncthreads();
     return all;
 }
+
+// find_bin_by over the counts g[0 .. BINS) (Global: row-wide counts that other CTAs wrote, read
+// through L2; otherwise the CTA's own in shared memory)
+template <int Threads, int BINS, bool Global>
+__device__ uint32_t find_bin(const uint32_t *g, uint32_t remaining, uint32_t *red, uint32_t *bin, uint32_t *before,
+                             uint32_t *in_bin)
+{
+    const int top = BINS - 1 - BINS / Threads * (int)threadIdx.x;
+    return find_bin_by<Threads, BINS>([&](int j) { return Global ? __ldcg(g + top - j) : g[top - j]; }, remaining,
+                                      red, bin, before, in_bin);
+}
+
+// The first radix pass's row-wide counts that the score kernel gave a row (select_topk_split's
+// hist_given: the counts from word HIST of its state St, and the mark at word GIVEN that says they
+// are there), this thread's bins as find_bin_by takes them (c[j]: bin BINS - 1 - PER threadIdx.x -
+// j), read where the split top-k starts, beside the row's request (index_topk_split): their
+// addresses depend on neither the request nor the row's length, so they load in the request's round
+// trip instead of two more once the row's key count is known (the counts, then the mark behind
+// them). Zero, and nothing read, where hist_given is 0. The values are those select_topk_split
+// would read itself: the score kernel wrote them, and no CTA of the row writes the mark or (the mark
+// set) the counts before every CTA has left; where the mark is 0 the CTAs add their own counts
+// there, and these, which then mean nothing, are not used (the counts are read after the barrier).
+template <int Threads, class St> struct GivenCounts {
+    static constexpr int PER = St::BINS / Threads;
+    uint32_t mark, c[PER];
+    __device__ __forceinline__ GivenCounts(const uint32_t *state, int hist_given)
+    {
+        const int top = St::BINS - 1 - PER * (int)threadIdx.x;
+        const bool on = hist_given != 0;
+        mark = on ? __ldcg(state + St::GIVEN) : 0u;
+#pragma unroll
+        for (int j = 0; j < PER; j++)
+            c[j] = on ? __ldcg(state + St::HIST + top - j) : 0u;
+    }
+};
 
 // select_topk's selection (the same set, emitted at the same places) by the S = gridDim.y CTAs of
 // a row, blockIdx.y this CTA's part; pad(j) is called for j = min(K, keys > 0) .. K - 1. Each CTA
@@ -548,10 +583,12 @@ __device__ uint32_t find_bin(const uint32_t *g, uint32_t remaining, uint32_t *re
 // that could overflow its 16-bit counts) the CTAs count.
 // discard: each CTA drops its chunk's lines from L2 at the end (discard_lines; the keys are dead).
 // state: St::bytes(MaxSplits) bytes, 8-byte aligned; hist: 1 << RB words; red: 3 + 2 * Threads / 32
-// words; cand_s: Cands + Cands / 32 words of shared memory, 16-byte aligned.
+// words; cand_s: Cands + Cands / 32 words of shared memory, 16-byte aligned. given_counts (Bins, or
+// null): the score kernel's counts and mark, read already (GivenCounts, with the same hist_given).
 template <int Threads, int RB, int SplitKeys, int Cands, int MaxSplits, int K, bool Bins, class Emit, class Pad>
 __device__ void select_topk_split(const uint32_t *keys, int64_t n, int64_t bit_keys, int hist_given, bool discard,
-                                  Emit emit, Pad pad, uint32_t *state, uint32_t *hist, uint32_t *red, uint32_t *cand_s)
+                                  Emit emit, Pad pad, uint32_t *state, uint32_t *hist, uint32_t *red, uint32_t *cand_s,
+                                  const GivenCounts<Threads, SplitState<RB, Cands, K>> *given_counts = nullptr)
 {
     using St = SplitState<RB, Cands, K>;
     constexpr int BINS = St::BINS, PASSES = St::PASSES;
@@ -594,8 +631,15 @@ __device__ void select_topk_split(const uint32_t *keys, int64_t n, int64_t bit_k
                 // the mark and the counts read together; without the mark the counts mean nothing (the
                 // other CTAs may be adding theirs) and are read again after the barrier. The same in
                 // every CTA: the score kernel wrote them, and the mark stays until every CTA has left.
-                const uint32_t mark = __ldcg(state + St::GIVEN);
-                counted = find_bin<Threads, BINS, true>(state + St::HIST, remaining, red, &bin, &before, &in_bin);
+                uint32_t mark;
+                if (given_counts) { // read where the kernel started
+                    mark = given_counts->mark;
+                    counted = find_bin_by<Threads, BINS>([&](int j) { return given_counts->c[j]; }, remaining, red,
+                                                         &bin, &before, &in_bin);
+                } else {
+                    mark = __ldcg(state + St::GIVEN);
+                    counted = find_bin<Threads, BINS, true>(state + St::HIST, remaining, red, &bin, &before, &in_bin);
+                }
                 given = from_score = mark != 0u;
             }
         }

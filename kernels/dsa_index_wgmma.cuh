@@ -217,6 +217,43 @@ template <class C> struct ScoreBinsOf {
     static constexpr int shift = 32 - C::idx_topk_radix_bits, words = on ? St::BINS / 2 : 0;
 };
 
+// The block-table entries of the first S + 1 tiles of a one-row score CTA (index_score), which its
+// thread 0 looks up before the first copies (score_rows_wgmma's fill cursor: which tiles a CTA takes
+// follows from the grid alone), loaded as soon as the row's request is known, beside its length
+// (row_last): their addresses depend on the request, not on the row's key count, so they go out in
+// the length's round trip instead of one after it (what a score CTA waits for before its first
+// copies, at one row the path to its first tile). entry[s][c]: part c of the s-th tile's, or -1 where
+// the request is out of range or the part's block past the table's row; -1 in every thread but 0.
+// score_rows_wgmma drops the tiles at or past the row's keys (block_of's other test), so that each
+// tile it copies has the page it would have looked up itself.
+template <class C, int S> struct ScoreFirstBlocks {
+    static constexpr int TK = 64, BS = C::block_size, CK = BS < TK ? BS : TK, PARTS = TK / CK;
+    static constexpr int RUN = C::idx_score_keys_per_cta / TK;
+    int32_t entry[S + 1][PARTS];
+    __device__ __forceinline__ ScoreFirstBlocks(const dsa_index_score_params &p, int t)
+    {
+        const int32_t req = p.req_of_token[t];
+        const bool ok = threadIdx.x == 0 && req >= 0 && req < p.num_requests;
+        const int32_t *blocks = p.block_table + (int64_t)req * p.max_blocks;
+        int64_t tile = (int64_t)blockIdx.y * RUN; // the cursor's steps (score_rows_wgmma's advance)
+        int k = 0;
+#pragma unroll
+        for (int s = 0; s <= S; s++) {
+#pragma unroll
+            for (int c = 0; c < PARTS; c++) {
+                const int64_t b = (tile * TK + c * CK) / BS;
+                entry[s][c] = ok && b < p.max_blocks ? blocks[b] : -1;
+            }
+            if (++k == RUN) {
+                k = 0;
+                tile += ((int64_t)gridDim.y - 1) * RUN + 1;
+            } else {
+                tile++;
+            }
+        }
+    }
+};
+
 // B.2 on wgmma, the same scores as the mma.sync kernel up to the order of the fp32 sums, for R rows
 // t0 .. t0 + R - 1 of one request at once (R = 1: row t0 alone, index_score; R > 1: a group,
 // index_score_group), in sm (ScoreWgmmaSmem or ScoreGroupSmem). n[j]: row t0 + j's keys on this
@@ -233,10 +270,12 @@ template <class C> struct ScoreBinsOf {
 // wgmma column's k-steps in the same order whatever N, so every key of every tile, CTA, group and
 // DCP rank takes the same steps: grouped or alone, a row's scores are the same bits.
 // bins (R = 1, or null): ScoreBinsOf<C>::words of shared memory where the CTA counts the split top-k's
-// first radix pass over the keys it writes (count_bins below).
+// first radix pass over the keys it writes (count_bins below). first (R = 1, or null): thread 0's
+// first entries, looked up already (ScoreFirstBlocks).
 template <class C, int R, class Smem>
 __device__ __forceinline__ void score_rows_wgmma(const dsa_index_score_params &p, Smem &sm, int t0, int rows,
-                                                 const int64_t (&n)[R], uint32_t *bins = nullptr)
+                                                 const int64_t (&n)[R], uint32_t *bins = nullptr,
+                                                 const ScoreFirstBlocks<C, Smem::stages> *first_blocks = nullptr)
 {
     constexpr int H = C::idx_heads, D = C::idx_head_dim, BS = C::block_size, Threads = C::idx_score_threads;
     constexpr bool F16 = kScoreF16;
@@ -254,6 +293,9 @@ __device__ __forceinline__ void score_rows_wgmma(const dsa_index_score_params &p
     static_assert(RUN * TK == C::idx_score_keys_per_cta, "the plan's CTA step is whole tiles");
     static_assert(TK % CK == 0 && BS % CK == 0 && (4 * CK) % 16 == 0, "a tile is whole page parts of 16-byte copies");
     static_assert(BS != TK || PAGE == Shape::slot_bytes, "a page of a tile's keys is laid out as a slot");
+    using First = ScoreFirstBlocks<C, S>;
+    static_assert(First::TK == TK && First::CK == CK && First::PARTS == PARTS && First::RUN == RUN,
+                  "ScoreFirstBlocks walks the tiles and parts this kernel does");
 
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, tig = lane % 4;
     int64_t most = 0; // the keys of the group's longest row
@@ -377,8 +419,16 @@ __device__ __forceinline__ void score_rows_wgmma(const dsa_index_score_params &p
 #pragma unroll
             for (int k = 0; k < PARTS; k++)
                 first[s][k] = -1;
-            if (fill.tile < tiles)
-                blocks_of(fill.tile, first[s]);
+            if (fill.tile < tiles) {
+                if (first_blocks) {
+                    // looked up already; a part at or past the row's keys has none (block_of)
+#pragma unroll
+                    for (int k = 0; k < PARTS; k++)
+                        first[s][k] = fill.tile * TK + k * CK >= most ? -1 : first_blocks->entry[s][k];
+                } else {
+                    blocks_of(fill.tile, first[s]);
+                }
+            }
             if (s < S) {
                 at[s] = fill.tile;
                 advance(fill);
@@ -617,19 +667,22 @@ __device__ __forceinline__ void score_rows_wgmma(const dsa_index_score_params &p
     }
 }
 
-// B.2 on wgmma for row blockIdx.x alone, its n keys on this rank (index_score), in sm; bins: as
-// score_rows_wgmma's
+// B.2 on wgmma for row blockIdx.x alone, its n keys on this rank (index_score), in sm; bins and first:
+// as score_rows_wgmma's
 template <class C, class Smem>
 __device__ __forceinline__ void index_score_wgmma_in(const dsa_index_score_params &p, int64_t n, Smem &sm,
-                                                     uint32_t *bins = nullptr)
+                                                     uint32_t *bins = nullptr,
+                                                     const ScoreFirstBlocks<C, Smem::stages> *first = nullptr)
 {
     const int64_t ns[1] = {n};
-    score_rows_wgmma<C, 1>(p, sm, (int)blockIdx.x, 1, ns, bins);
+    score_rows_wgmma<C, 1>(p, sm, (int)blockIdx.x, 1, ns, bins, first);
 }
 
 // The same in static shared memory (under 48 KiB: no opt-in), with the top-k's first pass counted
-// where the plan says so
-template <class C> __device__ __forceinline__ void index_score_wgmma(const dsa_index_score_params &p, int64_t n)
+// where the plan says so; first: thread 0's first block-table entries (ScoreFirstBlocks)
+template <class C>
+__device__ __forceinline__ void index_score_wgmma(const dsa_index_score_params &p, int64_t n,
+                                                  const ScoreFirstBlocks<C, C::idx_score_stages> &first)
 {
     using Smem = ScoreWgmmaSmem<C::idx_heads, C::idx_head_dim, kScoreF16, C::idx_score_stages>;
     static_assert(sizeof(Smem) + 4 * ScoreBinsOf<C>::words <= 48 * 1024,
@@ -637,9 +690,9 @@ template <class C> __device__ __forceinline__ void index_score_wgmma(const dsa_i
     __shared__ Smem sm;
     if constexpr (ScoreBinsOf<C>::on) {
         __shared__ uint32_t bins[ScoreBinsOf<C>::words];
-        index_score_wgmma_in<C>(p, n, sm, bins);
+        index_score_wgmma_in<C>(p, n, sm, bins, &first);
     } else {
-        index_score_wgmma_in<C>(p, n, sm);
+        index_score_wgmma_in<C>(p, n, sm, nullptr, &first);
     }
 }
 

@@ -144,6 +144,12 @@ DSA_API dsa_result_t dsa_testing_index_topk_bit_keys(dsa_ctx_t ctx, int keys);
  * library has them (2.27 on; the context's log says which, at DSA_LOG_INFO). A benchmark hook: both
  * paths in one process. */
 
+/* DSA_CUDA_LIBRARY, DSA_NVRTC_LIBRARY and DSA_NCCL_LIBRARY in the environment at the first use of
+ * each library: the file libdsa opens instead of the system's CUDA driver, NVRTC or NCCL. Test hooks
+ * for the fakes of tests/runtime (a driver whose device memory is host memory, an NVRTC that fails
+ * or succeeds without compiling, an NCCL whose ranks are threads of the process), which run context
+ * creation and the NCCL transport on a machine without a GPU. */
+
 /* Stage timing for tools (dsa-demo --bench): while set, every kernel launch and collective that
  * ctx's calls enqueue records events[*count] (a CUevent the caller created, on ctx's device) on the
  * call's stream after it, names it names[*count] ("pack", "gather", "attend", "split merge",

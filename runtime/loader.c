@@ -70,9 +70,13 @@ static int load(library_t *lib, const char *const *files, char *err, size_t errl
     return rc;
 }
 
+/* DSA_CUDA_LIBRARY, DSA_NVRTC_LIBRARY and DSA_NCCL_LIBRARY name a file to open instead of the
+ * system's library: test hooks (tests/runtime/fake_*.c: a driver of host memory, an NVRTC that fails
+ * or succeeds without compiling, an NCCL across threads; dsa_testing.h). Read at the first load. */
 int dsa_load_cuda(char *err, size_t errlen)
 {
-    static const char *const files[] = {"libcuda.so.1", "libcuda.so", NULL};
+    const char *forced = getenv("DSA_CUDA_LIBRARY"); /* tests: a fake driver */
+    const char *const files[] = {forced ? forced : "libcuda.so.1", forced ? NULL : "libcuda.so", NULL};
     return load(&cuda_lib, files, err, errlen);
 }
 
@@ -86,6 +90,7 @@ int dsa_load_nvrtc(char *err, size_t errlen)
 
 int dsa_load_nccl(char *err, size_t errlen)
 {
-    static const char *const files[] = {"libnccl.so.2", "libnccl.so", NULL};
+    const char *forced = getenv("DSA_NCCL_LIBRARY"); /* tests: a fake NCCL */
+    const char *const files[] = {forced ? forced : "libnccl.so.2", forced ? NULL : "libnccl.so", NULL};
     return load(&nccl_lib, files, err, errlen);
 }

@@ -1,6 +1,7 @@
 /* The CUDA driver, NVRTC and NCCL, loaded at run time (dlopen) rather than linked: libdsa then loads on
  * a machine without a GPU driver and says so with a result code, the JIT compiles without a GPU,
- * and tests can substitute a fake NVRTC (DSA_NVRTC_LIBRARY). Calls go through dsa_cu / dsa_nvrtc. */
+ * and tests can substitute fakes (DSA_CUDA_LIBRARY, DSA_NVRTC_LIBRARY, DSA_NCCL_LIBRARY: loader.c).
+ * Calls go through dsa_cu / dsa_nvrtc / dsa_nccl. */
 #ifndef DSA_LOADER_H
 #define DSA_LOADER_H
 

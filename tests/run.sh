@@ -363,6 +363,16 @@ if [ -f .cuda/include/cuda.h ] && [ -f .cuda/include/nvrtc.h ]; then
       out=$(DSA_NVRTC_LIBRARY=$PWD/build/tests/libfake_nvrtc.so "$t" --fake-nvrtc 2>&1); rc=$?
       [ $rc -eq 0 ] && ok || bad "$t --fake-nvrtc: $(printf '%s' "$out" | tail -20)"
     done
+    # NCCL context creation and the NCCL transport on the CPU: fakes of the driver, NVRTC and NCCL
+    # (tests/runtime/fake_*.c), ranks as threads; the program points libdsa at the fakes beside it
+    for t in build/tests/test_fake_nccl build/asan/tests/test_fake_nccl; do
+      out=$("$t" 2>&1); rc=$?
+      line=$(printf '%s\n' "$out" | tail -1)
+      printf '%s\n' "$out" | grep -E '^FAIL|ERROR|runtime error|fake (CUDA|NCCL):' | head -20
+      p=$(sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\1/p' <<<"$line")
+      f=$(sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\2/p' <<<"$line")
+      if [ -z "$p" ] || [ $rc -ne 0 ]; then bad "$t exited $rc: $line"; else pass=$((pass + p)); fail=$((fail + f)); fi
+    done
     # the benchmarks' ctypes binding matches dsa.h field by field, and reads every configuration
     if command -v python3 >/dev/null 2>&1; then
       if out=$(python3 tests/bench/dsa_ctypes.py --check build/tests/dsa_ctypes_layout 2>&1); then ok; else bad "ctypes binding: $out"; fi

@@ -22,7 +22,8 @@ typedef struct nccl_transport {
     int nbuf;
     struct {
         CUdeviceptr ptr;
-        ncclWindow_t win; /* NULL: cuMemAlloc'd */
+        ncclWindow_t win; /* NULL: no window (NCCL may register without giving one) */
+        int nccl_mem;     /* 1: ncclMemAlloc'd, 0: cuMemAlloc'd */
     } buf[NCCL_MAX_WINDOWS];
     CUdeviceptr scratch; /* peers(): the ranks' window records; barrier(): its all-gather's bytes */
 } nccl_transport_t;
@@ -167,6 +168,7 @@ static dsa_result_t nccl_alloc(dsa_transport_t *t, dsa_ctx_t ctx, size_t bytes, 
         }
         if (r == ncclSuccess) {
             n->buf[n->nbuf].ptr = (CUdeviceptr)(uintptr_t)p;
+            n->buf[n->nbuf].nccl_mem = 1;
             n->buf[n->nbuf++].win = win;
             *out = (CUdeviceptr)(uintptr_t)p;
             return DSA_SUCCESS;
@@ -181,6 +183,7 @@ static dsa_result_t nccl_alloc(dsa_transport_t *t, dsa_ctx_t ctx, size_t bytes, 
     if (r != CUDA_SUCCESS)
         return dsa_cu_fail(ctx, r, "cuMemAlloc", __FILE__, __LINE__);
     n->buf[n->nbuf].ptr = *out;
+    n->buf[n->nbuf].nccl_mem = 0;
     n->buf[n->nbuf++].win = NULL;
     return DSA_SUCCESS;
 }
@@ -190,12 +193,12 @@ static void nccl_destroy(dsa_transport_t *t)
 {
     nccl_transport_t *n = (nccl_transport_t *)t;
     for (int i = 0; i < n->nbuf; i++) {
-        if (n->buf[i].win) {
+        if (n->buf[i].win)
             dsa_nccl.ncclCommWindowDeregister(n->comm, n->buf[i].win);
+        if (n->buf[i].nccl_mem) /* also where NCCL registered it without a window */
             dsa_nccl.ncclMemFree((void *)(uintptr_t)n->buf[i].ptr);
-        } else {
+        else
             dsa_cu.cuMemFree(n->buf[i].ptr);
-        }
     }
     if (n->scratch)
         dsa_cu.cuMemFree(n->scratch);

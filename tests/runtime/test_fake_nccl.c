@@ -275,7 +275,8 @@ static void test_group(void)
 /* Without usable windows every rank takes the collectives (x_fused 0), alike: DSA_NCCL_WINDOWS=0
  * (plain memory), an NCCL before 2.27 (no windows), windows refused on every rank, an NCCL whose
  * window records the runtime does not read (2.31), ranks on different nodes (no common
- * load/store team). The collectives still move the right bytes. */
+ * load/store team), an NCCL that registers without giving a window (whose ncclMemAlloc memory
+ * is still freed with ncclMemFree). The collectives still move the right bytes. */
 static void test_without_windows(void)
 {
     static const struct {
@@ -287,6 +288,7 @@ static void test_without_windows(void)
         {"FAKE_NCCL_FAIL", "ncclMemAlloc", "plain device memory", 0},
         {"FAKE_NCCL_VERSION", "23100", "NCCL, symmetric windows", 1},
         {"FAKE_NCCL_LSA", "split", "NCCL, symmetric windows", 1},
+        {"FAKE_NCCL_WINDOW", "null", "NCCL, symmetric windows", 0},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         setenv(cases[k].env, cases[k].value, 1);

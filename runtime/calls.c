@@ -101,8 +101,9 @@ static dsa_result_t launch_as(dsa_ctx_t ctx, const char *fn, CUfunction f, unsig
         r = dsa_cu.cuLaunchKernelEx(&lc, f, args, NULL);
     }
     if (r != CUDA_SUCCESS) {
-        const char *s = "?";
-        dsa_cu.cuGetErrorString(r, &s);
+        const char *s = NULL;
+        if (dsa_cu.cuGetErrorString(r, &s) != CUDA_SUCCESS || !s) /* an unknown code: NULL */
+            s = "unknown CUresult";
         return dsa_fail(ctx, DSA_ERROR_CUDA, "%s: launch of the %s kernel of %s failed: %s", fn, what,
                         ctx->cfg->info.name, s);
     }

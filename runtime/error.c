@@ -52,11 +52,12 @@ dsa_result_t dsa_fail(dsa_ctx_t ctx, dsa_result_t r, const char *fmt, ...)
 
 dsa_result_t dsa_cu_fail(dsa_ctx_t ctx, CUresult r, const char *what, const char *file, int line)
 {
-    const char *n = "?", *s = "?";
-    if (dsa_cu.cuGetErrorName)
-        dsa_cu.cuGetErrorName(r, &n);
-    if (dsa_cu.cuGetErrorString)
-        dsa_cu.cuGetErrorString(r, &s);
+    /* an unknown code: the driver answers CUDA_ERROR_INVALID_VALUE and leaves a NULL string */
+    const char *n = NULL, *s = NULL;
+    if (!dsa_cu.cuGetErrorName || dsa_cu.cuGetErrorName(r, &n) != CUDA_SUCCESS || !n)
+        n = "unknown CUresult";
+    if (!dsa_cu.cuGetErrorString || dsa_cu.cuGetErrorString(r, &s) != CUDA_SUCCESS || !s)
+        s = "?";
     return dsa_fail(ctx, r == CUDA_ERROR_OUT_OF_MEMORY ? DSA_ERROR_OUT_OF_MEMORY : DSA_ERROR_CUDA,
                     "%s failed: %s (%s) at %s:%d", what, n, s, file, line);
 }

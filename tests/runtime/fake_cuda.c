@@ -248,7 +248,10 @@ CUresult cuMemAlloc(CUdeviceptr *p, size_t bytes)
     void *m = a ? malloc(bytes) : NULL;
     if (!m) {
         free(a);
-        return CUDA_ERROR_OUT_OF_MEMORY;
+        /* FAKE_CUDA_ALLOC_ERROR: the code a refusal returns (default out of memory), e.g. one the
+         * driver has no name for */
+        const char *code = getenv("FAKE_CUDA_ALLOC_ERROR");
+        return code && *code ? (CUresult)atoi(code) : CUDA_ERROR_OUT_OF_MEMORY;
     }
     memset(m, 0xa5, bytes);
     pthread_mutex_lock(&lock);

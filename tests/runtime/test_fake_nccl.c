@@ -370,6 +370,22 @@ static void test_refused(void)
     CHECK(!strcmp(dsa_last_error(NULL), "dsa_nccl_unique_id: ncclGetUniqueId failed: unhandled system error (run "
                                         "with NCCL_DEBUG=INFO for details)"));
     unsetenv("FAKE_NCCL_FAIL");
+    /* a driver error code without a name (the driver leaves its strings NULL): said as such, never
+     * a NULL through printf */
+    setenv("FAKE_CUDA_FAIL_ALLOC", "0", 1);
+    setenv("FAKE_CUDA_ALLOC_ERROR", "987654", 1);
+    for (const char *const *c = dsa_configs(); *c; c++) {
+        dsa_config_info_t info = {.size = sizeof info};
+        if (dsa_config_info(*c, &info) != DSA_SUCCESS || info.dcp != 1)
+            continue;
+        o = rank_options(0, NULL);
+        o.dcp_rank = 0;
+        CHECK(dsa_ctx_create(*c, &o, &ctx) == DSA_ERROR_CUDA && !ctx);
+        CHECK(strstr(dsa_last_error(NULL), "cuMemAlloc(") && strstr(dsa_last_error(NULL), " failed: unknown CUresult (?) at runtime/"));
+        break;
+    }
+    unsetenv("FAKE_CUDA_ALLOC_ERROR");
+    unsetenv("FAKE_CUDA_FAIL_ALLOC");
     check_all_freed("the refusals");
 }
 

@@ -10,6 +10,16 @@ pass=0 fail=0 skip=0
 ok() { pass=$((pass + 1)); }
 bad() { fail=$((fail + 1)); printf 'FAIL: %s\n' "$*"; }
 check() { local what=$1; shift; if "$@"; then ok; else bad "$what"; fi; }
+# A test program's own count (its last line, "N passed, N failed") added to the totals, and its lines
+# matching SHOW printed: tally NAME SHOW OUTPUT RC. One that exits non-zero or prints no count fails.
+tally() {
+  local line p f
+  line=$(printf '%s\n' "$3" | tail -1)
+  printf '%s\n' "$3" | grep -E "$2" | head -20
+  p=$(sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\1/p' <<<"$line")
+  f=$(sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\2/p' <<<"$line")
+  if [ -z "$p" ] || [ "$4" -ne 0 ]; then bad "$1 exited $4: $line"; else pass=$((pass + p)); fail=$((fail + f)); fi
+}
 
 if ! ninja; then
   echo "FAIL: ninja build"
@@ -337,12 +347,7 @@ for t in build/tests/test_ref build/asan/tests/test_ref build/tests/test_attend_
     build/tests/test_index_ref build/asan/tests/test_index_ref; do
   [ -x "$t" ] || continue
   out=$("$t" 2>&1); rc=$?
-  line=$(printf '%s\n' "$out" | tail -1)
-  p=$(sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\1/p' <<<"$line")
-  f=$(sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\2/p' <<<"$line")
-  if [ -z "$p" ] || [ $rc -ne 0 ]; then printf '%s\n' "$out" | grep -E 'FAIL|ERROR|runtime error' | head -20; bad "$t exited $rc: $line"; continue; fi
-  printf '%s\n' "$out" | grep '^FAIL' | head -20
-  pass=$((pass + p)); fail=$((fail + f))
+  tally "$t" 'FAIL|ERROR|runtime error' "$out" $rc
 done
 
 # ---- the runtime on the CPU: its tests (plain and ASan+UBSan), and every generated kernel
@@ -355,11 +360,7 @@ if [ -f .cuda/include/cuda.h ] && [ -f .cuda/include/nvrtc.h ]; then
     export LSAN_OPTIONS=suppressions=$PWD/tests/lsan.supp # NVRTC keeps some allocations for the process
     for t in build/tests/test_runtime build/asan/tests/test_runtime; do
       out=$("$t" 2>&1); rc=$?
-      line=$(printf '%s\n' "$out" | tail -1)
-      printf '%s\n' "$out" | grep -E '^(FAIL|SKIPPED)|ERROR|runtime error' | head -20
-      p=$(sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\1/p' <<<"$line")
-      f=$(sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\2/p' <<<"$line")
-      if [ -z "$p" ] || [ $rc -ne 0 ]; then bad "$t exited $rc: $line"; else pass=$((pass + p)); fail=$((fail + f)); fi
+      tally "$t" '^(FAIL|SKIPPED)|ERROR|runtime error' "$out" $rc
       out=$(DSA_NVRTC_LIBRARY=$PWD/build/tests/libfake_nvrtc.so "$t" --fake-nvrtc 2>&1); rc=$?
       [ $rc -eq 0 ] && ok || bad "$t --fake-nvrtc: $(printf '%s' "$out" | tail -20)"
     done
@@ -367,11 +368,7 @@ if [ -f .cuda/include/cuda.h ] && [ -f .cuda/include/nvrtc.h ]; then
     # (tests/runtime/fake_*.c), ranks as threads; the program points libdsa at the fakes beside it
     for t in build/tests/test_fake_nccl build/asan/tests/test_fake_nccl; do
       out=$("$t" 2>&1); rc=$?
-      line=$(printf '%s\n' "$out" | tail -1)
-      printf '%s\n' "$out" | grep -E '^FAIL|ERROR|runtime error|fake (CUDA|NCCL):' | head -20
-      p=$(sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\1/p' <<<"$line")
-      f=$(sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\2/p' <<<"$line")
-      if [ -z "$p" ] || [ $rc -ne 0 ]; then bad "$t exited $rc: $line"; else pass=$((pass + p)); fail=$((fail + f)); fi
+      tally "$t" '^FAIL|ERROR|runtime error|fake (CUDA|NCCL):' "$out" $rc
     done
     # the benchmarks' ctypes binding matches dsa.h field by field, and reads every configuration
     if command -v python3 >/dev/null 2>&1; then
@@ -385,11 +382,7 @@ if [ -f .cuda/include/cuda.h ] && [ -f .cuda/include/nvrtc.h ]; then
       if out=$(ninja python 2>&1); then
         ok
         out=$(python3 tests/python/test_package.py 2>&1); rc=$?
-        line=$(printf '%s\n' "$out" | tail -1)
-        printf '%s\n' "$out" | grep -E '^FAIL|Error' | head -20
-        p=$(sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\1/p' <<<"$line")
-        f=$(sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\2/p' <<<"$line")
-        if [ -z "$p" ] || [ $rc -ne 0 ]; then bad "tests/python/test_package.py exited $rc: $line"; else pass=$((pass + p)); fail=$((fail + f)); fi
+        tally tests/python/test_package.py '^FAIL|Error' "$out" $rc
       else
         bad "ninja python: $(printf '%s' "$out" | tail -20)"
       fi

@@ -2,6 +2,7 @@
  * with no allocation, synchronisation or compilation, so a host can capture them in a CUDA graph.
  * Launch shapes and workspace bytes come from the plan. */
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "args.h"
@@ -102,8 +103,11 @@ static dsa_result_t launch_as(dsa_ctx_t ctx, const char *fn, CUfunction f, unsig
     }
     if (r != CUDA_SUCCESS) {
         const char *s = NULL;
-        if (dsa_cu.cuGetErrorString(r, &s) != CUDA_SUCCESS || !s) /* an unknown code: NULL */
-            s = "unknown CUresult";
+        char code[40];
+        if (dsa_cu.cuGetErrorString(r, &s) != CUDA_SUCCESS || !s) { /* an unknown code: NULL */
+            snprintf(code, sizeof code, "unknown CUresult %d", (int)r);
+            s = code;
+        }
         return dsa_fail(ctx, DSA_ERROR_CUDA, "%s: launch of the %s kernel of %s failed: %s", fn, what,
                         ctx->cfg->info.name, s);
     }

@@ -54,8 +54,11 @@ dsa_result_t dsa_cu_fail(dsa_ctx_t ctx, CUresult r, const char *what, const char
 {
     /* an unknown code: the driver answers CUDA_ERROR_INVALID_VALUE and leaves a NULL string */
     const char *n = NULL, *s = NULL;
-    if (!dsa_cu.cuGetErrorName || dsa_cu.cuGetErrorName(r, &n) != CUDA_SUCCESS || !n)
-        n = "unknown CUresult";
+    char code[40];
+    if (!dsa_cu.cuGetErrorName || dsa_cu.cuGetErrorName(r, &n) != CUDA_SUCCESS || !n) {
+        snprintf(code, sizeof code, "unknown CUresult %d", (int)r); /* the number is all there is */
+        n = code;
+    }
     if (!dsa_cu.cuGetErrorString || dsa_cu.cuGetErrorString(r, &s) != CUDA_SUCCESS || !s)
         s = "?";
     return dsa_fail(ctx, r == CUDA_ERROR_OUT_OF_MEMORY ? DSA_ERROR_OUT_OF_MEMORY : DSA_ERROR_CUDA,

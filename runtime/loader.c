@@ -72,17 +72,25 @@ static int load(library_t *lib, const char *const *files, char *err, size_t errl
 
 /* DSA_CUDA_LIBRARY, DSA_NVRTC_LIBRARY and DSA_NCCL_LIBRARY name a file to open instead of the
  * system's library: test hooks (tests/runtime/fake_*.c: a driver of host memory, an NVRTC that fails
- * or succeeds without compiling, an NCCL across threads; dsa_testing.h). Read at the first load. */
+ * or succeeds without compiling, an NCCL across threads; dsa_testing.h). Read at the first load.
+ * The file an override names; NULL where the variable is unset or empty (an empty one would be
+ * dlopen(""), the program itself). */
+static const char *forced_library(const char *var)
+{
+    const char *f = getenv(var);
+    return f && *f ? f : NULL;
+}
+
 int dsa_load_cuda(char *err, size_t errlen)
 {
-    const char *forced = getenv("DSA_CUDA_LIBRARY"); /* tests: a fake driver */
+    const char *forced = forced_library("DSA_CUDA_LIBRARY"); /* tests: a fake driver */
     const char *const files[] = {forced ? forced : "libcuda.so.1", forced ? NULL : "libcuda.so", NULL};
     return load(&cuda_lib, files, err, errlen);
 }
 
 int dsa_load_nvrtc(char *err, size_t errlen)
 {
-    const char *forced = getenv("DSA_NVRTC_LIBRARY"); /* tests: a fake NVRTC */
+    const char *forced = forced_library("DSA_NVRTC_LIBRARY"); /* tests: a fake NVRTC */
     const char *const files[] = {forced ? forced : "libnvrtc.so.13", forced ? NULL : "libnvrtc.so.12", "libnvrtc.so",
                                  NULL};
     return load(&nvrtc_lib, files, err, errlen);
@@ -90,7 +98,7 @@ int dsa_load_nvrtc(char *err, size_t errlen)
 
 int dsa_load_nccl(char *err, size_t errlen)
 {
-    const char *forced = getenv("DSA_NCCL_LIBRARY"); /* tests: a fake NCCL */
+    const char *forced = forced_library("DSA_NCCL_LIBRARY"); /* tests: a fake NCCL */
     const char *const files[] = {forced ? forced : "libnccl.so.2", forced ? NULL : "libnccl.so", NULL};
     return load(&nccl_lib, files, err, errlen);
 }

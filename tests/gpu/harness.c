@@ -12,9 +12,11 @@ void harness_ck(CUresult r, const char *call, const char *file, int line)
 {
     if (r == CUDA_SUCCESS)
         return;
-    const char *name = "?", *text = "?";
-    cuGetErrorName(r, &name);
-    cuGetErrorString(r, &text);
+    const char *name = NULL, *text = NULL; /* an unknown code: the driver leaves them NULL */
+    if (cuGetErrorName(r, &name) != CUDA_SUCCESS || !name)
+        name = "unknown CUresult";
+    if (cuGetErrorString(r, &text) != CUDA_SUCCESS || !text)
+        text = "?";
     printf("FAIL %s:%d: %s: %s (%s)\n", file, line, call, name, text);
     exit(1);
 }

@@ -257,6 +257,7 @@ static void complete(ncclComm_t comm)
 {
     comm->outstanding--;
     fake_cuda_pend(comm->cu, -1);
+    pthread_cond_broadcast(&changed); /* ncclCommDestroy may be waiting for this rank's work (no_work) */
 }
 
 /* Part of a rank's work enqueued (lock held). */

@@ -304,6 +304,8 @@ static void test_without_windows(void)
             continue;
         }
         CHECK((fake.windows() > 0) == cases[k].windows);
+        if (!strcmp(cases[k].env, "FAKE_NCCL_WINDOW"))
+            CHECK(fake.mem() > 0); /* the case under test: ncclMemAlloc'd buffers that have no window */
         for (int r = 0; r < W; r++) {
             CHECK(strstr(ranks[r].ctx->dcp->path, cases[k].path) != NULL);
             CHECK(ranks[r].ctx->x_fused == 0 && ranks[r].ctx->bar_device == 0);
@@ -374,16 +376,19 @@ static void test_refused(void)
      * a NULL through printf */
     setenv("FAKE_CUDA_FAIL_ALLOC", "0", 1);
     setenv("FAKE_CUDA_ALLOC_ERROR", "987654", 1);
+    int tried = 0;
     for (const char *const *c = dsa_configs(); *c; c++) {
         dsa_config_info_t info = {.size = sizeof info};
         if (dsa_config_info(*c, &info) != DSA_SUCCESS || info.dcp != 1)
             continue;
         o = rank_options(0, NULL);
         o.dcp_rank = 0;
+        tried = 1;
         CHECK(dsa_ctx_create(*c, &o, &ctx) == DSA_ERROR_CUDA && !ctx);
-        CHECK(strstr(dsa_last_error(NULL), "cuMemAlloc(") && strstr(dsa_last_error(NULL), " failed: unknown CUresult (?) at runtime/"));
+        CHECK(strstr(dsa_last_error(NULL), "cuMemAlloc(") && strstr(dsa_last_error(NULL), " failed: unknown CUresult 987654 (?) at runtime/"));
         break;
     }
+    CHECK(tried); /* a linked configuration of dcp 1 was there to try */
     unsetenv("FAKE_CUDA_ALLOC_ERROR");
     unsetenv("FAKE_CUDA_FAIL_ALLOC");
     check_all_freed("the refusals");

@@ -521,6 +521,22 @@ static int render_config(const loaded *l, const dsg_config *c, const tmpl *t, in
             sha256_hex(all, strlen(all), hex);
             lua_pushstring(L, hex);
             lua_setfield(L, sums, t[i].out);
+            if (pass == 1) { /* the plan's own seal, its last line: libdsa refuses a plan edited after */
+                const size_t n = strlen(all);
+                char *text = format("%s%s", all, n && all[n - 1] != '\n' ? "\n" : ""); /* what it covers */
+                free(all);
+                all = NULL;
+                if (text) {
+                    sha256_hex(text, strlen(text), hex);
+                    all = format("%splan-sha256 %s\n", text, hex);
+                    free(text);
+                }
+                if (!all) {
+                    dsg_error(d, NULL, 0, "out of memory");
+                    rc = -1;
+                    break;
+                }
+            }
             char *path = format("%s/%s/%s", outdir, c->name, t[i].out);
             if (!path || dsg_out_add(o, path, all, strlen(all)) != 0) {
                 free(all);

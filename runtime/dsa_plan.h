@@ -7,7 +7,8 @@
 
 #include <stddef.h>
 
-/* This struct's layout and, with it, plan.txt's format ("dsa-plan 4"; 4: the sources' SHA-256). */
+/* This struct's layout and, with it, plan.txt's format ("dsa-plan 4"; 4: the sources' SHA-256 and
+ * the plan's seal). */
 #define DSA_PLAN_ABI 4
 
 typedef struct dsa_source {

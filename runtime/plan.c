@@ -298,10 +298,14 @@ static dsa_result_t parse_source(parser_t *p, dsa_cfg_t *c, char *v)
 static dsa_result_t parse(parser_t *p, const char *text, size_t len, dsa_cfg_t *c)
 {
     int seen[NFIELDS] = {0}, mod_seen[DSA_NMODULES] = {0}, header = 0, abi = 0;
+    int seal_line = 0, after_seal = 0; /* the plan-sha256 line's number; the first line after it */
+    size_t sealed = 0;                 /* the bytes the seal covers: every one before its line */
+    char seal[65] = "";
     char line[8192];
     const char *s = text, *end = text + len;
     p->line = 0;
     while (s < end) {
+        const char *at = s;
         const char *nl = memchr(s, '\n', (size_t)(end - s));
         size_t n = nl ? (size_t)(nl - s) : (size_t)(end - s);
         p->line++;
@@ -314,10 +318,22 @@ static dsa_result_t parse(parser_t *p, const char *text, size_t len, dsa_cfg_t *
             return perr(p, "a NUL byte");
         if (line[0] == '#' || line[0] == '\0')
             continue;
+        if (seal_line && !after_seal)
+            after_seal = p->line;
         char *v = strchr(line, ' ');
         if (!v || !v[1])
             return perr(p, "expected 'key value', got '%.64s'", line);
         *v++ = '\0';
+        if (!strcmp(line, "plan-sha256")) {
+            if (seal_line)
+                return perr(p, "plan-sha256 given twice");
+            if (strlen(v) != 64 || strspn(v, "0123456789abcdef") != 64)
+                return perr(p, "plan-sha256: '%.80s' is not a SHA-256 (64 lowercase hex digits)", v);
+            seal_line = p->line;
+            sealed = (size_t)(at - text);
+            memcpy(seal, v, 65);
+            continue;
+        }
         if (!header) {
             if (strcmp(line, "dsa-plan"))
                 return perr(p, "not a dsagen plan (no 'dsa-plan' line first)");
@@ -401,6 +417,27 @@ static dsa_result_t parse(parser_t *p, const char *text, size_t len, dsa_cfg_t *
     if (c->attend_ctas_per_token % c->attend_cluster)
         return perr(p, "attend_cluster %u does not divide attend_ctas_per_token %u", c->attend_cluster,
                     c->attend_ctas_per_token);
+    /* last, so that a plan that breaks a rule above gets that rule's message: the seal dsagen wrote
+     * over every byte before its line, which must be the plan's last */
+    if (!seal_line)
+        return perr(p, "no 'plan-sha256' line (the plan's last line, which dsagen writes)");
+    if (after_seal) {
+        p->line = after_seal;
+        return perr(p, "a line after the plan-sha256 line, which must be the plan's last");
+    }
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned mdlen = 0;
+    char hex[65];
+    if (!EVP_Digest(text, sealed, md, &mdlen, EVP_sha256(), NULL) || mdlen != 32)
+        return perr(p, "SHA-256 failed");
+    for (int i = 0; i < 32; i++)
+        snprintf(hex + 2 * i, 3, "%02x", md[i]);
+    if (strcmp(hex, seal)) {
+        p->line = seal_line;
+        return perr(p, "the plan was edited after dsagen wrote it (its SHA-256 %.16s..., the plan-sha256 line's "
+                       "%.16s...): regenerate the folder rather than edit it",
+                    hex, seal);
+    }
     c->info.size = sizeof c->info;
     c->info.name = c->name;
     c->info.target = c->targets[0];

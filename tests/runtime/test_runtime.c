@@ -11,6 +11,7 @@
 #include <glob.h>
 #include <limits.h>
 #include <math.h>
+#include <openssl/evp.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -199,7 +200,7 @@ static void test_plan_folders(void)
 /* Writes dir/plan.txt as out/tiny_tp4_dcp1_i1_bf16/plan.txt with line `from` replaced by `to`
  * (to NULL: removed; from NULL: to appended), and the other files copied. Returns the line number
  * of the change. */
-static int damaged_folder(const char *dir, const char *from, const char *to)
+static int damaged_folder_raw(const char *dir, const char *from, const char *to)
 {
     int n = 0, at = 0;
     char cmd[1024];
@@ -229,6 +230,47 @@ static int damaged_folder(const char *dir, const char *from, const char *to)
     if (o)
         fclose(o);
     return at;
+}
+
+/* The plan of dir sealed again as dsagen seals it: any plan-sha256 line dropped, and a new one,
+ * over every byte before it, appended (so that a case reaches the check its edit is for). */
+static void reseal(const char *dir)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/plan.txt", dir);
+    FILE *f = fopen(path, "r");
+    char *text = calloc(1, 1 << 20), line[8192];
+    size_t n = 0;
+    while (f && text && fgets(line, sizeof line, f))
+        if (strncmp(line, "plan-sha256 ", 12) && n + strlen(line) < (1 << 20)) {
+            memcpy(text + n, line, strlen(line));
+            n += strlen(line);
+        }
+    if (f)
+        fclose(f);
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned mdlen = 0;
+    CHECK(text && EVP_Digest(text, n, md, &mdlen, EVP_sha256(), NULL) && mdlen == 32);
+    f = fopen(path, "w");
+    CHECK(f != NULL);
+    if (f && text) {
+        fwrite(text, 1, n, f);
+        fputs("plan-sha256 ", f);
+        for (int i = 0; i < 32; i++)
+            fprintf(f, "%02x", md[i]);
+        fputs("\n", f);
+        fclose(f);
+    }
+    free(text);
+}
+
+/* damaged_folder_raw, then the plan sealed again: the edit is seen by the check it is for, not
+ * refused first as an edited plan. */
+static int damaged_folder(const char *dir, const char *from, const char *to)
+{
+    const int at = damaged_folder_raw(dir, from, to);
+    reseal(dir);
+    return from ? at : at - 1; /* an appended line now comes before the seal, not after it */
 }
 
 /* A damaged plan is an error naming its file and line, never a context; dsa_ctx_create_dir's own
@@ -289,6 +331,27 @@ static void test_plan_errors(void)
     CHECK(dsa_cfg_load_dir(dir, &edited, err, sizeof err) == DSA_ERROR_INVALID_ARGUMENT && edited == NULL);
     CHECK(strstr(err, "plan.txt: error: config.h is not the file dsagen wrote with this plan") &&
           strstr(err, "regenerate it"));
+    /* the plan's seal: a plan edited after generation, even within every rule, is refused at its
+     * plan-sha256 line; a plan without one, with one malformed, or with a line after it likewise */
+    damaged_folder_raw(dir, "idx_topk ", "idx_topk 128");
+    CHECK(dsa_cfg_load_dir(dir, &edited, err, sizeof err) == DSA_ERROR_INVALID_ARGUMENT && edited == NULL);
+    CHECK(strstr(err, "error: the plan was edited after dsagen wrote it (its SHA-256 ") &&
+          strstr(err, "regenerate the folder rather than edit it"));
+    damaged_folder_raw(dir, "plan-sha256 ", NULL);
+    CHECK(dsa_cfg_load_dir(dir, &edited, err, sizeof err) == DSA_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(err, "plan.txt: error: no 'plan-sha256' line (the plan's last line, which dsagen writes)"));
+    int at = damaged_folder_raw(dir, "plan-sha256 ", "plan-sha256 12ab");
+    CHECK(dsa_cfg_load_dir(dir, &edited, err, sizeof err) == DSA_ERROR_INVALID_ARGUMENT);
+    snprintf(want, sizeof want, "plan.txt:%d: error: plan-sha256: '12ab' is not a SHA-256 (64 lowercase hex digits)", at);
+    CHECK(strstr(err, want) != NULL);
+    at = damaged_folder_raw(dir, NULL, "source PLAN.md " ZEROS64);
+    CHECK(dsa_cfg_load_dir(dir, &edited, err, sizeof err) == DSA_ERROR_INVALID_ARGUMENT);
+    snprintf(want, sizeof want, "plan.txt:%d: error: a line after the plan-sha256 line, which must be the plan's last", at);
+    CHECK(strstr(err, want) != NULL);
+    damaged_folder(dir, "heads 16", "heads 16"); /* and the untouched folder, sealed by reseal, loads */
+    CHECK(dsa_cfg_load_dir(dir, &edited, err, sizeof err) == DSA_SUCCESS && edited != NULL);
+    dsa_cfg_free(edited);
+    edited = NULL;
     /* a FIFO where plan.txt should be: refused at once, never a blocking read */
     damaged_folder(dir, NULL, "");
     snprintf(want, sizeof want, "%s/plan.txt", dir);

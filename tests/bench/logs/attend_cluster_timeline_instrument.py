@@ -251,5 +251,7 @@ for f in glob.glob('.bench-out/grid_tp8_dcp1_i1_*/attend.cu'):
     plan = os.path.join(os.path.dirname(f), 'plan.txt')
     digest = hashlib.sha256(open(f, 'rb').read()).hexdigest()
     text = open(plan).read()
-    open(plan, 'w').write(re.sub(r'(?m)^source attend\.cu [0-9a-f]{64}$', 'source attend.cu ' + digest, text))
+    text = re.sub(r'(?m)^source attend\.cu [0-9a-f]{64}$', 'source attend.cu ' + digest, text)
+    text = re.sub(r'(?m)^plan-sha256 [0-9a-f]{64}\n', '', text)  # and the plan's seal, over the rest
+    open(plan, 'w').write(text + 'plan-sha256 ' + hashlib.sha256(text.encode()).hexdigest() + '\n')
 print("attend cluster timeline instrument applied")

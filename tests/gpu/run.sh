@@ -4,7 +4,7 @@
 # them. Usage: tests/gpu/run.sh [test|test1|test2|bench|all|stagec|stageb|sanitize|sanitize1|sanitize2|python|dcp] (default test); the NCCL test needs 2 GPUs and
 # says SKIPPED on one. test1 and test2 are test's two halves, for two device calls where one would
 # pass its time limit: the main job, test_prologue (cold, then warm) and test_dcp; then test_attend,
-# test_index, test_soak and the NCCL tests, after compiling every configuration in parallel. Logs go to $OUT when set. `python [single|dcp]` builds the Python package for the
+# test_index, test_soak and the NCCL tests, after compiling every configuration in parallel. Logs go to $OUT when set, and into $OUT/0-logs-MODE.tgz at the end (a device call returns only the first files of $OUT). `python [single|dcp]` builds the Python package for the
 # python3 on PATH (nanobind from its wheel in .whl/ when that python3 lacks it: carry .whl) and runs
 # its GPU tests and the example (python.log, python_dcp.log, dsa_layer.log).
 set -uo pipefail
@@ -18,6 +18,7 @@ esac
 t() { timeout 120 "$@"; } # a hung rank must not eat the lease
 log=${OUT:-/tmp}
 mkdir -p "$log" || exit 1
+started=$(mktemp) # its time: the logs this run writes are newer
 [ -e .cuda ] || ln -sfn /usr/local/cuda .cuda # what tools/setup.sh does on a machine with the toolkit
 ninja gpu || exit 1
 nvidia-smi -L
@@ -196,4 +197,11 @@ if [ "$mode" = bench ] || [ "$mode" = all ]; then
   PYTHONUNBUFFERED=1 t python3 tests/bench/bench_prologue.py 2>&1 | tee "$log/bench_prologue.log" || status=1
   PYTHONUNBUFFERED=1 t python3 tests/bench/bench_attend.py 2>&1 | tee "$log/bench_attend.log" || status=1
 fi
+# every log of this run in one archive whose name sorts first: a device call returns only the
+# first few files of $OUT, and this one holds them all
+if [ -n "${OUT:-}" ]; then
+  (cd "$log" && find . -maxdepth 1 -name '*.log' -newer "$started" -print0 | tar czf "0-logs-$mode.tgz" --null -T -) ||
+    echo "run.sh: could not archive the logs of $log"
+fi
+rm -f "$started"
 exit $status

@@ -145,6 +145,18 @@ static __attribute__((format(printf, 2, 3))) dsa_result_t perr(parser_t *p, cons
     return DSA_ERROR_INVALID_ARGUMENT;
 }
 
+/* The SHA-256 of len bytes at text as 64 lowercase hex digits into hex[65]: 0, or -1 on failure. */
+static int sha256_hex(const char *text, size_t len, char hex[65])
+{
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned n = 0;
+    if (!EVP_Digest(text, len, md, &n, EVP_sha256(), NULL) || n != 32)
+        return -1;
+    for (int i = 0; i < 32; i++)
+        snprintf(hex + 2 * i, 3, "%02x", md[i]);
+    return 0;
+}
+
 static int is_name(const char *s, const char *extra)
 {
     if (!*s)
@@ -425,13 +437,9 @@ static dsa_result_t parse(parser_t *p, const char *text, size_t len, dsa_cfg_t *
         p->line = after_seal;
         return perr(p, "a line after the plan-sha256 line, which must be the plan's last");
     }
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned mdlen = 0;
     char hex[65];
-    if (!EVP_Digest(text, sealed, md, &mdlen, EVP_sha256(), NULL) || mdlen != 32)
+    if (sha256_hex(text, sealed, hex) != 0)
         return perr(p, "SHA-256 failed");
-    for (int i = 0; i < 32; i++)
-        snprintf(hex + 2 * i, 3, "%02x", md[i]);
     if (strcmp(hex, seal)) {
         p->line = seal_line;
         return perr(p, "the plan was edited after dsagen wrote it (its SHA-256 %.16s..., the plan-sha256 line's "
@@ -470,15 +478,11 @@ dsa_result_t dsa_plan_check_sources(const char *where, const dsa_cfg_t *c, char 
             snprintf(err, errlen, "%s: error: no 'source %s' line", where, files[f]->name);
             return DSA_ERROR_INVALID_ARGUMENT;
         }
-        unsigned char md[EVP_MAX_MD_SIZE];
-        unsigned n = 0;
         char hex[65];
-        if (!EVP_Digest(files[f]->text, *files[f]->len, md, &n, EVP_sha256(), NULL) || n != 32) {
+        if (sha256_hex(files[f]->text, *files[f]->len, hex) != 0) {
             snprintf(err, errlen, "%s: error: SHA-256 of %s failed", where, files[f]->name);
             return DSA_ERROR_INTERNAL;
         }
-        for (int i = 0; i < 32; i++)
-            snprintf(hex + 2 * i, 3, "%02x", md[i]);
         if (strcmp(hex, c->sources[s].sha256)) {
             snprintf(err, errlen,
                      "%s: error: %s is not the file dsagen wrote with this plan (SHA-256 %.16s..., the plan's "

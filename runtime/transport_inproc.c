@@ -58,7 +58,11 @@ dsa_result_t dsa_inproc_group_create(int size, dsa_inproc_group_t *group)
         return dsa_fail(NULL, DSA_ERROR_OUT_OF_MEMORY, "dsa_inproc_group_create: out of host memory");
     g->size = size;
     pthread_mutex_init(&g->lock, NULL);
-    pthread_cond_init(&g->done, NULL);
+    pthread_condattr_t ca; /* its waits time out by the monotonic clock: a wall-clock step moves no deadline */
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&g->done, &ca);
+    pthread_condattr_destroy(&ca);
     *group = g;
     return DSA_SUCCESS;
 }
@@ -139,7 +143,7 @@ static dsa_result_t inproc_collective(dsa_transport_t *t, dsa_ctx_t ctx, int op,
         pthread_cond_broadcast(&g->done);
     } else {
         struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
+        clock_gettime(CLOCK_MONOTONIC, &until); /* the condition's clock (dsa_inproc_group_create) */
         until.tv_sec += INPROC_TIMEOUT_S;
         while (g->generation == gen) {
             if (g->broken) { /* a rank left, or another waiter timed out: this collective never completes */

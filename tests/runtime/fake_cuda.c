@@ -52,7 +52,17 @@ struct CUevent_st {
 };
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t idle = PTHREAD_COND_INITIALIZER;
+static pthread_cond_t idle;
+
+/* idle's waits time out by the monotonic clock: a wall-clock step moves no deadline */
+__attribute__((constructor)) static void init_idle(void)
+{
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&idle, &ca);
+    pthread_condattr_destroy(&ca);
+}
 static struct CUctx_st ctxs[MAX_DEVICES];
 static alloc_t *allocs;
 static long live, bad_frees;
@@ -111,7 +121,7 @@ static CUresult wait_idle(const char *what)
     const char *e = getenv("FAKE_CUDA_HANG_S");
     const int limit = e && atoi(e) > 0 ? atoi(e) : 20;
     struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
+    clock_gettime(CLOCK_MONOTONIC, &until);
     until.tv_sec += limit;
     pthread_mutex_lock(&lock);
     while (c->pending > 0)

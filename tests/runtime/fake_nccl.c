@@ -120,7 +120,17 @@ typedef struct mem {
 } mem_t;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t changed = PTHREAD_COND_INITIALIZER;
+static pthread_cond_t changed;
+
+/* changed's waits time out by the monotonic clock: a wall-clock step moves no deadline */
+__attribute__((constructor)) static void init_changed(void)
+{
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&changed, &ca);
+    pthread_condattr_destroy(&ca);
+}
 static clique_t *cliques;
 static int live_comms, live_windows;
 static long live_mem, bad_frees;
@@ -177,7 +187,7 @@ static void wait_for(const void *what, int (*done)(const void *), const char *ca
 {
     const int limit = hang_limit();
     struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
+    clock_gettime(CLOCK_MONOTONIC, &until);
     until.tv_sec += limit;
     while (!done(what))
         if (pthread_cond_timedwait(&changed, &lock, &until) == ETIMEDOUT && !done(what)) {

@@ -518,10 +518,11 @@ static int render_config(const loaded *l, const dsg_config *c, const tmpl *t, in
                 break;
             }
             char hex[65];
-            sha256_hex(all, strlen(all), hex);
-            lua_pushstring(L, hex);
-            lua_setfield(L, sums, t[i].out);
-            if (pass == 1) { /* the plan's own seal, its last line: libdsa refuses a plan edited after */
+            if (pass == 0) { /* a source the plan records */
+                sha256_hex(all, strlen(all), hex);
+                lua_pushstring(L, hex);
+                lua_setfield(L, sums, t[i].out);
+            } else { /* the plan's own seal, its last line: libdsa refuses a plan edited after */
                 const size_t n = strlen(all);
                 char *text = format("%s%s", all, n && all[n - 1] != '\n' ? "\n" : ""); /* what it covers */
                 free(all);

@@ -54,15 +54,16 @@ struct CUevent_st {
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t idle;
 
-/* idle's waits time out by the monotonic clock: a wall-clock step moves no deadline */
-__attribute__((constructor)) static void init_idle(void)
+void fake_cond_init_monotonic(pthread_cond_t *cv)
 {
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&idle, &ca);
+    pthread_cond_init(cv, &ca);
     pthread_condattr_destroy(&ca);
 }
+
+__attribute__((constructor)) static void init_idle(void) { fake_cond_init_monotonic(&idle); }
 static struct CUctx_st ctxs[MAX_DEVICES];
 static alloc_t *allocs;
 static long live, bad_frees;

@@ -122,15 +122,7 @@ typedef struct mem {
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t changed;
 
-/* changed's waits time out by the monotonic clock: a wall-clock step moves no deadline */
-__attribute__((constructor)) static void init_changed(void)
-{
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&changed, &ca);
-    pthread_condattr_destroy(&ca);
-}
+__attribute__((constructor)) static void init_changed(void) { fake_cond_init_monotonic(&changed); }
 static clique_t *cliques;
 static int live_comms, live_windows;
 static long live_mem, bad_frees;

@@ -5,6 +5,7 @@
 #define DSA_TESTS_FAKES_H
 
 #include <cuda.h>
+#include <pthread.h>
 
 /* fake_cuda.c */
 /* The calling thread's current context and its device ordinal (-1 without one). */
@@ -18,6 +19,9 @@ void fake_cuda_pend(CUcontext ctx, int delta);
 /* Device allocations not freed; frees of an address the driver did not allocate. */
 long fake_cuda_live_allocs(void);
 long fake_cuda_bad_frees(void);
+/* cv made to time out by the monotonic clock, so a wall-clock step moves no deadline of the fakes'
+ * hang guards (fake_cuda.c's idle, fake_nccl.c's changed) */
+void fake_cond_init_monotonic(pthread_cond_t *cv);
 
 /* fake_nccl.c */
 /* The calling thread's NCCL group depth (0: no group open) and the ncclGroupEnd calls it made. */

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "../kernels/dsa_abi.h"
+#include "../runtime/dsa_digest.h"
 #include "../runtime/dsa_plan.h"
 #include "diag.h"
 #include "output.h"
@@ -105,8 +106,7 @@ static void hash_sources(loaded *l)
     }
     EVP_DigestFinal_ex(ctx, md, &mdlen);
     EVP_MD_CTX_free(ctx);
-    for (int i = 0; i < 8; i++)
-        snprintf(l->hash + 2 * i, 3, "%02x", md[i]);
+    dsa_hex(md, 8, l->hash);
 }
 
 /* The spec's watchdog: the sandbox checks its clock between Lua instructions and at calls, and the
@@ -478,16 +478,6 @@ static int render_top(const loaded *ls, int ns, const tmpl *t, int nt, const cha
     return 0;
 }
 
-/* The SHA-256 of text as 64 hex digits into hex[65]. */
-static void sha256_hex(const char *text, size_t len, char hex[65])
-{
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned mdlen = 0;
-    EVP_Digest(text, len, md, &mdlen, EVP_sha256(), NULL);
-    for (int i = 0; i < 32; i++)
-        snprintf(hex + 2 * i, 3, "%02x", md[i]);
-}
-
 #define PLAN_TXT "plan.txt"
 
 /* Every template of a configuration, plan.txt's last: it records the SHA-256 of each file rendered
@@ -519,7 +509,12 @@ static int render_config(const loaded *l, const dsg_config *c, const tmpl *t, in
             }
             char hex[65];
             if (pass == 0) { /* a source the plan records */
-                sha256_hex(all, strlen(all), hex);
+                if (dsa_sha256_hex(all, strlen(all), hex) != 0) {
+                    free(all);
+                    dsg_error(d, NULL, 0, "%s: libcrypto could not compute a SHA-256", t[i].out);
+                    rc = -1;
+                    break;
+                }
                 lua_pushstring(L, hex);
                 lua_setfield(L, sums, t[i].out);
             } else { /* the plan's own seal, its last line: libdsa refuses a plan edited after */
@@ -527,13 +522,15 @@ static int render_config(const loaded *l, const dsg_config *c, const tmpl *t, in
                 char *text = format("%s%s", all, n && all[n - 1] != '\n' ? "\n" : ""); /* what it covers */
                 free(all);
                 all = NULL;
-                if (text) {
-                    sha256_hex(text, strlen(text), hex);
+                const int hashed = text ? dsa_sha256_hex(text, strlen(text), hex) : 0; /* -1: libcrypto */
+                if (text && hashed == 0)
                     all = format("%splan-sha256 %s\n", text, hex);
-                    free(text);
-                }
+                free(text);
                 if (!all) {
-                    dsg_error(d, NULL, 0, "out of memory");
+                    if (hashed != 0)
+                        dsg_error(d, NULL, 0, "%s: libcrypto could not compute a SHA-256", t[i].out);
+                    else
+                        dsg_error(d, NULL, 0, "out of memory");
                     rc = -1;
                     break;
                 }

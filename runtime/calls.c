@@ -102,14 +102,9 @@ static dsa_result_t launch_as(dsa_ctx_t ctx, const char *fn, CUfunction f, unsig
         r = dsa_cu.cuLaunchKernelEx(&lc, f, args, NULL);
     }
     if (r != CUDA_SUCCESS) {
-        const char *s = NULL;
-        char code[40];
-        if (dsa_cu.cuGetErrorString(r, &s) != CUDA_SUCCESS || !s) { /* an unknown code: NULL */
-            snprintf(code, sizeof code, "unknown CUresult %d", (int)r);
-            s = code;
-        }
+        char code[256];
         return dsa_fail(ctx, DSA_ERROR_CUDA, "%s: launch of the %s kernel of %s failed: %s", fn, what,
-                        ctx->cfg->info.name, s);
+                        ctx->cfg->info.name, dsa_cu_describe(r, code, sizeof code));
     }
     return mark(ctx, stream, what);
 }

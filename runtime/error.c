@@ -50,19 +50,25 @@ dsa_result_t dsa_fail(dsa_ctx_t ctx, dsa_result_t r, const char *fmt, ...)
     return r;
 }
 
-dsa_result_t dsa_cu_fail(dsa_ctx_t ctx, CUresult r, const char *what, const char *file, int line)
+const char *dsa_cu_describe(CUresult r, char *buf, size_t n)
 {
     /* an unknown code: the driver answers CUDA_ERROR_INVALID_VALUE and leaves a NULL string */
-    const char *n = NULL, *s = NULL;
-    char code[40];
-    if (!dsa_cu.cuGetErrorName || dsa_cu.cuGetErrorName(r, &n) != CUDA_SUCCESS || !n) {
-        snprintf(code, sizeof code, "unknown CUresult %d", (int)r); /* the number is all there is */
-        n = code;
+    const char *name = NULL, *text = NULL;
+    if (!dsa_cu.cuGetErrorName || dsa_cu.cuGetErrorName(r, &name) != CUDA_SUCCESS || !name) {
+        snprintf(buf, n, "unknown CUresult %d", (int)r); /* the number is all there is */
+        return buf;
     }
-    if (!dsa_cu.cuGetErrorString || dsa_cu.cuGetErrorString(r, &s) != CUDA_SUCCESS || !s)
-        s = "?";
+    if (!dsa_cu.cuGetErrorString || dsa_cu.cuGetErrorString(r, &text) != CUDA_SUCCESS || !text)
+        text = "?";
+    snprintf(buf, n, "%s (%s)", name, text);
+    return buf;
+}
+
+dsa_result_t dsa_cu_fail(dsa_ctx_t ctx, CUresult r, const char *what, const char *file, int line)
+{
+    char code[256];
     return dsa_fail(ctx, r == CUDA_ERROR_OUT_OF_MEMORY ? DSA_ERROR_OUT_OF_MEMORY : DSA_ERROR_CUDA,
-                    "%s failed: %s (%s) at %s:%d", what, n, s, file, line);
+                    "%s failed: %s at %s:%d", what, dsa_cu_describe(r, code, sizeof code), file, line);
 }
 
 const char *dsa_escape(const char *in, char *out, size_t n)

@@ -39,6 +39,9 @@ DSA_HIDDEN extern long dsa_fault_after;
 /* Prints to stderr when level <= threshold (the context's log_level). */
 DSA_HIDDEN void dsa_log(int threshold, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
+/* r as "NAME (description)" into buf (n bytes), or "unknown CUresult N" where the driver names no
+ * such code; returns buf. The one wording of a CUDA error in libdsa's messages. */
+DSA_HIDDEN const char *dsa_cu_describe(CUresult r, char *buf, size_t n);
 /* The CUDA result as a libdsa one, with "what failed: NAME (text) at file:line" recorded in ctx. */
 DSA_HIDDEN dsa_result_t dsa_cu_fail(dsa_ctx_t ctx, CUresult r, const char *what, const char *file, int line);
 

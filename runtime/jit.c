@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "dsa_digest.h"
 #include "jit.h"
 
 /* Entry: magic, the 32-byte key it was compiled for, SHA-256 of the payload, payload length (u64),
@@ -62,12 +63,6 @@ static void sha256(const void *a, size_t alen, unsigned char out[32])
 {
     unsigned n = 32;
     EVP_Digest(a, alen, out, &n, EVP_sha256(), NULL);
-}
-
-static void hex(const unsigned char *b, int n, char *out)
-{
-    for (int i = 0; i < n; i++)
-        snprintf(out + 2 * i, 3, "%02x", b[i]);
 }
 
 static __attribute__((format(printf, 2, 3))) void job_fail(job_t *j, const char *fmt, ...)
@@ -562,7 +557,7 @@ dsa_result_t dsa_jit_compile(const dsa_cfg_t *cfg, const char *target, const cha
             j->opts[j->nopts++] = "--no-cache";
         make_key(j, j->nheaders);
         char key[65];
-        hex(j->key, 32, key);
+        dsa_hex(j->key, 32, key);
         /* a warm cache is read without the lock (entries are only ever renamed into place): no
          * lock file is made unless a module must be built */
         /* an entry's path, its lock's and its temporary file's (cache_lock, cache_store: 4200 bytes,

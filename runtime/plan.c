@@ -3,13 +3,13 @@
  * no unknown key, every number whole and in range, so that a damaged or hand-edited plan is an
  * error naming its line, never a wrong launch. */
 #include <errno.h>
-#include <openssl/evp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kernels/dsa_abi.h"
+#include "dsa_digest.h"
 #include "plan.h"
 
 
@@ -143,18 +143,6 @@ static __attribute__((format(printf, 2, 3))) dsa_result_t perr(parser_t *p, cons
         if ((unsigned char)*c < 0x20 || *c == 0x7f)
             *c = '?';
     return DSA_ERROR_INVALID_ARGUMENT;
-}
-
-/* The SHA-256 of len bytes at text as 64 lowercase hex digits into hex[65]: 0, or -1 on failure. */
-static int sha256_hex(const char *text, size_t len, char hex[65])
-{
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned n = 0;
-    if (!EVP_Digest(text, len, md, &n, EVP_sha256(), NULL) || n != 32)
-        return -1;
-    for (int i = 0; i < 32; i++)
-        snprintf(hex + 2 * i, 3, "%02x", md[i]);
-    return 0;
 }
 
 static int is_name(const char *s, const char *extra)
@@ -438,7 +426,7 @@ static dsa_result_t parse(parser_t *p, const char *text, size_t len, dsa_cfg_t *
         return perr(p, "a line after the plan-sha256 line, which must be the plan's last");
     }
     char hex[65];
-    if (sha256_hex(text, sealed, hex) != 0)
+    if (dsa_sha256_hex(text, sealed, hex) != 0)
         return perr(p, "SHA-256 failed");
     if (strcmp(hex, seal)) {
         p->line = seal_line;
@@ -479,7 +467,7 @@ dsa_result_t dsa_plan_check_sources(const char *where, const dsa_cfg_t *c, char 
             return DSA_ERROR_INVALID_ARGUMENT;
         }
         char hex[65];
-        if (sha256_hex(files[f]->text, *files[f]->len, hex) != 0) {
+        if (dsa_sha256_hex(files[f]->text, *files[f]->len, hex) != 0) {
             snprintf(err, errlen, "%s: error: SHA-256 of %s failed", where, files[f]->name);
             return DSA_ERROR_INTERNAL;
         }

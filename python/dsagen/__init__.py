@@ -3,7 +3,7 @@
     import dsagen
     dsagen.configs()                          # the configurations linked into libdsa
     dsagen.config_info("glm5.2_tp4_dcp4_i1_fp8_ds_mla").heads_local
-    with dsagen.Context("glm5.2_tp4_dcp4_i1_fp8_ds_mla", device=0) as ctx:
+    with dsagen.Context("glm5.2_tp4_dcp1_i1_fp8_ds_mla", device=0) as ctx:  # dcp > 1 also takes dcp=
         ctx.info.kv_dim
 
 Library failures raise DsaError, carrying the result code's name and dsa_last_error's text.

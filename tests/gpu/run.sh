@@ -3,8 +3,10 @@
 # but no Lua): builds the runtime and GPU tests from the committed out/ with `ninja gpu`, then runs
 # them. Usage: tests/gpu/run.sh [test|test1|test2|bench|all|stagec|stageb|sanitize|sanitize1|sanitize2|python|dcp] (default test); the NCCL test needs 2 GPUs and
 # says SKIPPED on one. test1 and test2 are test's two halves, for two device calls where one would
-# pass its time limit: the main job, test_prologue (cold, then warm) and test_dcp; then test_attend,
-# test_index, test_soak and the NCCL tests, after compiling every configuration in parallel. Logs go to $OUT when set, and into $OUT/0-logs-MODE.tgz at the end (a device call returns only the first files of $OUT). `python [single|dcp]` builds the Python package for the
+# pass its time limit: the main job (also with --dir), examples/host_engine, test_prologue (cold,
+# then warm) and test_dcp; then test_attend, test_index, test_soak and the NCCL tests, after
+# compiling every configuration in parallel. dcp: the DCP paths on two GPUs (test_attend over NCCL
+# and at DCP 2, 4, 8, test_soak nccl, dsa-demo, and dsa-demo --bench three ways). Logs go to $OUT when set, and into $OUT/0-logs-MODE.tgz at the end (a device call returns only the first files of $OUT). `python [single|dcp]` builds the Python package for the
 # python3 on PATH (nanobind from its wheel in .whl/ when that python3 lacks it: carry .whl) and runs
 # its GPU tests and the example (python.log, python_dcp.log, dsa_layer.log).
 set -uo pipefail

@@ -8,7 +8,7 @@ return {
     { tp = 1, dcp = 1, interleave = 1, cache_dtype = "fp8_ds_mla", targets = { "sm_90a" } },
     -- the same on nvfp4 keys: the 128-head CTA pairs sharing nvfp4 tiles
     { tp = 1, dcp = 1, interleave = 1, cache_dtype = "nvfp4_ds_mla", targets = { "sm_90a" } },
-    -- 32 heads per CTA (the transposed wgmma loop's N = 32), which no other shipped topology has
+    -- 32 heads per CTA (the transposed wgmma loop's N = 32) at a model's own dimensions
     { tp = 4, dcp = 1, interleave = 1, cache_dtype = "fp8_ds_mla", targets = { "sm_90a" } },
     { tp = 8, dcp = 1, interleave = 1, cache_dtype = "fp8_ds_mla", targets = { "sm_90a" } },
     { tp = 8, dcp = 4, interleave = 1, cache_dtype = "fp8_ds_mla", targets = { "sm_90a" } },

@@ -416,12 +416,9 @@ if [ -f .cuda/include/cuda.h ] && [ -f .cuda/include/nvrtc.h ]; then
       bad "dsa-jit --list: $(build/dsa-jit --list | tr '\n' ' ')"
     fi
     # every entry of every module (--entries: name, regs N, stack N, spills N, shared N) without
-    # stack or spills, but for these, known: rope_table (sin/cos's argument reduction keeps its
-    # table on the stack; once at context creation) and split_merge at DCP > 1 (it had 112 bytes
-    # while xdest was indexed by a run-time rank; now 0, kernels/dsa_merge.cuh ExchangeTarget, and
-    # dsa-jit above refuses any stack but the rope table's). Any other entry fails.
-    locals=$(printf '%s\n' "$out" | awk '$2 == "regs" && ($5 != 0 || $7 != 0) &&
-      $1 !~ /^dsa_rope_table_/ && !($1 ~ /^dsa_split_merge_/ && $1 !~ /_dcp1_/)')
+    # stack or spills, but rope_table (sin/cos's argument reduction keeps its table on the stack;
+    # once at context creation), which dsa-jit above also allows. Any other entry fails.
+    locals=$(printf '%s\n' "$out" | awk '$2 == "regs" && ($5 != 0 || $7 != 0) && $1 !~ /^dsa_rope_table_/')
     if [ -n "$(printf '%s\n' "$out" | grep '^  dsa_index_score_group_')" ] && [ -z "$locals" ]; then
       ok
       echo "NVRTC: every entry of every module without stack or spills, but the known ones ($(printf '%s\n' "$out" | grep -c '^  dsa_') entries)"

@@ -386,6 +386,10 @@ static void test_refused(void)
         tried = 1;
         CHECK(dsa_ctx_create(*c, &o, &ctx) == DSA_ERROR_CUDA && !ctx);
         CHECK(strstr(dsa_last_error(NULL), "cuMemAlloc(") && strstr(dsa_last_error(NULL), " failed: unknown CUresult 987654 at runtime/"));
+        /* a named one: its name and the driver's text, and out of memory as libdsa's own code */
+        setenv("FAKE_CUDA_ALLOC_ERROR", "2", 1); /* CUDA_ERROR_OUT_OF_MEMORY */
+        CHECK(dsa_ctx_create(*c, &o, &ctx) == DSA_ERROR_OUT_OF_MEMORY && !ctx);
+        CHECK(strstr(dsa_last_error(NULL), " failed: CUDA_ERROR_OUT_OF_MEMORY (out of memory) at runtime/"));
         break;
     }
     CHECK(tried); /* a linked configuration of dcp 1 was there to try */

@@ -3,6 +3,7 @@
  * no unknown key, every number whole and in range, so that a damaged or hand-edited plan is an
  * error naming its line, never a wrong launch. */
 #include <errno.h>
+#include <float.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -204,6 +205,10 @@ static dsa_result_t parse_field(parser_t *p, dsa_cfg_t *c, const field_t *f, cha
     case F_DOUBLE:
         if ((rc = parse_real(p, f->key, v, &d)) != DSA_SUCCESS)
             return rc;
+        /* a float field: refused where a float cannot hold the value, rather than narrowed to
+         * infinity (undefined in C past FLT_MAX) or to 0 */
+        if (f->type == F_FLOAT && (d > FLT_MAX || !((float)d > 0)))
+            return perr(p, "%s: '%s' is not a positive finite number as a float", f->key, v);
         if (f->type == F_FLOAT)
             *(float *)base = (float)d;
         else

@@ -303,6 +303,10 @@ static void test_plan_errors(void)
         {"module attend attend.cu", "module attend gone.cu", "/gone.cu: No such file or directory"},
         {"targets sm_90a", "targets sm_90a;rm", "plan.txt:%d: error: targets: 'sm_90a;rm' is not an architecture like sm_90a (at most 8)"},
         {"rope_mscale", "rope_mscale nan", "plan.txt:%d: error: rope_mscale: 'nan' is not a positive finite number"},
+        /* the float fields: a double a float cannot hold, never narrowed to infinity or 0 (found by
+         * tests/fuzz/fuzz_plan.c) */
+        {"rms_norm_eps", "rms_norm_eps 1e39", "plan.txt:%d: error: rms_norm_eps: '1e39' is not a positive finite number as a float"},
+        {"softmax_scale", "softmax_scale 0x1p-150", "plan.txt:%d: error: softmax_scale: '0x1p-150' is not a positive finite number as a float"},
         /* DCP = 1 names no pack, merge or barrier kernel; a plan that says dcp 2 must */
         {"dcp 1", "dcp 2", "plan.txt: error: entry_pack_q: dcp 2 needs this kernel"},
         /* numbers each in range that break a relation the runtime's sizes rely on */

@@ -342,13 +342,15 @@ static dsa_result_t parse(parser_t *p, const char *text, size_t len, dsa_cfg_t *
         if (!header) {
             if (strcmp(line, "dsa-plan"))
                 return perr(p, "not a dsagen plan (no 'dsa-plan' line first)");
-            if (atoi(v) != DSA_PLAN_ABI || strspn(v, "0123456789") != strlen(v))
+            if (strcmp(v, DSA_STR(DSA_PLAN_ABI))) /* exactly: no sign, leading zero or wrap past INT_MAX */
                 return perr(p, "plan format %s; this libdsa reads format %d: regenerate with its dsagen", v,
                             DSA_PLAN_ABI);
             header = 1;
             continue;
         }
         if (!strcmp(line, "kernel-abi")) {
+            if (abi)
+                return perr(p, "kernel-abi given twice");
             if (strcmp(v, DSA_STR(DSA_ABI_VERSION)))
                 return perr(p, "generated for kernel ABI %s; this libdsa has kernel ABI %d: regenerate", v,
                             DSA_ABI_VERSION);

@@ -289,6 +289,10 @@ static void test_plan_errors(void)
         {NULL, "heads 16", "plan.txt:%d: error: heads given twice"},
         {NULL, "colour blue", "plan.txt:%d: error: unknown key 'colour'"},
         {"dsa-plan " DSA_STR(DSA_PLAN_ABI), "dsa-plan 2", "plan.txt:%d: error: plan format 2; this libdsa reads format " DSA_STR(DSA_PLAN_ABI) ": regenerate with its dsagen"},
+        /* format 2^32 + 4, which atoi read as 4, and a second kernel-abi line: both once accepted
+         * (tests/fuzz/fuzz_plan.c checks for either) */
+        {"dsa-plan " DSA_STR(DSA_PLAN_ABI), "dsa-plan 4294967300", "plan.txt:%d: error: plan format 4294967300; this libdsa reads format " DSA_STR(DSA_PLAN_ABI) ": regenerate with its dsagen"},
+        {NULL, "kernel-abi " DSA_STR(DSA_ABI_VERSION), "plan.txt:%d: error: kernel-abi given twice"},
         /* the sources' SHA-256 lines: each compiled file has one, each names a compiled file once */
         {"source attend.cu", NULL, "plan.txt: error: no 'source attend.cu' line"},
         {NULL, "source PLAN.md " ZEROS64, "plan.txt: error: source PLAN.md: not config.h or a module's file"},

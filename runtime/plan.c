@@ -415,6 +415,13 @@ static dsa_result_t parse(parser_t *p, const char *text, size_t len, dsa_cfg_t *
         {c->ws_exchange >= g->dcp * c->exchange_row, "ws_exchange >= dcp x exchange_row"},
         {c->ws_idx_keys >= 4 * c->idx_max_local, "ws_idx_keys >= 4 x idx_max_local"},
         {c->ws_idx_merged >= g->dcp * c->ws_idx_cand, "ws_idx_merged >= dcp x ws_idx_cand"},
+        /* the calls' dense rows: the argument checks' least strides, and dsa_attend's offsets into out
+         * and lse, so each is exactly the row its kernel reads or writes */
+        {c->q_lat_row == (int64_t)g->heads_local * g->kv_lora_rank, "q_lat_row == heads_local x kv_lora_rank"},
+        {c->q_pe_row == (int64_t)g->heads_local * g->qk_rope_dim, "q_pe_row == heads_local x qk_rope_dim"},
+        {c->out_row == (int64_t)g->heads_local * g->kv_lora_rank, "out_row == heads_local x kv_lora_rank"},
+        {c->lse_row == g->heads_local, "lse_row == heads_local"},
+        {c->idx_q_row == (int64_t)g->idx_heads * g->idx_head_dim, "idx_q_row == idx_heads x idx_head_dim"},
     };
     for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++)
         if (!rel[i].holds)

@@ -318,6 +318,13 @@ static void test_plan_errors(void)
         {"ws_exchange 4112", "ws_exchange 4111", "plan.txt: error: the plan's numbers break ws_exchange >= dcp x exchange_row"},
         {"ws_idx_keys 16384", "ws_idx_keys 16380", "plan.txt: error: the plan's numbers break ws_idx_keys >= 4 x idx_max_local"},
         {"heads_gathered 4", "heads_gathered 8", "plan.txt: error: the plan's numbers break heads_local x dcp == heads_gathered"},
+        /* the calls' dense rows (tests/fuzz/fuzz_plan.c found these accepted): the argument checks take
+         * them as the least stride, and dsa_attend offsets out and lse by them */
+        {"q_lat_row 2048", "q_lat_row 1024", "plan.txt: error: the plan's numbers break q_lat_row == heads_local x kv_lora_rank"},
+        {"q_pe_row 256", "q_pe_row 257", "plan.txt: error: the plan's numbers break q_pe_row == heads_local x qk_rope_dim"},
+        {"out_row 2048", "out_row 4096", "plan.txt: error: the plan's numbers break out_row == heads_local x kv_lora_rank"},
+        {"lse_row 4", "lse_row 8", "plan.txt: error: the plan's numbers break lse_row == heads_local"},
+        {"idx_q_row 512", "idx_q_row 8", "plan.txt: error: the plan's numbers break idx_q_row == idx_heads x idx_head_dim"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         int line = damaged_folder(dir, cases[i].from, cases[i].to);

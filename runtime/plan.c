@@ -3,6 +3,7 @@
  * no unknown key, every number whole and in range, so that a damaged or hand-edited plan is an
  * error naming its line, never a wrong launch. */
 #include <errno.h>
+#include <float.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -204,6 +205,10 @@ static dsa_result_t parse_field(parser_t *p, dsa_cfg_t *c, const field_t *f, cha
     case F_DOUBLE:
         if ((rc = parse_real(p, f->key, v, &d)) != DSA_SUCCESS)
             return rc;
+        /* a float field: refused where a float cannot hold the value, rather than narrowed to
+         * infinity (undefined in C past FLT_MAX) or to 0 */
+        if (f->type == F_FLOAT && (d > FLT_MAX || !((float)d > 0)))
+            return perr(p, "%s: '%s' is not a positive finite number as a float", f->key, v);
         if (f->type == F_FLOAT)
             *(float *)base = (float)d;
         else
@@ -337,13 +342,15 @@ static dsa_result_t parse(parser_t *p, const char *text, size_t len, dsa_cfg_t *
         if (!header) {
             if (strcmp(line, "dsa-plan"))
                 return perr(p, "not a dsagen plan (no 'dsa-plan' line first)");
-            if (atoi(v) != DSA_PLAN_ABI || strspn(v, "0123456789") != strlen(v))
+            if (strcmp(v, DSA_STR(DSA_PLAN_ABI))) /* exactly: no sign, leading zero or wrap past INT_MAX */
                 return perr(p, "plan format %s; this libdsa reads format %d: regenerate with its dsagen", v,
                             DSA_PLAN_ABI);
             header = 1;
             continue;
         }
         if (!strcmp(line, "kernel-abi")) {
+            if (abi)
+                return perr(p, "kernel-abi given twice");
             if (strcmp(v, DSA_STR(DSA_ABI_VERSION)))
                 return perr(p, "generated for kernel ABI %s; this libdsa has kernel ABI %d: regenerate", v,
                             DSA_ABI_VERSION);
@@ -408,6 +415,13 @@ static dsa_result_t parse(parser_t *p, const char *text, size_t len, dsa_cfg_t *
         {c->ws_exchange >= g->dcp * c->exchange_row, "ws_exchange >= dcp x exchange_row"},
         {c->ws_idx_keys >= 4 * c->idx_max_local, "ws_idx_keys >= 4 x idx_max_local"},
         {c->ws_idx_merged >= g->dcp * c->ws_idx_cand, "ws_idx_merged >= dcp x ws_idx_cand"},
+        /* the calls' dense rows: the argument checks' least strides, and dsa_attend's offsets into out
+         * and lse, so each is exactly the row its kernel reads or writes */
+        {c->q_lat_row == (int64_t)g->heads_local * g->kv_lora_rank, "q_lat_row == heads_local x kv_lora_rank"},
+        {c->q_pe_row == (int64_t)g->heads_local * g->qk_rope_dim, "q_pe_row == heads_local x qk_rope_dim"},
+        {c->out_row == (int64_t)g->heads_local * g->kv_lora_rank, "out_row == heads_local x kv_lora_rank"},
+        {c->lse_row == g->heads_local, "lse_row == heads_local"},
+        {c->idx_q_row == (int64_t)g->idx_heads * g->idx_head_dim, "idx_q_row == idx_heads x idx_head_dim"},
     };
     for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++)
         if (!rel[i].holds)

@@ -344,6 +344,20 @@ else
   bad "ninja fuzz-args: $(tail -5 "$tmp/afuzz.log")"
 fi
 
+# The fuzzer of the runtime's plan parser (plan.txt, which dsa_ctx_create_dir reads from a folder:
+# untrusted) for 20 s, alongside; it needs the CUDA headers too. Longer runs: tests/fuzz/run.sh plan
+# SECONDS.
+pfuzz_pid=
+if ! command -v clang >/dev/null 2>&1 || [ ! -f .cuda/include/cuda.h ]; then
+  echo "SKIPPED: the plan fuzzer: no clang with libFuzzer or no CUDA headers at .cuda (tools/setup.sh installs both)"
+  skip=$((skip + 1))
+elif ninja fuzz-plan >"$tmp/pfuzz.log" 2>&1; then
+  (tests/fuzz/run.sh plan 20 >"$tmp/pfuzz.log" 2>&1; echo $? >"$tmp/pfuzz.rc") &
+  pfuzz_pid=$!
+else
+  bad "ninja fuzz-plan: $(tail -5 "$tmp/pfuzz.log")"
+fi
+
 # ---- CPU unit tests (each binary prints its own pass/fail count as 'N passed, N failed') ----
 for t in build/tests/test_ref build/asan/tests/test_ref build/tests/test_attend_ref build/asan/tests/test_attend_ref \
     build/tests/test_index_ref build/asan/tests/test_index_ref; do
@@ -517,6 +531,16 @@ if [ -n "$afuzz_pid" ]; then
     echo "argument-check fuzzer: $(grep -E '^Done [0-9]+ runs' "$tmp/afuzz.log"), corpus in build/fuzz/args-corpus"
   else
     bad "argument-check fuzzer (tests/fuzz/run.sh args): $(grep -E '^fuzz_args:|ERROR|SUMMARY|runtime error|deadly|Test unit written' "$tmp/afuzz.log" | head -10)"
+  fi
+fi
+
+if [ -n "$pfuzz_pid" ]; then
+  wait "$pfuzz_pid"
+  if [ "$(cat "$tmp/pfuzz.rc")" -eq 0 ]; then
+    ok
+    echo "plan fuzzer: $(grep -E '^Done [0-9]+ runs' "$tmp/pfuzz.log"), corpus in build/fuzz/plan-corpus"
+  else
+    bad "plan fuzzer (tests/fuzz/run.sh plan): $(grep -E '^fuzz_plan:|ERROR|SUMMARY|runtime error|deadly|Test unit written' "$tmp/pfuzz.log" | head -10)"
   fi
 fi
 

@@ -289,6 +289,10 @@ static void test_plan_errors(void)
         {NULL, "heads 16", "plan.txt:%d: error: heads given twice"},
         {NULL, "colour blue", "plan.txt:%d: error: unknown key 'colour'"},
         {"dsa-plan " DSA_STR(DSA_PLAN_ABI), "dsa-plan 2", "plan.txt:%d: error: plan format 2; this libdsa reads format " DSA_STR(DSA_PLAN_ABI) ": regenerate with its dsagen"},
+        /* format 2^32 + 4, which atoi read as 4, and a second kernel-abi line: both once accepted
+         * (tests/fuzz/fuzz_plan.c checks for either) */
+        {"dsa-plan " DSA_STR(DSA_PLAN_ABI), "dsa-plan 4294967300", "plan.txt:%d: error: plan format 4294967300; this libdsa reads format " DSA_STR(DSA_PLAN_ABI) ": regenerate with its dsagen"},
+        {NULL, "kernel-abi " DSA_STR(DSA_ABI_VERSION), "plan.txt:%d: error: kernel-abi given twice"},
         /* the sources' SHA-256 lines: each compiled file has one, each names a compiled file once */
         {"source attend.cu", NULL, "plan.txt: error: no 'source attend.cu' line"},
         {NULL, "source PLAN.md " ZEROS64, "plan.txt: error: source PLAN.md: not config.h or a module's file"},
@@ -303,6 +307,10 @@ static void test_plan_errors(void)
         {"module attend attend.cu", "module attend gone.cu", "/gone.cu: No such file or directory"},
         {"targets sm_90a", "targets sm_90a;rm", "plan.txt:%d: error: targets: 'sm_90a;rm' is not an architecture like sm_90a (at most 8)"},
         {"rope_mscale", "rope_mscale nan", "plan.txt:%d: error: rope_mscale: 'nan' is not a positive finite number"},
+        /* the float fields: a double a float cannot hold, never narrowed to infinity or 0 (found by
+         * tests/fuzz/fuzz_plan.c) */
+        {"rms_norm_eps", "rms_norm_eps 1e39", "plan.txt:%d: error: rms_norm_eps: '1e39' is not a positive finite number as a float"},
+        {"softmax_scale", "softmax_scale 0x1p-150", "plan.txt:%d: error: softmax_scale: '0x1p-150' is not a positive finite number as a float"},
         /* DCP = 1 names no pack, merge or barrier kernel; a plan that says dcp 2 must */
         {"dcp 1", "dcp 2", "plan.txt: error: entry_pack_q: dcp 2 needs this kernel"},
         /* numbers each in range that break a relation the runtime's sizes rely on */
@@ -310,6 +318,13 @@ static void test_plan_errors(void)
         {"ws_exchange 4112", "ws_exchange 4111", "plan.txt: error: the plan's numbers break ws_exchange >= dcp x exchange_row"},
         {"ws_idx_keys 16384", "ws_idx_keys 16380", "plan.txt: error: the plan's numbers break ws_idx_keys >= 4 x idx_max_local"},
         {"heads_gathered 4", "heads_gathered 8", "plan.txt: error: the plan's numbers break heads_local x dcp == heads_gathered"},
+        /* the calls' dense rows (tests/fuzz/fuzz_plan.c found these accepted): the argument checks take
+         * them as the least stride, and dsa_attend offsets out and lse by them */
+        {"q_lat_row 2048", "q_lat_row 1024", "plan.txt: error: the plan's numbers break q_lat_row == heads_local x kv_lora_rank"},
+        {"q_pe_row 256", "q_pe_row 257", "plan.txt: error: the plan's numbers break q_pe_row == heads_local x qk_rope_dim"},
+        {"out_row 2048", "out_row 4096", "plan.txt: error: the plan's numbers break out_row == heads_local x kv_lora_rank"},
+        {"lse_row 4", "lse_row 8", "plan.txt: error: the plan's numbers break lse_row == heads_local"},
+        {"idx_q_row 512", "idx_q_row 8", "plan.txt: error: the plan's numbers break idx_q_row == idx_heads x idx_head_dim"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         int line = damaged_folder(dir, cases[i].from, cases[i].to);

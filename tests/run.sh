@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The test command: builds everything with ninja, then runs the generator tests against the plain
-# and the ASan+UBSan generator, the two fuzzers for a bounded time, the CPU reference tests, the
+# and the ASan+UBSan generator, the three fuzzers for a bounded time, the CPU reference tests, the
 # runtime's CPU tests, the Python package's CPU tests, dsa-jit over every generated kernel, the
 # main job's CPU path (dsa-demo --cpu), and the GPU tests where a GPU is present.
 # Ends with one line "N passed, N failed, N skipped"; exits non-zero when anything failed.
@@ -320,43 +320,48 @@ linemap_pid=$!
 ) > "$tmp/parse.result" &
 parse_pid=$!
 
-# The spec fuzzer (libFuzzer, ASan+UBSan) for 60 s, in the background too; longer runs:
-# tests/fuzz/run.sh SECONDS.
-fuzz_pid=
-if command -v clang >/dev/null 2>&1 && ninja fuzz >"$tmp/fuzz.log" 2>&1; then
-  (tests/fuzz/run.sh 60 >"$tmp/fuzz.log" 2>&1; echo $? >"$tmp/fuzz.rc") &
-  fuzz_pid=$!
-else
-  echo "SKIPPED: the spec fuzzer: no clang with libFuzzer (tools/setup.sh installs it): $(tail -3 "$tmp/fuzz.log")"
-  skip=$((skip + 1))
-fi
-
-# The fuzzer of the runtime's argument checks (on a context without a device) for 30 s, alongside;
-# it needs the CUDA headers, like the runtime. Longer runs: tests/fuzz/run.sh args SECONDS.
-afuzz_pid=
-if ! command -v clang >/dev/null 2>&1 || [ ! -f .cuda/include/cuda.h ]; then
-  echo "SKIPPED: the argument-check fuzzer: no clang with libFuzzer or no CUDA headers at .cuda (tools/setup.sh installs both)"
-  skip=$((skip + 1))
-elif ninja fuzz-args >"$tmp/afuzz.log" 2>&1; then
-  (tests/fuzz/run.sh args 30 >"$tmp/afuzz.log" 2>&1; echo $? >"$tmp/afuzz.rc") &
-  afuzz_pid=$!
-else
-  bad "ninja fuzz-args: $(tail -5 "$tmp/afuzz.log")"
-fi
-
-# The fuzzer of the runtime's plan parser (plan.txt, which dsa_ctx_create_dir reads from a folder:
-# untrusted) for 20 s, alongside; it needs the CUDA headers too. Longer runs: tests/fuzz/run.sh plan
-# SECONDS.
-pfuzz_pid=
-if ! command -v clang >/dev/null 2>&1 || [ ! -f .cuda/include/cuda.h ]; then
-  echo "SKIPPED: the plan fuzzer: no clang with libFuzzer or no CUDA headers at .cuda (tools/setup.sh installs both)"
-  skip=$((skip + 1))
-elif ninja fuzz-plan >"$tmp/pfuzz.log" 2>&1; then
-  (tests/fuzz/run.sh plan 20 >"$tmp/pfuzz.log" 2>&1; echo $? >"$tmp/pfuzz.rc") &
-  pfuzz_pid=$!
-else
-  bad "ninja fuzz-plan: $(tail -5 "$tmp/pfuzz.log")"
-fi
+# The three fuzzers (libFuzzer, ASan+UBSan), each for a bounded time in the background while the
+# tests below run; longer runs: tests/fuzz/run.sh [spec|args|plan] SECONDS. fuzz_start KIND SECONDS
+# TARGET LABEL [cuda] builds TARGET and starts tests/fuzz/run.sh KIND; without a clang that links
+# libFuzzer (or the CUDA headers at .cuda, for the fuzzers that link the runtime) it says SKIPPED,
+# and a fuzzer that does not build where the toolchain does fails. fuzz_finish KIND LABEL CORPUS
+# waits for it and counts its result.
+declare -A fuzz_pid=()
+fuzz_toolchain=0
+printf 'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n) { (void)d; (void)n; return 0; }\n' > "$tmp/fuzz_probe.c"
+command -v clang >/dev/null 2>&1 && clang -fsanitize=fuzzer "$tmp/fuzz_probe.c" -o "$tmp/fuzz_probe" >/dev/null 2>&1 &&
+  fuzz_toolchain=1
+fuzz_start() {
+  local kind=$1 secs=$2 target=$3 label=$4 cuda=${5:-}
+  if [ "$fuzz_toolchain" = 0 ]; then
+    echo "SKIPPED: the $label: no clang with libFuzzer (tools/setup.sh installs it)"
+    skip=$((skip + 1))
+  elif [ -n "$cuda" ] && [ ! -f .cuda/include/cuda.h ]; then
+    echo "SKIPPED: the $label: no CUDA headers at .cuda (tools/setup.sh installs them)"
+    skip=$((skip + 1))
+  elif ninja "$target" >"$tmp/fuzz_$kind.log" 2>&1; then
+    (tests/fuzz/run.sh "$kind" "$secs" >"$tmp/fuzz_$kind.log" 2>&1; echo $? >"$tmp/fuzz_$kind.rc") &
+    fuzz_pid[$kind]=$!
+  else
+    bad "ninja $target: $(tail -5 "$tmp/fuzz_$kind.log")"
+  fi
+}
+fuzz_finish() {
+  local kind=$1 label=$2 corpus=$3
+  [ -n "${fuzz_pid[$kind]:-}" ] || return 0
+  wait "${fuzz_pid[$kind]}"
+  if [ "$(cat "$tmp/fuzz_$kind.rc")" -eq 0 ]; then
+    ok
+    echo "$label: $(grep -E '^Done [0-9]+ runs' "$tmp/fuzz_$kind.log"), corpus in $corpus"
+  else
+    bad "$label (tests/fuzz/run.sh $kind): $(grep -E '^fuzz_[a-z]+:|ERROR|SUMMARY|runtime error|deadly|Test unit written' "$tmp/fuzz_$kind.log" | head -10)"
+  fi
+}
+# the spec loader and validator for 60 s; the runtime's argument checks (a context without a device)
+# for 30 s; its plan parser (plan.txt, which dsa_ctx_create_dir reads from a folder: untrusted) for 20 s
+fuzz_start spec 60 fuzz "spec fuzzer"
+fuzz_start args 30 fuzz-args "argument-check fuzzer" cuda
+fuzz_start plan 20 fuzz-plan "plan fuzzer" cuda
 
 # ---- CPU unit tests (each binary prints its own pass/fail count as 'N passed, N failed') ----
 for t in build/tests/test_ref build/asan/tests/test_ref build/tests/test_attend_ref build/asan/tests/test_attend_ref \
@@ -514,35 +519,9 @@ got=$(sed 1d "$tmp/parse.result")
   [ "$got" == "or_chain.lua: error: spec exceeds the time limit of 10 seconds (stopped by the watchdog: inside one call, such as the parser's or a library function's)" ] \
   && ok || bad "time limit inside one C call (the watchdog): exit $rc after $secs s, $files files written: $got"
 
-if [ -n "$fuzz_pid" ]; then
-  wait "$fuzz_pid"
-  if [ "$(cat "$tmp/fuzz.rc")" -eq 0 ]; then
-    ok
-    echo "fuzzer: $(grep -E '^Done [0-9]+ runs' "$tmp/fuzz.log"), corpus in build/fuzz/corpus"
-  else
-    bad "spec fuzzer (tests/fuzz/run.sh): $(grep -E 'ERROR|SUMMARY|runtime error|deadly|Test unit written' "$tmp/fuzz.log" | head -10)"
-  fi
-fi
-
-if [ -n "$afuzz_pid" ]; then
-  wait "$afuzz_pid"
-  if [ "$(cat "$tmp/afuzz.rc")" -eq 0 ]; then
-    ok
-    echo "argument-check fuzzer: $(grep -E '^Done [0-9]+ runs' "$tmp/afuzz.log"), corpus in build/fuzz/args-corpus"
-  else
-    bad "argument-check fuzzer (tests/fuzz/run.sh args): $(grep -E '^fuzz_args:|ERROR|SUMMARY|runtime error|deadly|Test unit written' "$tmp/afuzz.log" | head -10)"
-  fi
-fi
-
-if [ -n "$pfuzz_pid" ]; then
-  wait "$pfuzz_pid"
-  if [ "$(cat "$tmp/pfuzz.rc")" -eq 0 ]; then
-    ok
-    echo "plan fuzzer: $(grep -E '^Done [0-9]+ runs' "$tmp/pfuzz.log"), corpus in build/fuzz/plan-corpus"
-  else
-    bad "plan fuzzer (tests/fuzz/run.sh plan): $(grep -E '^fuzz_plan:|ERROR|SUMMARY|runtime error|deadly|Test unit written' "$tmp/pfuzz.log" | head -10)"
-  fi
-fi
+fuzz_finish spec "spec fuzzer" build/fuzz/corpus
+fuzz_finish args "argument-check fuzzer" build/fuzz/args-corpus
+fuzz_finish plan "plan fuzzer" build/fuzz/plan-corpus
 
 echo "$pass passed, $fail failed, $skip skipped"
 [ "$fail" -eq 0 ]

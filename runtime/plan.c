@@ -415,6 +415,9 @@ static dsa_result_t parse(parser_t *p, const char *text, size_t len, dsa_cfg_t *
         {c->ws_exchange >= g->dcp * c->exchange_row, "ws_exchange >= dcp x exchange_row"},
         {c->ws_idx_keys >= 4 * c->idx_max_local, "ws_idx_keys >= 4 x idx_max_local"},
         {c->ws_idx_merged >= g->dcp * c->ws_idx_cand, "ws_idx_merged >= dcp x ws_idx_cand"},
+        /* the rope table the context computes and the kernels index by (position, pair) */
+        {c->rope_entries == (int64_t)g->max_positions * (g->qk_rope_dim / 2),
+         "rope_entries == max_positions x qk_rope_dim / 2"},
         /* the calls' dense rows: the argument checks' least strides, and dsa_attend's offsets into out
          * and lse, so each is exactly the row its kernel reads or writes */
         {c->q_lat_row == (int64_t)g->heads_local * g->kv_lora_rank, "q_lat_row == heads_local x kv_lora_rank"},

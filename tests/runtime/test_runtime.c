@@ -318,6 +318,7 @@ static void test_plan_errors(void)
         {"ws_exchange 4112", "ws_exchange 4111", "plan.txt: error: the plan's numbers break ws_exchange >= dcp x exchange_row"},
         {"ws_idx_keys 16384", "ws_idx_keys 16380", "plan.txt: error: the plan's numbers break ws_idx_keys >= 4 x idx_max_local"},
         {"heads_gathered 4", "heads_gathered 8", "plan.txt: error: the plan's numbers break heads_local x dcp == heads_gathered"},
+        {"rope_entries 131072", "rope_entries 131040", "plan.txt: error: the plan's numbers break rope_entries == max_positions x qk_rope_dim / 2"},
         /* the calls' dense rows (tests/fuzz/fuzz_plan.c found these accepted): the argument checks take
          * them as the least stride, and dsa_attend offsets out and lse by them */
         {"q_lat_row 2048", "q_lat_row 1024", "plan.txt: error: the plan's numbers break q_lat_row == heads_local x kv_lora_rank"},

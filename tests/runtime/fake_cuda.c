@@ -9,7 +9,8 @@
  *
  * Fault injection: FAKE_CUDA_FAIL_ALLOC=N or N@D: on device D (every device without @D), the
  * cuMemAlloc calls after the first N since its primary context was retained (from none) fail with
- * CUDA_ERROR_OUT_OF_MEMORY. Read at each call. */
+ * CUDA_ERROR_OUT_OF_MEMORY. FAKE_CUDA_LAUNCH_ERROR=CODE: every kernel launch returns CODE (a
+ * CUresult, named or not). Read at each call. */
 #include <cuda.h>
 #include <errno.h>
 #include <pthread.h>
@@ -450,24 +451,31 @@ CUresult cuOccupancyMaxActiveClusters(int *n, CUfunction fn, const CUlaunchConfi
     return fn ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 
+/* A launch's result where its function and context are good: FAKE_CUDA_LAUNCH_ERROR, else success. */
+static CUresult launch_result(void)
+{
+    const char *e = getenv("FAKE_CUDA_LAUNCH_ERROR");
+    return e ? (CUresult)atoi(e) : CUDA_SUCCESS;
+}
+
 CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                         unsigned smem, CUstream stream, void **args, void **extra)
 {
     (void)gx, (void)gy, (void)gz, (void)bx, (void)by, (void)bz, (void)smem, (void)stream, (void)args, (void)extra;
-    return !f ? CUDA_ERROR_INVALID_HANDLE : fake_cuda_current() ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+    return !f ? CUDA_ERROR_INVALID_HANDLE : fake_cuda_current() ? launch_result() : CUDA_ERROR_INVALID_CONTEXT;
 }
 
 CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **args, void **extra)
 {
     (void)config, (void)args, (void)extra;
-    return !f ? CUDA_ERROR_INVALID_HANDLE : fake_cuda_current() ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+    return !f ? CUDA_ERROR_INVALID_HANDLE : fake_cuda_current() ? launch_result() : CUDA_ERROR_INVALID_CONTEXT;
 }
 
 CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                                    unsigned bz, unsigned smem, CUstream stream, void **args)
 {
     (void)gx, (void)gy, (void)gz, (void)bx, (void)by, (void)bz, (void)smem, (void)stream, (void)args;
-    return !f ? CUDA_ERROR_INVALID_HANDLE : fake_cuda_current() ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+    return !f ? CUDA_ERROR_INVALID_HANDLE : fake_cuda_current() ? launch_result() : CUDA_ERROR_INVALID_CONTEXT;
 }
 
 CUresult cuEventCreate(CUevent *e, unsigned int flags)

@@ -390,6 +390,36 @@ static void test_refused(void)
         setenv("FAKE_CUDA_ALLOC_ERROR", "2", 1); /* CUDA_ERROR_OUT_OF_MEMORY */
         CHECK(dsa_ctx_create(*c, &o, &ctx) == DSA_ERROR_OUT_OF_MEMORY && !ctx);
         CHECK(strstr(dsa_last_error(NULL), " failed: CUDA_ERROR_OUT_OF_MEMORY (out of memory) at runtime/"));
+        /* a refused launch of a per-layer call: said in the same words (calls.c), on the context */
+        unsetenv("FAKE_CUDA_ALLOC_ERROR");
+        unsetenv("FAKE_CUDA_FAIL_ALLOC");
+        CHECK(dsa_ctx_create(*c, &o, &ctx) == DSA_SUCCESS && ctx);
+        if (ctx) {
+            static _Alignas(16) unsigned char buf[8][64];
+            dsa_prologue_args_t p;
+            memset(&p, 0, sizeof p);
+            p.size = sizeof p;
+            p.num_tokens = 1;
+            p.num_cache_blocks = 1;
+            p.q_c = buf[0], p.q_c_out = buf[1], p.kv = buf[2], p.q_norm_w = buf[3], p.kv_norm_w = buf[4];
+            p.positions = (const int64_t *)(void *)buf[5], p.slot_mapping = (const int64_t *)(void *)buf[6];
+            p.kv_cache = buf[7];
+            CHECK(dsa_prologue(ctx, &p, NULL) == DSA_SUCCESS);
+            setenv("FAKE_CUDA_LAUNCH_ERROR", "400", 1); /* CUDA_ERROR_INVALID_HANDLE */
+            snprintf(want, sizeof want,
+                     "dsa_prologue: launch of the prologue kernel of %s failed: CUDA_ERROR_INVALID_HANDLE (invalid "
+                     "resource handle)", *c);
+            CHECK(dsa_prologue(ctx, &p, NULL) == DSA_ERROR_CUDA && !strcmp(dsa_last_error(ctx), want));
+            setenv("FAKE_CUDA_LAUNCH_ERROR", "987654", 1);
+            snprintf(want, sizeof want, "dsa_prologue: launch of the prologue kernel of %s failed: unknown CUresult 987654",
+                     *c);
+            CHECK(dsa_prologue(ctx, &p, NULL) == DSA_ERROR_CUDA && !strcmp(dsa_last_error(ctx), want));
+            if (strcmp(dsa_last_error(ctx), want))
+                printf("  got '%s'\n", dsa_last_error(ctx));
+            unsetenv("FAKE_CUDA_LAUNCH_ERROR");
+            dsa_ctx_destroy(ctx);
+            ctx = NULL;
+        }
         break;
     }
     CHECK(tried); /* a linked configuration of dcp 1 was there to try */

@@ -59,10 +59,11 @@ static double now_ms(void)
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-static void sha256(const void *a, size_t alen, unsigned char out[32])
+/* 0, or -1 where libcrypto fails (out then means nothing) */
+static int sha256(const void *a, size_t alen, unsigned char out[32])
 {
     unsigned n = 32;
-    EVP_Digest(a, alen, out, &n, EVP_sha256(), NULL);
+    return EVP_Digest(a, alen, out, &n, EVP_sha256(), NULL) == 1 && n == 32 ? 0 : -1;
 }
 
 static __attribute__((format(printf, 2, 3))) void job_fail(job_t *j, const char *fmt, ...)
@@ -85,26 +86,27 @@ static int nvrtc_caches(void)
     return major > 12 || (major == 12 && minor >= 9);
 }
 
-/* The key: source, every header with its name, options, target and NVRTC version. */
-static void make_key(job_t *j, int nheaders)
+/* The key: source, every header with its name, options, target and NVRTC version. 0, or -1 where
+ * libcrypto fails (the key then means nothing, and the module is compiled without the cache). */
+static int make_key(job_t *j, int nheaders)
 {
     EVP_MD_CTX *h = EVP_MD_CTX_new();
-    EVP_DigestInit_ex(h, EVP_sha256(), NULL);
+    int ok = h && EVP_DigestInit_ex(h, EVP_sha256(), NULL) == 1;
     int major = 0, minor = 0;
     dsa_nvrtc.nvrtcVersion(&major, &minor);
     char ver[64];
     snprintf(ver, sizeof ver, "nvrtc %d.%d\n", major, minor);
-    EVP_DigestUpdate(h, ver, strlen(ver));
-    EVP_DigestUpdate(h, j->k->source.text, *j->k->source.len);
-    for (int i = 0; i < nheaders; i++) {
-        EVP_DigestUpdate(h, j->names[i], strlen(j->names[i]) + 1);
-        EVP_DigestUpdate(h, j->headers[i], strlen(j->headers[i]) + 1);
-    }
-    for (int i = 0; i < j->nopts; i++)
-        EVP_DigestUpdate(h, j->opts[i], strlen(j->opts[i]) + 1);
+    ok = ok && EVP_DigestUpdate(h, ver, strlen(ver)) == 1;
+    ok = ok && EVP_DigestUpdate(h, j->k->source.text, *j->k->source.len) == 1;
+    for (int i = 0; ok && i < nheaders; i++)
+        ok = EVP_DigestUpdate(h, j->names[i], strlen(j->names[i]) + 1) == 1 &&
+             EVP_DigestUpdate(h, j->headers[i], strlen(j->headers[i]) + 1) == 1;
+    for (int i = 0; ok && i < j->nopts; i++)
+        ok = EVP_DigestUpdate(h, j->opts[i], strlen(j->opts[i]) + 1) == 1;
     unsigned n = 32;
-    EVP_DigestFinal_ex(h, j->key, &n);
+    ok = ok && EVP_DigestFinal_ex(h, j->key, &n) == 1 && n == 32;
     EVP_MD_CTX_free(h);
+    return ok ? 0 : -1;
 }
 
 /* A verified cache entry, or NULL (missing: silently; damaged: with report, reported and removed,
@@ -143,7 +145,11 @@ static char *cache_load(job_t *j, size_t *len, int report)
             why = "truncated or too long";
         } else {
             unsigned char h[32];
-            sha256(payload, n, h);
+            if (sha256(payload, n, h) != 0) { /* nothing known about the entry: compile, keep it */
+                free(payload);
+                fclose(f);
+                return NULL;
+            }
             if (memcmp(h, head + MAGIC_LEN + 32, 32) != 0)
                 why = "checksum mismatch";
         }
@@ -176,9 +182,11 @@ static void cache_store(job_t *j)
     if (fd >= 0 && !f)
         close(fd);
     unsigned char h[32];
-    sha256(j->cubin, j->cubin_len, h);
+    const int hashed = sha256(j->cubin, j->cubin_len, h) == 0;
+    if (!hashed)
+        errno = EIO; /* the message's reason: no checksum, so no entry */
     uint64_t n = j->cubin_len;
-    int ok = f && fwrite(CACHE_MAGIC, 1, MAGIC_LEN, f) == MAGIC_LEN && fwrite(j->key, 1, 32, f) == 32 &&
+    int ok = f && hashed && fwrite(CACHE_MAGIC, 1, MAGIC_LEN, f) == MAGIC_LEN && fwrite(j->key, 1, 32, f) == 32 &&
              fwrite(h, 1, 32, f) == 32 &&
              fwrite(&n, 1, 8, f) == 8 && fwrite(j->cubin, 1, n, f) == n;
     if (f && fclose(f) != 0)
@@ -555,15 +563,19 @@ dsa_result_t dsa_jit_compile(const dsa_cfg_t *cfg, const char *target, const cha
          * checks read, so the module would fail to compile. Ours (above) is what caches here. */
         if (nvrtc_caches())
             j->opts[j->nopts++] = "--no-cache";
-        make_key(j, j->nheaders);
         char key[65];
+        const int keyed = make_key(j, j->nheaders) == 0;
         dsa_hex(j->key, 32, key);
         /* a warm cache is read without the lock (entries are only ever renamed into place): no
          * lock file is made unless a module must be built */
         /* an entry's path, its lock's and its temporary file's (cache_lock, cache_store: 4200 bytes,
          * 64 more than the entry's at most) fit, or the module is compiled without the cache */
-        if (dir[0] && (size_t)snprintf(j->path, sizeof j->path, "%s/%s.%s.%s.%.16s.cubin", dir, cfg->info.name,
-                                       j->k->name, target, key) >= sizeof j->path) {
+        if (dir[0] && !keyed) {
+            dsa_log(log_level, DSA_LOG_WARN, "libcrypto could not compute the JIT cache key of %s: compiling it in memory",
+                    j->k->name);
+            j->path[0] = '\0';
+        } else if (dir[0] && (size_t)snprintf(j->path, sizeof j->path, "%s/%s.%s.%s.%.16s.cubin", dir, cfg->info.name,
+                                              j->k->name, target, key) >= sizeof j->path) {
             dsa_log(log_level, DSA_LOG_WARN, "JIT cache entry path in %s is longer than %zu bytes: compiling %s in memory",
                     dir, sizeof j->path - 1, j->k->name);
             j->path[0] = '\0';

@@ -478,6 +478,12 @@ merge_large_tp8_dcp4_i1_bf16 0'
     out=$(build/asan/dsa-demo --cpu 2>&1); rc=$?
     if [ $rc -eq 0 ] && [ "$(printf '%s\n' "$out" | tail -1)" == "dsa-demo: DCP = W agrees with DCP = 1" ]; then ok
     else bad "dsa-demo --cpu exited $rc: $(printf '%s' "$out" | tail -20)"; fi
+    # its usage: asked for, on stdout with status 0; an unknown argument, on stderr with status 2
+    out=$(build/dsa-demo --help 2>/dev/null); rc=$?
+    [ $rc -eq 0 ] && [ "${out#usage: dsa-demo }" != "$out" ] && ok || bad "dsa-demo --help: exit $rc: $out"
+    out=$(build/dsa-demo --no-such-flag 2>&1 >/dev/null); rc=$?
+    [ $rc -eq 2 ] && [ "$(printf '%s\n' "$out" | tail -1)" == "dsa-demo: unknown or incomplete argument '--no-such-flag'" ] &&
+      ok || bad "dsa-demo --no-such-flag: exit $rc: $out"
   else
     bad "ninja runtime"
   fi

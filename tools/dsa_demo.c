@@ -375,7 +375,7 @@ int main(int argc, char **argv)
             dir_arg = argv[++i];
         } else {
             const int help = !strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"); /* asked: stdout, 0 */
-            fprintf(help ? stdout : stderr, "usage: dsa-demo [--cpu | --bench [--collectives | --allgather-barrier]] [--config NAME | "
+            fprintf(help ? stdout : stderr, "usage: dsa-demo [--help] [--cpu | --bench [--collectives | --allgather-barrier]] [--config NAME | "
                             "--dir FOLDER]\n"
                             "  --cpu: the no-GPU path (NVRTC and the CPU simulation) even where a GPU is present\n"
                             "  --bench: the decode step timed step by step at 1, 64 and 128 rows\n"

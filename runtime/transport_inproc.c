@@ -1,5 +1,6 @@
 /* The in-process transport: W ranks of a DCP group on one GPU, one thread each, so tests run
  * DCP = W without W GPUs. Never a production path (dsa_testing.h). */
+#include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -57,12 +58,22 @@ dsa_result_t dsa_inproc_group_create(int size, dsa_inproc_group_t *group)
     if (!g)
         return dsa_fail(NULL, DSA_ERROR_OUT_OF_MEMORY, "dsa_inproc_group_create: out of host memory");
     g->size = size;
-    pthread_mutex_init(&g->lock, NULL);
-    pthread_condattr_t ca; /* its waits time out by the monotonic clock: a wall-clock step moves no deadline */
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&g->done, &ca);
-    pthread_condattr_destroy(&ca);
+    /* its waits time out by the monotonic clock: a wall-clock step moves no deadline (and a
+     * condition on another clock would take the monotonic deadlines as long past: refused) */
+    pthread_condattr_t ca;
+    int e = pthread_condattr_init(&ca);
+    if (e == 0) {
+        if ((e = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC)) == 0)
+            e = pthread_cond_init(&g->done, &ca);
+        pthread_condattr_destroy(&ca);
+    }
+    if (e == 0 && (e = pthread_mutex_init(&g->lock, NULL)) != 0)
+        pthread_cond_destroy(&g->done);
+    if (e != 0) {
+        free(g);
+        return dsa_fail(NULL, e == ENOMEM ? DSA_ERROR_OUT_OF_MEMORY : DSA_ERROR_INTERNAL,
+                        "dsa_inproc_group_create: cannot set up its lock and its condition on the monotonic clock: %s", strerror(e));
+    }
     *group = g;
     return DSA_SUCCESS;
 }

@@ -19,13 +19,19 @@ static inline void dsa_hex(const unsigned char *b, size_t n, char *out)
     out[2 * n] = '\0';
 }
 
-/* The SHA-256 of len bytes at data as 64 lowercase hex digits into hex[65]: 0, or -1 (hex empty)
- * where libcrypto fails. */
+/* The SHA-256 of len bytes at data into md[32]: 0, or -1 where libcrypto fails (md then means
+ * nothing). */
+static inline int dsa_sha256(const void *data, size_t len, unsigned char md[32])
+{
+    unsigned n = 32;
+    return EVP_Digest(data, len, md, &n, EVP_sha256(), NULL) == 1 && n == 32 ? 0 : -1;
+}
+
+/* The same as 64 lowercase hex digits into hex[65]: 0, or -1 (hex empty) where libcrypto fails. */
 static inline int dsa_sha256_hex(const void *data, size_t len, char hex[65])
 {
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned n = 0;
-    if (!EVP_Digest(data, len, md, &n, EVP_sha256(), NULL) || n != 32) {
+    unsigned char md[32];
+    if (dsa_sha256(data, len, md) != 0) {
         hex[0] = '\0';
         return -1;
     }

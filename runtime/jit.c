@@ -59,13 +59,6 @@ static double now_ms(void)
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-/* 0, or -1 where libcrypto fails (out then means nothing) */
-static int sha256(const void *a, size_t alen, unsigned char out[32])
-{
-    unsigned n = 32;
-    return EVP_Digest(a, alen, out, &n, EVP_sha256(), NULL) == 1 && n == 32 ? 0 : -1;
-}
-
 static __attribute__((format(printf, 2, 3))) void job_fail(job_t *j, const char *fmt, ...)
 {
     va_list ap;
@@ -145,7 +138,7 @@ static char *cache_load(job_t *j, size_t *len, int report)
             why = "truncated or too long";
         } else {
             unsigned char h[32];
-            if (sha256(payload, n, h) != 0) { /* nothing known about the entry: compile, keep it */
+            if (dsa_sha256(payload, n, h) != 0) { /* nothing known about the entry: compile, keep it */
                 free(payload);
                 fclose(f);
                 return NULL;
@@ -170,6 +163,11 @@ static char *cache_load(job_t *j, size_t *len, int report)
 
 static void cache_store(job_t *j)
 {
+    unsigned char h[32];
+    if (dsa_sha256(j->cubin, j->cubin_len, h) != 0) { /* no checksum, no entry */
+        dsa_log(j->log_level, DSA_LOG_WARN, "libcrypto could not checksum JIT cache entry %s: not stored", j->path);
+        return;
+    }
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%lu", j->path, (long)getpid(), (unsigned long)pthread_self());
     /* a new file, never one found at that name: a FIFO there would block the store (with the entry's
@@ -181,12 +179,8 @@ static void cache_store(job_t *j)
     FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
     if (fd >= 0 && !f)
         close(fd);
-    unsigned char h[32];
-    const int hashed = sha256(j->cubin, j->cubin_len, h) == 0;
-    if (!hashed)
-        errno = EIO; /* the message's reason: no checksum, so no entry */
     uint64_t n = j->cubin_len;
-    int ok = f && hashed && fwrite(CACHE_MAGIC, 1, MAGIC_LEN, f) == MAGIC_LEN && fwrite(j->key, 1, 32, f) == 32 &&
+    int ok = f && fwrite(CACHE_MAGIC, 1, MAGIC_LEN, f) == MAGIC_LEN && fwrite(j->key, 1, 32, f) == 32 &&
              fwrite(h, 1, 32, f) == 32 &&
              fwrite(&n, 1, 8, f) == 8 && fwrite(j->cubin, 1, n, f) == n;
     if (f && fclose(f) != 0)

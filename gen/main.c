@@ -523,15 +523,17 @@ static int render_config(const loaded *l, const dsg_config *c, const tmpl *t, in
                 char *text = format("%s%s", all, n && all[n - 1] != '\n' ? "\n" : ""); /* what it covers */
                 free(all);
                 all = NULL;
-                const int hashed = text ? dsa_sha256_hex(text, strlen(text), hex) : 0; /* -1: libcrypto */
-                if (text && hashed == 0)
+                if (text && dsa_sha256_hex(text, strlen(text), hex) != 0) {
+                    free(text);
+                    dsg_error(d, NULL, 0, "%s: libcrypto could not compute a SHA-256", t[i].out);
+                    rc = -1;
+                    break;
+                }
+                if (text)
                     all = format("%splan-sha256 %s\n", text, hex);
                 free(text);
                 if (!all) {
-                    if (hashed != 0)
-                        dsg_error(d, NULL, 0, "%s: libcrypto could not compute a SHA-256", t[i].out);
-                    else
-                        dsg_error(d, NULL, 0, "out of memory");
+                    dsg_error(d, NULL, 0, "out of memory");
                     rc = -1;
                     break;
                 }

@@ -399,9 +399,9 @@ static void check_sources(dsa_cfg_t *c)
 
 static struct dsa_ctx *ctx;
 
-static void *fake(int i, unsigned align_off)
+static void *fake(int i)
 {
-    return (void *)((uintptr_t)0x7f0000000000ull + (uintptr_t)0x1000000u * (uintptr_t)i + align_off);
+    return (void *)((uintptr_t)0x7f0000000000ull + (uintptr_t)0x1000000u * (uintptr_t)i);
 }
 
 static void call_failed(dsa_result_t rc, const char *fn)
@@ -451,10 +451,10 @@ static void check_calls(const dsa_cfg_t *c)
         memset(&p, 0, sizeof p);
         p.size = sizeof p;
         p.num_tokens = INT32_MAX;
-        p.q_c = fake(1, 0), p.q_c_out = fake(2, 0), p.kv = fake(3, 0), p.idx_k = fake(4, 0);
-        p.positions = fake(5, 0), p.slot_mapping = fake(6, 0), p.q_norm_w = fake(7, 0), p.kv_norm_w = fake(8, 0);
-        p.idx_norm_w = fake(9, 0), p.idx_norm_b = fake(10, 0), p.kv_cache = fake(11, 0), p.idx_cache = fake(12, 0);
-        p.topk = fake(13, 0), p.clear_topk = 1;
+        p.q_c = fake(1), p.q_c_out = fake(2), p.kv = fake(3), p.idx_k = fake(4);
+        p.positions = fake(5), p.slot_mapping = fake(6), p.q_norm_w = fake(7), p.kv_norm_w = fake(8);
+        p.idx_norm_w = fake(9), p.idx_norm_b = fake(10), p.kv_cache = fake(11), p.idx_cache = fake(12);
+        p.topk = fake(13), p.clear_topk = 1;
         p.num_cache_blocks = pick[k][0];
         dsa_prologue_strides_t ps;
         dsa_result_t rc = dsa_check_prologue(ctx, &p, &ps);
@@ -473,9 +473,9 @@ static void check_calls(const dsa_cfg_t *c)
         memset(&a, 0, sizeof a);
         a.size = sizeof a;
         a.num_tokens = INT32_MAX;
-        a.q_lat = fake(1, 0), a.q_pe = fake(2, 0), a.positions = fake(3, 0), a.topk = fake(4, 0);
-        a.req_of_token = fake(5, 0), a.seq_lens = fake(6, 0), a.block_table = fake(7, 0), a.kv_cache = fake(8, 0);
-        a.out = fake(9, 0), a.lse = fake(10, 0);
+        a.q_lat = fake(1), a.q_pe = fake(2), a.positions = fake(3), a.topk = fake(4);
+        a.req_of_token = fake(5), a.seq_lens = fake(6), a.block_table = fake(7), a.kv_cache = fake(8);
+        a.out = fake(9), a.lse = fake(10);
         a.num_requests = 1, a.max_blocks = 1;
         a.num_cache_blocks = pick[k][1];
         dsa_attend_strides_t as;
@@ -496,8 +496,8 @@ static void check_calls(const dsa_cfg_t *c)
         memset(&x, 0, sizeof x);
         x.size = sizeof x;
         x.num_tokens = INT32_MAX;
-        x.q = fake(1, 0), x.weights = fake(2, 0), x.positions = fake(3, 0), x.req_of_token = fake(4, 0);
-        x.seq_lens = fake(5, 0), x.block_table = fake(6, 0), x.idx_cache = fake(7, 0), x.topk = fake(8, 0);
+        x.q = fake(1), x.weights = fake(2), x.positions = fake(3), x.req_of_token = fake(4);
+        x.seq_lens = fake(5), x.block_table = fake(6), x.idx_cache = fake(7), x.topk = fake(8);
         x.num_requests = 1, x.max_blocks = 1;
         x.num_cache_blocks = pick[k][2];
         dsa_index_strides_t xs;

@@ -324,15 +324,16 @@ parse_pid=$!
 # tests below run; longer runs: tests/fuzz/run.sh [spec|args|plan] SECONDS. fuzz_start KIND SECONDS
 # TARGET LABEL [cuda] builds TARGET and starts tests/fuzz/run.sh KIND; without a clang that links
 # libFuzzer (or the CUDA headers at .cuda, for the fuzzers that link the runtime) it says SKIPPED,
-# and a fuzzer that does not build where the toolchain does fails. fuzz_finish KIND LABEL CORPUS
-# waits for it and counts its result.
-declare -A fuzz_pid=()
+# and a fuzzer that does not build where the toolchain does fails. fuzz_finish KIND waits for it
+# and counts its result.
+declare -A fuzz_pid=() fuzz_label=()
 fuzz_toolchain=0
 printf 'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n) { (void)d; (void)n; return 0; }\n' > "$tmp/fuzz_probe.c"
 command -v clang >/dev/null 2>&1 && clang -fsanitize=fuzzer "$tmp/fuzz_probe.c" -o "$tmp/fuzz_probe" >/dev/null 2>&1 &&
   fuzz_toolchain=1
 fuzz_start() {
   local kind=$1 secs=$2 target=$3 label=$4 cuda=${5:-}
+  fuzz_label[$kind]=$label
   if [ "$fuzz_toolchain" = 0 ]; then
     echo "SKIPPED: the $label: no clang with libFuzzer (tools/setup.sh installs it)"
     skip=$((skip + 1))
@@ -347,7 +348,8 @@ fuzz_start() {
   fi
 }
 fuzz_finish() {
-  local kind=$1 label=$2 corpus=$3
+  local kind=$1 label=${fuzz_label[$1]} corpus=build/fuzz/$1-corpus
+  [ "$kind" = spec ] && corpus=build/fuzz/corpus # tests/fuzz/run.sh's folders
   [ -n "${fuzz_pid[$kind]:-}" ] || return 0
   wait "${fuzz_pid[$kind]}"
   if [ "$(cat "$tmp/fuzz_$kind.rc")" -eq 0 ]; then
@@ -525,9 +527,9 @@ got=$(sed 1d "$tmp/parse.result")
   [ "$got" == "or_chain.lua: error: spec exceeds the time limit of 10 seconds (stopped by the watchdog: inside one call, such as the parser's or a library function's)" ] \
   && ok || bad "time limit inside one C call (the watchdog): exit $rc after $secs s, $files files written: $got"
 
-fuzz_finish spec "spec fuzzer" build/fuzz/corpus
-fuzz_finish args "argument-check fuzzer" build/fuzz/args-corpus
-fuzz_finish plan "plan fuzzer" build/fuzz/plan-corpus
+fuzz_finish spec
+fuzz_finish args
+fuzz_finish plan
 
 echo "$pass passed, $fail failed, $skip skipped"
 [ "$fail" -eq 0 ]

@@ -347,6 +347,7 @@ static void push_env(lua_State *L, const loaded *l, const dsg_config *c, const c
     set_int(L, "index_topk_split_keys", dv.index_topk_split_keys);
     set_int(L, "index_topk_split_max", dv.index_topk_split_max);
     set_int(L, "index_topk_split_min", dv.index_topk_split_min);
+    set_int(L, "index_topk_split_min_keys", dv.index_topk_split_min_keys);
     set_int(L, "index_topk_split_cands", dv.index_topk_split_cands);
     set_int(L, "index_topk_bit_keys", dv.index_topk_bit_keys);
     set_int(L, "index_score_bins", dv.index_score_bins);

@@ -101,6 +101,7 @@ typedef struct dsg_derived {
      * a CTA takes, the most CTAs a row can use, and the row's shared state (bytes) */
     int index_topk_split_threads, index_topk_radix_bits, index_topk_split_keys, index_topk_split_max;
     int index_topk_split_min; /* fewer CTAs a row than this: one CTA a row (measured on an H200) */
+    int index_topk_split_min_keys; /* rows of at most this many keys: one CTA a row (measured on an H100) */
     int index_topk_split_cands; /* keys of the first pass's bin the split top-k finishes in shared memory */
     int index_topk_bit_keys;    /* the fewest keys of a split top-k CTA's chunk it emits from a bit a key */
     int index_score_bins;       /* 1: index_score counts the split top-k's first radix pass */

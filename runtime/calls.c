@@ -440,11 +440,12 @@ dsa_result_t dsa_attend(dsa_ctx_t ctx, const dsa_attend_args_t *a, void *stream)
 
 /* CTAs per row of the top-k for a chunk of n rows: the CTAs the device holds at once (a
  * cooperative launch allows no more) shared by the rows, no more than the plan says a row can use;
- * 1 (one CTA a row, the plain kernel) where a row would get fewer than 2. */
+ * 1 (one CTA a row, the plain kernel) where a row would get fewer than the plan's index_topk_split_min
+ * or has at most its index_topk_split_min_keys keys (max_keys: the table row's, a bound). */
 static int64_t topk_splits(dsa_ctx_t ctx, int64_t n, int64_t max_keys)
 {
     const dsa_cfg_t *cfg = ctx->cfg;
-    if (ctx->force_topk == 1)
+    if (ctx->force_topk == 1 || (ctx->force_topk != 2 && max_keys <= (int64_t)cfg->index_topk_split_min_keys))
         return 1;
     int64_t s = n > 0 ? ctx->topk_slots / n : 0;
     s = s > (int64_t)cfg->index_topk_split_max ? (int64_t)cfg->index_topk_split_max : s;

@@ -7,9 +7,9 @@
 
 #include <stddef.h>
 
-/* This struct's layout and, with it, plan.txt's format ("dsa-plan 4"; 4: the sources' SHA-256 and
- * the plan's seal). */
-#define DSA_PLAN_ABI 4
+/* This struct's layout and, with it, plan.txt's format ("dsa-plan 5"; 4: the sources' SHA-256 and
+ * the plan's seal; 5: index_topk_split_min_keys). */
+#define DSA_PLAN_ABI 5
 
 typedef struct dsa_source {
     const char *name; /* the file's name in the folder, as the kernels include it */

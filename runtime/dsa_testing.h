@@ -113,8 +113,9 @@ DSA_API dsa_result_t dsa_testing_force_index_score(dsa_ctx_t ctx, int which);
 /* How many CTAs each row's top-k runs on in a dsa_index call of `rows` rows whose block tables have
  * max_blocks entries, in its first chunk (1: one CTA a row, the kernel for many rows; 0: ctx is NULL,
  * rows < 1 or max_blocks < 1). The choice is made per chunk from the CTAs the device holds at once
- * (queried at context creation), the plan's fewest CTAs worth a split and the row's most keys.
- * dsa_testing_force_index_topk changes the choice. */
+ * (queried at context creation), the plan's fewest CTAs worth a split and the row's most keys (a
+ * row of at most the plan's index_topk_split_min_keys takes one CTA). dsa_testing_force_index_topk
+ * changes the choice. */
 DSA_API int64_t dsa_index_topk_splits(dsa_ctx_t ctx, int64_t rows, int64_t max_blocks);
 
 /* Every later dsa_index call of ctx selects its top-k with: 1 one CTA a row, 2 the split kernel from

@@ -108,6 +108,7 @@ static const field_t fields[] = {
     {"index_topk_split_max", F_U32, M(index_topk_split_max), 1, 65535},
     {"index_topk_split_min", F_U32, M(index_topk_split_min), 2, 65535},
     {"index_topk_split_keys", F_U32, M(index_topk_split_keys), 1, 1 << 24},
+    {"index_topk_split_min_keys", F_U32, M(index_topk_split_min_keys), 1, 1 << 30},
     {"index_topk_bit_keys", F_U32, M(index_topk_bit_keys), 1, 1 << 30},
     {"index_score_bins", F_U32, M(index_score_bins), 0, 1},
     {"idx_max_local", F_I64, M(idx_max_local), 1, 1LL << 30},

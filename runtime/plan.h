@@ -54,6 +54,7 @@ typedef struct dsa_cfg {
     unsigned index_score_group_rows; /* rows of one request a grouped score CTA takes (1: none) */
     unsigned index_topk_split_threads, index_topk_split_max; /* the split top-k: CTA size, most CTAs a row */
     unsigned index_topk_split_min, index_topk_split_keys;     /* fewest CTAs a row worth a split; keys a CTA at least */
+    unsigned index_topk_split_min_keys; /* rows of at most this many keys take one CTA a row */
     unsigned index_topk_bit_keys; /* a split top-k CTA of at least this many keys emits from a bit a key */
     unsigned index_score_bins; /* 1: index_score counts the split top-k's first pass (DSA_IDX_SCORE_BINS) */
     /* stage B: keys of a row on one rank at most; workspaces per row, bytes */

@@ -10,7 +10,7 @@
  *   - dsa_plan_parse fails with DSA_ERROR_INVALID_ARGUMENT and one line without control characters,
  *     "plan.txt:LINE: error: ..." (LINE one of the input's) or "plan.txt: error: ...", which a
  *     short message buffer truncates but does not change or overrun, or
- *   - it succeeds, and then, checked here independently of plan.c: "dsa-plan 4" is the first line
+ *   - it succeeds, and then, checked here independently of plan.c: "dsa-plan DSA_PLAN_ABI" is the first line
  *     and a true plan-sha256 line the last (comments and blank lines aside); no key is given twice
  *     (a module or source line: no module or file twice); every string ends inside its field and is
  *     a name; every real number is positive and finite as stored (a float too); every whole number
@@ -116,7 +116,7 @@ static void check_message(const char *msg, const char *text, size_t len)
 
 /* ---- a parse that succeeded: what the runtime relies on, checked apart from plan.c ---- */
 
-/* The lines: "dsa-plan 4" first, a true plan-sha256 line last, no key twice (module: no module
+/* The lines: "dsa-plan DSA_PLAN_ABI" first, a true plan-sha256 line last, no key twice (module: no module
  * twice; source: no file twice). */
 static void check_lines(const char *text, size_t len)
 {

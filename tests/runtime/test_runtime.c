@@ -892,6 +892,14 @@ static void test_index_checks(void)
      * row dsa_index takes (INT32_MAX blocks) */
     CHECK(dsa_index_topk_splits(ctx, 64, INT64_MAX / 2) == dsa_index_topk_splits(ctx, 64, INT32_MAX));
     CHECK(dsa_index_topk_splits(ctx, 1, INT64_MAX) == dsa_index_topk_splits(ctx, 1, INT32_MAX));
+    /* rows of at most the plan's index_topk_split_min_keys keys: one CTA a row, unless forced to split;
+     * one block more: the split */
+    const int64_t short_blocks = (int64_t)ctx->cfg->index_topk_split_min_keys / ctx->cfg->info.block_size;
+    CHECK(short_blocks >= 1 && dsa_index_topk_splits(ctx, 1, short_blocks) == 1 &&
+          dsa_index_topk_splits(ctx, 64, short_blocks) == 1);
+    CHECK(dsa_index_topk_splits(ctx, 1, short_blocks + 1) > 1);
+    CHECK(dsa_testing_force_index_topk(ctx, 2) == DSA_SUCCESS && dsa_index_topk_splits(ctx, 1, short_blocks) > 1);
+    CHECK(dsa_testing_force_index_topk(ctx, 0) == DSA_SUCCESS);
     WANT_ERROR(dsa_testing_index_topk_cap(ctx, 1), ctx,
                "dsa_testing_index_topk_cap: cap is 1, must be 0 (the automatic choice) or at least 2");
     WANT_ERROR(dsa_testing_index_topk_cap(ctx, -3), ctx,

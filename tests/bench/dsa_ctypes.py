@@ -72,7 +72,7 @@ class ConfigInfo(ctypes.Structure):
 # What dsa_config_info does not report (the rope's theta and YaRN values, the indexer key's rope
 # style and order, Hadamard, norm eps) is in the configuration's config.h, one of the generated files
 # that libdsa embeds in the plan it exports as dsa_plan_<name> (runtime/dsa_plan.h).
-PLAN_ABI = 4  # DSA_PLAN_ABI
+PLAN_ABI = 5  # DSA_PLAN_ABI
 
 
 class Source(ctypes.Structure):

@@ -707,7 +707,8 @@ static dsa_result_t index_chunk(dsa_ctx_t ctx, const dsa_index_args_t *a, const 
     splits = splits < 1 ? 1 : splits > most ? most : splits > 65535 ? 65535 : splits;
     CUfunction fn = score == 1 ? ctx->index_score_few_fn : score == 2 ? ctx->index_score_fn : ctx->index_score_group_fn;
     /* few rows: each row's top-k over several CTAs, which meet at barriers (a cooperative launch,
-     * so that they are resident at once); many rows: a CTA per row fills the device already */
+     * so that they are resident at once); many rows: a CTA per row fills the device already; rows
+     * whose table holds at most the plan's index_topk_split_min_keys keys: a CTA per row too */
     const int64_t tsplits = topk_splits(ctx, n, a->max_blocks * cfg->info.block_size); /* a row's keys at most */
     /* where the plan says so, index_score (on sm_90a) counts the split top-k's first radix pass into
      * the rows' states as it writes the scores, and the top-k starts from those counts (a row that

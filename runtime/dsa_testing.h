@@ -113,19 +113,21 @@ DSA_API dsa_result_t dsa_testing_force_index_score(dsa_ctx_t ctx, int which);
 /* How many CTAs each row's top-k runs on in a dsa_index call of `rows` rows whose block tables have
  * max_blocks entries, in its first chunk (1: one CTA a row, the kernel for many rows; 0: ctx is NULL,
  * rows < 1 or max_blocks < 1). The choice is made per chunk from the CTAs the device holds at once
- * (queried at context creation), the plan's fewest CTAs worth a split and the row's most keys (a
- * row of at most the plan's index_topk_split_min_keys takes one CTA). dsa_testing_force_index_topk
- * changes the choice. */
+ * (queried at context creation), the plan's fewest CTAs worth a split and the row's most keys, which
+ * max_blocks bounds (rows whose table holds at most the plan's index_topk_split_min_keys keys on this
+ * rank take one CTA). dsa_testing_force_index_topk changes the choice. */
 DSA_API int64_t dsa_index_topk_splits(dsa_ctx_t ctx, int64_t rows, int64_t max_blocks);
 
 /* Every later dsa_index call of ctx selects its top-k with: 1 one CTA a row, 2 the split kernel from
- * 2 CTAs a row (not the plan's minimum, where the device holds them), 0 the automatic choice again;
- * so tests and benchmarks can run both kernels on the same rows in one process. */
+ * 2 CTAs a row (not the plan's minimum nor its index_topk_split_min_keys, where the device holds
+ * them), 0 the automatic choice again; so tests and benchmarks can run both kernels on the same rows
+ * in one process. */
 DSA_API dsa_result_t dsa_testing_force_index_topk(dsa_ctx_t ctx, int which);
 
 /* Every later dsa_index call of ctx gives each row's split top-k at most `cap` CTAs (0: no cap, the
  * automatic choice again; 1 is refused: dsa_testing_force_index_topk(ctx, 1) is one CTA a row), so a
- * benchmark can time the split at fewer CTAs a row than the plan's keys per CTA give. */
+ * benchmark can time the split at fewer CTAs a row than the plan's keys per CTA give. It caps the
+ * automatic choice, so rows that take one CTA (dsa_index_topk_splits) still do. */
 DSA_API dsa_result_t dsa_testing_index_topk_cap(dsa_ctx_t ctx, int cap);
 
 /* The whole number that the plan of the linked configuration `config` gives for key (a key of its

@@ -341,7 +341,7 @@ fuzz_start() {
     echo "SKIPPED: the $label: no CUDA headers at .cuda (tools/setup.sh installs them)"
     skip=$((skip + 1))
   elif ninja "$target" >"$tmp/fuzz_$kind.log" 2>&1; then
-    (tests/fuzz/run.sh "$kind" "$secs" >"$tmp/fuzz_$kind.log" 2>&1; echo $? >"$tmp/fuzz_$kind.rc") &
+    (DSA_FUZZ_BUILT=1 tests/fuzz/run.sh "$kind" "$secs" >"$tmp/fuzz_$kind.log" 2>&1; echo $? >"$tmp/fuzz_$kind.rc") &
     fuzz_pid[$kind]=$!
   else
     bad "ninja $target: $(tail -5 "$tmp/fuzz_$kind.log")"

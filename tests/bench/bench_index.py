@@ -9,8 +9,10 @@ Timed with CUDA events: median of 10 of the mean of 5 back-to-back calls after 2
 same with L2 flushed (a 256 MiB write) before each call. Each row's keys are its own request's.
 The configuration's shapes come from libdsa (dsa_config_info, through tests/bench/dsa_ctypes.py).
 Each point runs with the top-k kernels (dsa_testing_force_index_topk: `auto`, the runtime's choice,
-which spreads a row over several CTAs when there are few rows; `split`, split from 2 CTAs a row;
-`one`, a CTA per row; `capN`, the runtime's choice with at most N CTAs a row, dsa_testing_index_topk_cap;
+which spreads a row over several CTAs when there are few rows of more than the plan's
+index_topk_split_min_keys (8192) keys; `split`, split from 2 CTAs a row; `one`, a CTA per row;
+`capN`, the runtime's choice with at most N CTAs a row, dsa_testing_index_topk_cap (at 8K keys,
+like auto and nobins, one CTA a row: the "CTAs a row" column says which ran);
 `nobins`, the runtime's choice with the split top-k counting its first pass itself rather than
 index_score, dsa_testing_index_score_bins(ctx, 0): the same binary both ways, in one run; several,
 comma-separated), says how many CTAs a row got, and checks that they give the same rows.

@@ -26,14 +26,17 @@ which=spec
 case "${1:-}" in spec | args | plan) which=$1; shift ;; esac
 secs=${1:-60}
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+# the fuzzer built first, unless the caller built it (DSA_FUZZ_BUILT=1: tests/run.sh, whose own ninja
+# runs may overlap this script's, and two ninjas in one build folder can clash over its logs)
+build() { [ "${DSA_FUZZ_BUILT:-0}" = 1 ] || ninja "$1" >/dev/null; }
 if [ "$which" = args ]; then
-  ninja build/fuzz/fuzz_args >/dev/null
+  build build/fuzz/fuzz_args
   mkdir -p build/fuzz/args-corpus
   exec build/fuzz/fuzz_args -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 \
     -artifact_prefix=build/fuzz/args- -print_final_stats=1 build/fuzz/args-corpus
 fi
 if [ "$which" = plan ]; then
-  ninja build/fuzz/fuzz_plan >/dev/null
+  build build/fuzz/fuzz_plan
   mkdir -p build/fuzz/plan-corpus build/fuzz/plan-seeds
   # seeds: every generated plan, named by its folder (one folder: libFuzzer reads files, not subfolders)
   for f in out/*/plan.txt tests/gpu/outside/*/plan.txt; do
@@ -53,7 +56,7 @@ if [ "$which" = plan ]; then
     -dict=tests/fuzz/plan.dict -artifact_prefix=build/fuzz/plan- -print_final_stats=1 \
     build/fuzz/plan-corpus build/fuzz/plan-seeds
 fi
-ninja build/fuzz/fuzz_spec >/dev/null
+build build/fuzz/fuzz_spec
 mkdir -p build/fuzz/corpus build/fuzz/work build/fuzz/seeds
 cp -r tests/gen/import/models build/fuzz/work/
 # seeds: every shipped spec and test spec (one folder: libFuzzer reads files, not subfolders)

@@ -11,8 +11,8 @@ The configuration's shapes come from libdsa (dsa_config_info, through tests/benc
 Each point runs with the top-k kernels (dsa_testing_force_index_topk: `auto`, the runtime's choice,
 which spreads a row over several CTAs when there are few rows of more than the plan's
 index_topk_split_min_keys (8192) keys; `split`, split from 2 CTAs a row; `one`, a CTA per row;
-`capN`, the runtime's choice with at most N CTAs a row, dsa_testing_index_topk_cap (at 8K keys,
-like auto and nobins, one CTA a row: the "CTAs a row" column says which ran);
+`capN`, the split with at most N CTAs a row (dsa_testing_index_topk_cap; at short rows too, where
+auto and nobins take one CTA a row: the "CTAs a row" column says which ran);
 `nobins`, the runtime's choice with the split top-k counting its first pass itself rather than
 index_score, dsa_testing_index_score_bins(ctx, 0): the same binary both ways, in one run; several,
 comma-separated), says how many CTAs a row got, and checks that they give the same rows.
@@ -92,14 +92,16 @@ def point(name, B, L):
 
 
 def context(name, opts, mode):
-    """A context of the configuration with the top-k path `mode` (auto, one, split, capN: auto with at
+    """A context of the configuration with the top-k path `mode` (auto, one, split, capN: the split at
     most N CTAs a row, or nobins: auto without index_score's first-pass count) and SCORE forced."""
     ctx = ctypes.c_void_p()
     if lib.dsa_ctx_create(name.encode(), ctypes.byref(opts), ctypes.byref(ctx)) != 0:
         sys.exit(f"dsa_ctx_create: {lib.dsa_last_error(None).decode()}")
     lib.dsa_testing_force_index_score(ctx, SCORE)
     cap = int(mode[3:]) if mode.startswith("cap") else 0
-    lib.dsa_testing_force_index_topk(ctx, 0 if cap else {"auto": 0, "one": 1, "split": 2, "nobins": 0}[mode])
+    # capN forces the split (from 2 CTAs a row), so that it times the split at short rows too, where
+    # the automatic choice takes one CTA a row
+    lib.dsa_testing_force_index_topk(ctx, 2 if cap else {"auto": 0, "one": 1, "split": 2, "nobins": 0}[mode])
     if mode == "nobins" and lib.dsa_testing_index_score_bins(ctx, 0) != 0:
         sys.exit(f"dsa_testing_index_score_bins: {lib.dsa_last_error(ctx).decode()}")
     if lib.dsa_testing_index_topk_cap(ctx, cap) != 0:

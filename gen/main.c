@@ -509,31 +509,30 @@ static int render_config(const loaded *l, const dsg_config *c, const tmpl *t, in
                 rc = -1;
                 break;
             }
-            char hex[65];
-            if (pass == 0) { /* a source the plan records */
-                if (dsa_sha256_hex(all, strlen(all), hex) != 0) {
-                    free(all);
-                    dsg_error(d, NULL, 0, "%s: libcrypto could not compute a SHA-256", t[i].out);
+            if (pass == 1) { /* the plan's own seal covers it ending in a newline */
+                const size_t n = strlen(all);
+                char *text = format("%s%s", all, n && all[n - 1] != '\n' ? "\n" : "");
+                free(all);
+                if (!(all = text)) {
+                    dsg_error(d, NULL, 0, "out of memory");
                     rc = -1;
                     break;
                 }
+            }
+            char hex[65];
+            if (dsa_sha256_hex(all, strlen(all), hex) != 0) {
+                free(all);
+                dsg_error(d, NULL, 0, "%s: libcrypto could not compute a SHA-256", t[i].out);
+                rc = -1;
+                break;
+            }
+            if (pass == 0) { /* a source the plan records */
                 lua_pushstring(L, hex);
                 lua_setfield(L, sums, t[i].out);
-            } else { /* the plan's own seal, its last line: libdsa refuses a plan edited after */
-                const size_t n = strlen(all);
-                char *text = format("%s%s", all, n && all[n - 1] != '\n' ? "\n" : ""); /* what it covers */
+            } else { /* the seal, its last line: libdsa refuses a plan edited after */
+                char *sealed = format("%splan-sha256 %s\n", all, hex);
                 free(all);
-                all = NULL;
-                if (text && dsa_sha256_hex(text, strlen(text), hex) != 0) {
-                    free(text);
-                    dsg_error(d, NULL, 0, "%s: libcrypto could not compute a SHA-256", t[i].out);
-                    rc = -1;
-                    break;
-                }
-                if (text)
-                    all = format("%splan-sha256 %s\n", text, hex);
-                free(text);
-                if (!all) {
+                if (!(all = sealed)) {
                     dsg_error(d, NULL, 0, "out of memory");
                     rc = -1;
                     break;

@@ -43,6 +43,7 @@ struct Config {
         idx_topk_split_threads = DSA_IDX_TOPK_SPLIT_THREADS,
         idx_topk_radix_bits = DSA_IDX_TOPK_RADIX_BITS,
         idx_topk_split_keys = DSA_IDX_TOPK_SPLIT_KEYS,
+        idx_topk_split_min_keys = DSA_IDX_TOPK_SPLIT_MIN_KEYS,
         idx_topk_split_max = DSA_IDX_TOPK_SPLIT_MAX,
         idx_topk_split_cands = DSA_IDX_TOPK_SPLIT_CANDS,
         idx_topk_state_bytes = DSA_IDX_TOPK_STATE_BYTES,

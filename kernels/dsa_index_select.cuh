@@ -361,6 +361,165 @@ __device__ int select_topk(const uint32_t *keys, int64_t n, int K, Emit emit, ui
     return (int)(total < (uint32_t)K ? total : (uint32_t)K);
 }
 
+// ---- one CTA, the row held in registers (rows of at most Threads x R keys) ----
+
+// The warp's inclusive prefix sum of v over lanes 0 .. lane
+__device__ __forceinline__ uint32_t warp_inclusive(uint32_t v)
+{
+    const int lane = threadIdx.x % 32;
+#pragma unroll
+    for (int o = 1; o < 32; o *= 2) {
+        const uint32_t y = __shfl_up_sync(0xffffffffu, v, o);
+        if (lane >= o)
+            v += y;
+    }
+    return v;
+}
+
+// The CTA's exclusive prefix sum of v in thread order; *total gets the sum. wsum: Threads / 32
+// words, free on entry and again after the next barrier the caller takes; one barrier inside.
+template <int Threads> __device__ __forceinline__ uint32_t block_exclusive(uint32_t v, uint32_t *wsum, uint32_t *total)
+{
+    static_assert(Threads % 32 == 0 && Threads <= 1024, "a warp's lane reads each warp's sum");
+    constexpr int WARPS = Threads / 32;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const uint32_t incl = warp_inclusive(v);
+    if (lane == 31)
+        wsum[warp] = incl;
+    __syncthreads();
+    // every warp scans the warps' sums itself (one load and a warp scan: no second barrier)
+    const uint32_t w = lane < WARPS ? wsum[lane] : 0u, wincl = warp_inclusive(w);
+    *total = __shfl_sync(0xffffffffu, wincl, 31);
+    return __shfl_sync(0xffffffffu, wincl - w, warp) + incl - v;
+}
+
+// select_topk's selection (the same set, emitted at the same places) for a row of at most Threads x
+// R keys, which the CTA holds in registers (load_keys, keep_keys): thread h keys h R .. h R + R - 1. Its
+// time at one row of 8K keys was the one-SM kernel's instructions (59K warp instructions for
+// select_topk's four 8-bit passes, each reading the row again with bound tests, and its emit's
+// ballots: tests/bench/RESULTS.md); here three radix passes of 11, 11 and 10 bits count only the
+// registers' keys that still match (a predicated add each), a pass's 2048 bins are scanned by
+// every thread at once (two bins each, one block scan), and the emit is one block scan of the
+// threads' counts above the K-th and equal to it. A thread adds a run of equal bins among its R
+// keys once (a row of equal scores puts one add a thread, not R, on one word). Two histograms
+// alternate, so that one is zeroed while the other is scanned. Shared memory: SelectRegsSmem.
+struct SelectRegsSmem {
+    uint32_t hist[2][2048];
+    uint32_t wsum[32];
+    uint32_t found[3]; // the K-th's bin, the keys above that bin, the keys counted (first pass)
+};
+// A row's keys as select_topk_regs holds them: thread h keys h R .. h R + R - 1 of keys[0 ..
+// limit), 0 past limit; loaded before the row's length is known (limit: the row's room in the
+// workspace), so that the loads overlap the length's own dependent loads; keep_keys then drops
+// the keys from n on.
+template <int Threads, int R>
+__device__ __forceinline__ void load_keys(const uint32_t *keys, int64_t limit, uint32_t (&v)[R])
+{
+    static_assert(R % 4 == 0, "16-byte loads (a row of keys starts 16-byte aligned: idx_max_local)");
+    const int64_t first = (int64_t)threadIdx.x * R;
+    if (first + R <= limit) {
+#pragma unroll
+        for (int j = 0; j < R; j += 4) {
+            const uint4 q = *reinterpret_cast<const uint4 *>(keys + first + j);
+            v[j] = q.x, v[j + 1] = q.y, v[j + 2] = q.z, v[j + 3] = q.w;
+        }
+    } else {
+#pragma unroll
+        for (int j = 0; j < R; j++)
+            v[j] = first + j < limit ? keys[first + j] : 0u;
+    }
+}
+template <int Threads, int R> __device__ __forceinline__ void keep_keys(int64_t n, uint32_t (&v)[R])
+{
+    const int64_t first = (int64_t)threadIdx.x * R;
+#pragma unroll
+    for (int j = 0; j < R; j++)
+        v[j] = first + j < n ? v[j] : 0u;
+}
+
+template <int Threads, int R, class Emit>
+__device__ int select_topk_regs(const uint32_t (&v)[R], int K, Emit emit, SelectRegsSmem &s)
+{
+    static_assert(Threads == 1024, "a pass's 2048 bins are two a thread");
+    const int64_t first = (int64_t)threadIdx.x * R;
+    for (int i = threadIdx.x; i < 2048; i += Threads)
+        s.hist[0][i] = 0u;
+    __syncthreads();
+    uint32_t prefix = 0u, mask = 0u, remaining = (uint32_t)K, above = 0u, total = 0u;
+    constexpr int SHIFT[3] = {21, 10, 0};
+    constexpr uint32_t DIGITS[3] = {2047u, 2047u, 1023u};
+#pragma unroll
+    for (int pass = 0; pass < 3; pass++) {
+        uint32_t *hist = s.hist[pass & 1];
+        const int shift = SHIFT[pass];
+        const uint32_t digits = DIGITS[pass];
+        { // count: the keys that are > 0 and match the bins chosen so far, a run of one bin added once
+            uint32_t run_bin = 0u, run_n = 0u;
+#pragma unroll
+            for (int j = 0; j < R; j++) {
+                const bool in = v[j] != 0u && (v[j] & mask) == prefix;
+                const uint32_t bin = (v[j] >> shift) & digits;
+                if (in && bin != run_bin) {
+                    if (run_n)
+                        atomicAdd(&hist[run_bin], run_n);
+                    run_bin = bin;
+                    run_n = 0u;
+                }
+                run_n += in;
+            }
+            if (run_n)
+                atomicAdd(&hist[run_bin], run_n);
+        }
+        __syncthreads();
+        if (pass < 2) // the next pass's histogram zeroed (its last reader was two barriers ago)
+            for (int i = threadIdx.x; i < 2048; i += Threads)
+                s.hist[(pass + 1) & 1][i] = 0u;
+        // thread h's bins from the top: 2047 - 2h, 2046 - 2h (bins past the pass's digits hold 0)
+        const uint32_t hi = hist[2047 - 2 * threadIdx.x], lo = hist[2046 - 2 * threadIdx.x];
+        uint32_t all;
+        const uint32_t excl = block_exclusive<Threads>(hi + lo, s.wsum, &all);
+        if (pass == 0)
+            total = all; // every key but the 0s: the first pass counts them all
+        if (excl < remaining && excl + hi >= remaining)
+            s.found[0] = 2047u - 2u * threadIdx.x, s.found[1] = excl;
+        else if (excl + hi < remaining && excl + hi + lo >= remaining)
+            s.found[0] = 2046u - 2u * threadIdx.x, s.found[1] = excl + hi;
+        __syncthreads();
+        if (total <= (uint32_t)K) // every key > 0 is in: no K-th (the same in every thread)
+            break;
+        const uint32_t bin = s.found[0], before = s.found[1];
+        remaining -= before;
+        above += before;
+        prefix |= bin << shift;
+        mask |= digits << shift;
+    }
+    const uint32_t kth = total <= (uint32_t)K ? 0u : prefix;
+    const uint32_t ties = kth ? (uint32_t)K - above : 0u; // of the keys equal to kth, this many are in
+    // no key equals tie (score_key never gives all ones) when there is no K-th
+    const uint32_t tie = kth != 0u ? kth : 0xffffffffu;
+    uint32_t ca = 0u, ct = 0u;
+#pragma unroll
+    for (int j = 0; j < R; j++) {
+        ca += v[j] > kth;
+        ct += v[j] == tie;
+    }
+    // above and ties before this thread's keys in one scan: each count is at most Threads x R
+    static_assert(Threads * R < 65536, "two 16-bit counts in one word");
+    uint32_t unused;
+    const uint32_t before = block_exclusive<Threads>((ca << 16) | ct, s.wsum, &unused);
+    uint32_t tie_before = before & 0xffffu;
+    uint32_t at = (before >> 16) + (tie_before < ties ? tie_before : ties);
+#pragma unroll
+    for (int j = 0; j < R; j++) {
+        const bool is_tie = v[j] == tie;
+        if (v[j] > kth || (is_tie && tie_before < ties))
+            emit((int)at++, first + j);
+        tie_before += is_tie;
+    }
+    __syncthreads(); // every thread past its last read of the row and of wsum
+    return (int)(total < (uint32_t)K ? total : (uint32_t)K);
+}
+
 // ---- the same selection spread over several CTAs of a row (few rows, long rows) ----
 
 // A row's state in global memory, shared by its CTAs and all zero between calls up to word COUNTS

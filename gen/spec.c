@@ -958,12 +958,12 @@ void dsg_derive(const dsg_geometry *g, const dsg_config *c, dsg_derived *o)
      * keys on an H200 (tests/bench/RESULTS.md: 64 x 128K keys, 133 -> 76 us of top-k). The runtime
      * also caps the CTAs at the row's keys / split_keys. */
     o->index_topk_split_min = 2;
-    /* ... and only rows of more than 4 CTAs' worth of keys: at rows of 8K keys (4 CTAs of 2048) one
-     * CTA a row was 5-11% faster than the split at 8-128 rows and within 1.3 us at one row, and
-     * faster everywhere with L2 flushed; at 16K the split wins at 1-16 rows (one CTA loses 1-3.5
-     * us) and one CTA at 64-128 (3-5%), so the split stays from there (an H100, both models,
-     * two rounds: tests/bench/RESULTS.md, thirty-eighth session). */
-    o->index_topk_split_min_keys = 4 * o->index_topk_split_keys;
+    /* ... and only rows of more than 8 CTAs' worth of keys (16K), which one CTA holds in its
+     * registers (16 keys a thread; kernels/dsa_index.cuh): one CTA a row from registers was faster
+     * than the split at rows of 16K keys at 1 to 128 rows (1 x 16K 20.5 -> 17.6 us, 128 x 16K 128.7
+     * -> 118.8, DeepSeek-V3.2, back to back) and as fast or faster at 8K (an H100, both models:
+     * tests/bench/RESULTS.md, thirty-ninth session). */
+    o->index_topk_split_min_keys = 8 * o->index_topk_split_keys;
     /* The first pass's bin that holds the k-th key (a band of scores 1/4 of an octave wide, by the
      * key's sign, exponent and 2 mantissa bits) holds about 0.8-4.2K of a 128K-key row of scores
      * spread like the benchmark's (top 2048): up to 8192 of them every CTA reads and finishes in

@@ -305,35 +305,41 @@ template <class C> __device__ __forceinline__ void index_topk(const dsa_index_to
     constexpr int W = C::dcp, I = C::interleave, K = C::idx_topk, Threads = C::idx_topk_threads;
     __shared__ uint32_t hist[256], scratch[3 + 2 * (C::idx_topk_threads / 32)];
     __shared__ SelectRegsSmem regs_smem;
-    // the rows the runtime gives one CTA by their keys on this rank (the plan's
-    // index_topk_split_min_keys) are held in registers, R keys a thread
-    constexpr int RegKeys = C::idx_topk_split_min_keys, R = RegKeys / Threads;
-    static_assert(RegKeys % (4 * Threads) == 0 && R <= 16, "a thread's keys: whole 16-byte loads, few registers");
+    // the rows the runtime gives one CTA by their keys on this rank (at most the plan's
+    // index_topk_split_min_keys) are held in registers: R keys a thread, and a row of at most half
+    // that RS = R / 2, loaded before the row's length is read so that the loads overlap that read's
+    // (at one row of 8K keys the top-k's chain is most of the call)
+    constexpr int RegKeys = C::idx_topk_split_min_keys, R = RegKeys / Threads, RS = R / 2;
+    static_assert(RegKeys % (8 * Threads) == 0 && R <= 16, "a thread's keys: whole 16-byte loads, 64 registers");
     const int t = blockIdx.x;
     const uint32_t *keys = p.keys + (int64_t)t * p.key_stride;
-    uint32_t v[R];
-    load_keys<Threads, R>(keys, p.key_stride, v); // in flight while the row's length is read
+    uint32_t v[RS];
+    load_keys<Threads, RS>(keys, p.key_stride, v);
     const int64_t last = row_last<C::max_positions>(p.positions, p.req_of_token, p.seq_lens, p.num_requests, t);
     const int64_t n = last < 0 ? 0 : owned_count<W, I>(last, p.rank);
-    keep_keys<Threads, R>(n, v);
+    keep_keys<Threads, RS>(n, v);
     const int rank = p.rank;
     int written;
     if constexpr (W == 1) {
         int32_t *out = p.topk + (int64_t)t * p.topk_stride;
         const auto emit = [&](int j, int64_t i) { out[j] = (int32_t)i; };
-        written = n <= RegKeys ? select_topk_regs<Threads, R>(v, K, emit, regs_smem)
-                               : select_topk<Threads, 1>(keys, n, K, emit, hist, scratch);
+        written = n <= RS * Threads ? select_topk_regs<Threads, RS>(v, K, emit, regs_smem)
+                  : n <= RegKeys    ? select_topk_loaded<Threads, R>(keys, n, K, emit, regs_smem)
+                                    : select_topk<Threads, 1>(keys, n, K, emit, hist, scratch);
         for (int j = written + threadIdx.x; j < K; j += Threads)
             out[j] = -1;
     } else {
         const CandidateSink<W, K> out(p, t);
         const auto emit = [&](int j, int64_t i) { out.put(j, keys[i], (uint32_t)global_position<W, I>(i, rank)); };
-        written = n <= RegKeys ? select_topk_regs<Threads, R>(v, K, emit, regs_smem)
-                               : select_topk<Threads, 1>(keys, n, K, emit, hist, scratch);
+        written = n <= RS * Threads ? select_topk_regs<Threads, RS>(v, K, emit, regs_smem)
+                  : n <= RegKeys    ? select_topk_loaded<Threads, R>(keys, n, K, emit, regs_smem)
+                                    : select_topk<Threads, 1>(keys, n, K, emit, hist, scratch);
         for (int j = written + threadIdx.x; j < K; j += Threads)
             out.put(j, 0u, 0xffffffffu);
     }
-    if constexpr (W == 1) { // at DCP > 1 it would take the kernel past 32 registers: one CTA an SM, not two
+    // DCP = 1 only: at DCP > 1 the discard took the kernel past 32 registers, when it had 32 (the
+    // rows held in registers have since taken it to 64)
+    if constexpr (W == 1) {
         if (p.discard_keys)
             discard_row<Threads>(keys, n);
     }

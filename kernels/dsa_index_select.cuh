@@ -355,8 +355,8 @@ __device__ int select_topk(const uint32_t *keys, int64_t n, int K, Emit emit, ui
     uint32_t above = 0, total = 0;
     const uint32_t kth = radix_kth<Threads, Stride>(keys, n, K, hist, scratch, &above, &total);
     const uint32_t ties = kth ? (uint32_t)K - above : 0u; // of the keys equal to kth, this many are in
-    // one load in flight a lane: index_topk and index_merge stay at 32 registers, two 1024-thread
-    // CTAs an SM (more ahead took 56-58)
+    // one load in flight a lane: index_merge stays at 32 registers, two 1024-thread CTAs an SM (more
+    // ahead took 56-58; index_topk, which also holds short rows in registers, has 64)
     emit_range<Threads, Stride, 1, 1>(keys, 0, n, kth, ties, 0u, 0u, emit, scratch + 3);
     return (int)(total < (uint32_t)K ? total : (uint32_t)K);
 }
@@ -518,6 +518,15 @@ __device__ int select_topk_regs(const uint32_t (&v)[R], int K, Emit emit, Select
     }
     __syncthreads(); // every thread past its last read of the row and of wsum
     return (int)(total < (uint32_t)K ? total : (uint32_t)K);
+}
+
+// select_topk_regs of keys[0 .. n), n <= Threads x R, loaded into registers here
+template <int Threads, int R, class Emit>
+__device__ __forceinline__ int select_topk_loaded(const uint32_t *keys, int64_t n, int K, Emit emit, SelectRegsSmem &s)
+{
+    uint32_t v[R];
+    load_keys<Threads, R>(keys, n, v);
+    return select_topk_regs<Threads, R>(v, K, emit, s);
 }
 
 // ---- the same selection spread over several CTAs of a row (few rows, long rows) ----

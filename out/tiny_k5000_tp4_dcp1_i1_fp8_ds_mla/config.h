@@ -91,7 +91,7 @@
 #define DSA_IDX_TOPK_SPLIT_THREADS 512
 #define DSA_IDX_TOPK_RADIX_BITS 11 /* the split top-k's radix digit */
 #define DSA_IDX_TOPK_SPLIT_KEYS 2048 /* the fewest keys a split top-k CTA takes */
-#define DSA_IDX_TOPK_SPLIT_MIN_KEYS 8192 /* rows of at most this many keys on this rank: one top-k CTA, the row in its registers */
+#define DSA_IDX_TOPK_SPLIT_MIN_KEYS 16384 /* rows of at most this many keys on this rank: one top-k CTA, the row in its registers */
 #define DSA_IDX_TOPK_SPLIT_MAX 8 /* the most CTAs of a row the split top-k uses */
 #define DSA_IDX_TOPK_SPLIT_CANDS 8192 /* at most this many: finished in shared memory */
 #define DSA_IDX_TOPK_STATE_BYTES 110208 /* a row's state shared by those CTAs */

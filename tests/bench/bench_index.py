@@ -10,7 +10,7 @@ same with L2 flushed (a 256 MiB write) before each call. Each row's keys are its
 The configuration's shapes come from libdsa (dsa_config_info, through tests/bench/dsa_ctypes.py).
 Each point runs with the top-k kernels (dsa_testing_force_index_topk: `auto`, the runtime's choice,
 which spreads a row over several CTAs when there are few rows of more than the plan's
-index_topk_split_min_keys (8192) keys; `split`, split from 2 CTAs a row; `one`, a CTA per row;
+index_topk_split_min_keys (16384) keys; `split`, split from 2 CTAs a row; `one`, a CTA per row;
 `capN`, the split with at most N CTAs a row (dsa_testing_index_topk_cap; at short rows too, where
 auto and nobins take one CTA a row: the "CTAs a row" column says which ran);
 `nobins`, the runtime's choice with the split top-k counting its first pass itself rather than

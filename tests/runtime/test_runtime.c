@@ -893,8 +893,8 @@ static void test_index_checks(void)
     CHECK(dsa_index_topk_splits(ctx, 64, INT64_MAX / 2) == dsa_index_topk_splits(ctx, 64, INT32_MAX));
     CHECK(dsa_index_topk_splits(ctx, 1, INT64_MAX) == dsa_index_topk_splits(ctx, 1, INT32_MAX));
     /* rows of at most the plan's index_topk_split_min_keys keys: one CTA a row, unless forced to split;
-     * one block more: the split (the number as the generator derives it: 4 CTAs of the fewest keys) */
-    CHECK(ctx->cfg->index_topk_split_min_keys == 4 * ctx->cfg->index_topk_split_keys);
+     * one block more: the split (the number as the generator derives it: 8 CTAs of the fewest keys) */
+    CHECK(ctx->cfg->index_topk_split_min_keys == 8 * ctx->cfg->index_topk_split_keys);
     const int64_t short_blocks = (int64_t)ctx->cfg->index_topk_split_min_keys / ctx->cfg->info.block_size;
     CHECK(short_blocks >= 1 && dsa_index_topk_splits(ctx, 1, short_blocks) == 1 &&
           dsa_index_topk_splits(ctx, 64, short_blocks) == 1);

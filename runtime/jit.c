@@ -557,9 +557,10 @@ dsa_result_t dsa_jit_compile(const dsa_cfg_t *cfg, const char *target, const cha
          * checks read, so the module would fail to compile. Ours (above) is what caches here. */
         if (nvrtc_caches())
             j->opts[j->nopts++] = "--no-cache";
-        char key[65];
+        char key[65] = "";
         const int keyed = make_key(j, j->nheaders) == 0;
-        dsa_hex(j->key, 32, key);
+        if (keyed) /* its hex names the cache entry, which an unkeyed module does not have */
+            dsa_hex(j->key, 32, key);
         /* a warm cache is read without the lock (entries are only ever renamed into place): no
          * lock file is made unless a module must be built */
         /* an entry's path, its lock's and its temporary file's (cache_lock, cache_store: 4200 bytes,

@@ -348,13 +348,12 @@ fuzz_start() {
   fi
 }
 fuzz_finish() {
-  local kind=$1 label=${fuzz_label[$1]} corpus=build/fuzz/$1-corpus
-  [ "$kind" = spec ] && corpus=build/fuzz/corpus # tests/fuzz/run.sh's folders
+  local kind=$1 label=${fuzz_label[$1]}
   [ -n "${fuzz_pid[$kind]:-}" ] || return 0
   wait "${fuzz_pid[$kind]}"
   if [ "$(cat "$tmp/fuzz_$kind.rc")" -eq 0 ]; then
     ok
-    echo "$label: $(grep -E '^Done [0-9]+ runs' "$tmp/fuzz_$kind.log"), corpus in $corpus"
+    echo "$label: $(grep -E '^Done [0-9]+ runs' "$tmp/fuzz_$kind.log"), corpus in $(sed -n 's/^corpus: //p' "$tmp/fuzz_$kind.log")"
   else
     bad "$label (tests/fuzz/run.sh $kind): $(grep -E '^fuzz_[a-z]+:|ERROR|SUMMARY|runtime error|deadly|Test unit written' "$tmp/fuzz_$kind.log" | head -10)"
   fi

@@ -25,19 +25,21 @@ cd "$(dirname "$0")/../.."
 which=spec
 case "${1:-}" in spec | args | plan) which=$1; shift ;; esac
 secs=${1:-60}
+case "$which" in spec) corpus=build/fuzz/corpus ;; *) corpus=build/fuzz/$which-corpus ;; esac
+echo "corpus: $corpus" # tests/run.sh names it from this line
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 # the fuzzer built first, unless the caller built it (DSA_FUZZ_BUILT=1: tests/run.sh, whose own ninja
 # runs may overlap this script's, and two ninjas in one build folder can clash over its logs)
 build() { [ "${DSA_FUZZ_BUILT:-0}" = 1 ] || ninja "$1" >/dev/null; }
 if [ "$which" = args ]; then
   build build/fuzz/fuzz_args
-  mkdir -p build/fuzz/args-corpus
+  mkdir -p "$corpus"
   exec build/fuzz/fuzz_args -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 \
-    -artifact_prefix=build/fuzz/args- -print_final_stats=1 build/fuzz/args-corpus
+    -artifact_prefix=build/fuzz/args- -print_final_stats=1 "$corpus"
 fi
 if [ "$which" = plan ]; then
   build build/fuzz/fuzz_plan
-  mkdir -p build/fuzz/plan-corpus build/fuzz/plan-seeds
+  mkdir -p "$corpus" build/fuzz/plan-seeds
   # seeds: every generated plan, named by its folder (one folder: libFuzzer reads files, not subfolders)
   for f in out/*/plan.txt tests/gpu/outside/*/plan.txt; do
     cp "$f" "build/fuzz/plan-seeds/$(dirname "$f" | tr / _).txt"
@@ -54,10 +56,10 @@ if [ "$which" = plan ]; then
   # -max_len: past the parser's longest line (8191 characters), so that its limit is fuzzed too
   exec build/fuzz/fuzz_plan -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len=20000 \
     -dict=tests/fuzz/plan.dict -artifact_prefix=build/fuzz/plan- -print_final_stats=1 \
-    build/fuzz/plan-corpus build/fuzz/plan-seeds
+    "$corpus" build/fuzz/plan-seeds
 fi
 build build/fuzz/fuzz_spec
-mkdir -p build/fuzz/corpus build/fuzz/work build/fuzz/seeds
+mkdir -p "$corpus" build/fuzz/work build/fuzz/seeds
 cp -r tests/gen/import/models build/fuzz/work/
 # seeds: every shipped spec and test spec (one folder: libFuzzer reads files, not subfolders)
 for f in specs/*.lua tests/gen/bad/*.lua tests/gen/bad/models/*.lua tests/gen/import/*.lua tests/gen/import/models/*.lua; do
@@ -66,4 +68,4 @@ done
 export DSAGEN_FUZZ_DIR=$PWD/build/fuzz/work
 exec build/fuzz/fuzz_spec -max_total_time="$secs" -timeout=30 -rss_limit_mb=4096 -close_fd_mask=2 \
   -dict=tests/fuzz/spec.dict -artifact_prefix=build/fuzz/ -print_final_stats=1 \
-  build/fuzz/corpus build/fuzz/seeds
+  "$corpus" build/fuzz/seeds

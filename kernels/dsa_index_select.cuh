@@ -406,7 +406,7 @@ template <int Threads> __device__ __forceinline__ uint32_t block_exclusive(uint3
 struct SelectRegsSmem {
     uint32_t hist[2][2048];
     uint32_t wsum[32];
-    uint32_t found[3]; // the K-th's bin, the keys above that bin, the keys counted (first pass)
+    uint32_t found[2]; // the K-th's bin, the keys above that bin
 };
 // A row's keys as select_topk_regs holds them: thread h keys h R .. h R + R - 1 of keys[0 ..
 // limit), 0 past limit; loaded before the row's length is known (limit: the row's room in the
@@ -471,7 +471,7 @@ __device__ int select_topk_regs(const uint32_t (&v)[R], int K, Emit emit, Select
                 atomicAdd(&hist[run_bin], run_n);
         }
         __syncthreads();
-        if (pass < 2) // the next pass's histogram zeroed (its last reader was two barriers ago)
+        if (pass < 2) // the next pass's histogram zeroed (its last reads were the pass before's, three barriers ago)
             for (int i = threadIdx.x; i < 2048; i += Threads)
                 s.hist[(pass + 1) & 1][i] = 0u;
         // thread h's bins from the top: 2047 - 2h, 2046 - 2h (bins past the pass's digits hold 0)

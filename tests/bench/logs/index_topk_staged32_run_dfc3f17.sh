@@ -5,11 +5,8 @@
 # dsa_testing_force_index_topk 3, bench_index.py --topk staged; the launch gives dynamic shared
 # memory for the table's width), against the split (auto) and one CTA reading L2 (one). Its test
 # against one CTA a row first (test_index paths: rows up to 50,037 keys, chunks of 1 and 64).
-set -uo pipefail
-cd "$(dirname "$0")/../../.." || exit 1
-[ -e .cuda ] || ln -sfn /usr/local/cuda .cuda
-L=tests/bench/logs
-git apply $L/index_topk_staged32_dfc3f17.patch && ninja gpu >/dev/null || exit 1
+. "$(dirname "$0")/patches.sh"
+patch_on index_topk_staged32_dfc3f17.patch
 echo "== test_index paths"; timeout 240 build/tests/gpu/test_index paths 2>&1 | grep -E "FAIL|staged|passed" | tail -n 24
 echo "== bench"; timeout 240 python3 tests/bench/bench_index.py --topk auto,one,staged --rows 1,8,64,128 --context 16384,32768 --no-peer 2>&1 | grep "^|"
-git apply -R $L/index_topk_staged32_dfc3f17.patch && ninja gpu >/dev/null
+patch_off

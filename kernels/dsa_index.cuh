@@ -298,6 +298,18 @@ template <int W, int K> struct CandidateSink {
     }
 };
 
+// index_topk's selection of a row of n keys: from registers where it has at most Threads x R keys
+// (v: its first Threads x R / 2, already loaded, for rows of at most that many), else select_topk's
+// passes over the row in L2
+template <int Threads, int R, class Emit>
+__device__ __forceinline__ int select_row(const uint32_t (&v)[R / 2], const uint32_t *keys, int64_t n, int K, Emit emit,
+                                          SelectRegsSmem &regs_smem, uint32_t *hist, uint32_t *scratch)
+{
+    return n <= R / 2 * Threads ? select_topk_regs<Threads, R / 2>(v, K, emit, regs_smem)
+           : n <= R * Threads   ? select_topk_loaded<Threads, R>(keys, n, K, emit, regs_smem)
+                                : select_topk<Threads, 1>(keys, n, K, emit, hist, scratch);
+}
+
 // B.3: one CTA per row over its keys (ascending local index = ascending position). DCP = 1 writes
 // the row's positions; DCP > 1 writes the row's candidate list for the exchange.
 template <class C> __device__ __forceinline__ void index_topk(const dsa_index_topk_params &p)
@@ -322,18 +334,15 @@ template <class C> __device__ __forceinline__ void index_topk(const dsa_index_to
     int written;
     if constexpr (W == 1) {
         int32_t *out = p.topk + (int64_t)t * p.topk_stride;
-        const auto emit = [&](int j, int64_t i) { out[j] = (int32_t)i; };
-        written = n <= RS * Threads ? select_topk_regs<Threads, RS>(v, K, emit, regs_smem)
-                  : n <= RegKeys    ? select_topk_loaded<Threads, R>(keys, n, K, emit, regs_smem)
-                                    : select_topk<Threads, 1>(keys, n, K, emit, hist, scratch);
+        written = select_row<Threads, R>(v, keys, n, K, [&](int j, int64_t i) { out[j] = (int32_t)i; }, regs_smem,
+                                         hist, scratch);
         for (int j = written + threadIdx.x; j < K; j += Threads)
             out[j] = -1;
     } else {
         const CandidateSink<W, K> out(p, t);
-        const auto emit = [&](int j, int64_t i) { out.put(j, keys[i], (uint32_t)global_position<W, I>(i, rank)); };
-        written = n <= RS * Threads ? select_topk_regs<Threads, RS>(v, K, emit, regs_smem)
-                  : n <= RegKeys    ? select_topk_loaded<Threads, R>(keys, n, K, emit, regs_smem)
-                                    : select_topk<Threads, 1>(keys, n, K, emit, hist, scratch);
+        written = select_row<Threads, R>(
+            v, keys, n, K, [&](int j, int64_t i) { out.put(j, keys[i], (uint32_t)global_position<W, I>(i, rank)); },
+            regs_smem, hist, scratch);
         for (int j = written + threadIdx.x; j < K; j += Threads)
             out.put(j, 0u, 0xffffffffu);
     }

@@ -106,17 +106,23 @@ __device__ __forceinline__ uint32_t lanes_below()
     return m;
 }
 
+// The warp's inclusive prefix sum of v over lanes 0 .. lane
+__device__ __forceinline__ uint32_t warp_inclusive(uint32_t v)
+{
+    const int lane = threadIdx.x % 32;
+#pragma unroll
+    for (int o = 1; o < 32; o *= 2) {
+        const uint32_t y = __shfl_up_sync(0xffffffffu, v, o);
+        if (lane >= o)
+            v += y;
+    }
+    return v;
+}
+
 // Exclusive prefix sum of v over the warp's lanes; *total gets the sum.
 __device__ __forceinline__ uint32_t warp_exclusive(uint32_t v, uint32_t *total)
 {
-    const int lane = threadIdx.x % 32;
-    uint32_t x = v;
-#pragma unroll
-    for (int o = 1; o < 32; o *= 2) {
-        const uint32_t y = __shfl_up_sync(0xffffffffu, x, o);
-        if (lane >= o)
-            x += y;
-    }
+    const uint32_t x = warp_inclusive(v);
     *total = __shfl_sync(0xffffffffu, x, 31);
     return x - v;
 }
@@ -196,14 +202,7 @@ __device__ uint32_t radix_kth(const uint32_t *keys, int64_t n, int K, uint32_t *
                 c[j] = hist[255 - 8 * threadIdx.x - j];
                 sum += c[j];
             }
-            uint32_t incl = sum;
-#pragma unroll
-            for (int o = 1; o < 32; o *= 2) {
-                const uint32_t y = __shfl_up_sync(0xffffffffu, incl, o);
-                if ((int)threadIdx.x >= o)
-                    incl += y;
-            }
-            const uint32_t excl = incl - sum;
+            const uint32_t incl = warp_inclusive(sum), excl = incl - sum;
             if (shift == 24 && threadIdx.x == 31)
                 scratch[2] = incl; // every key but the 0s: the first pass counts them all
             // the lane whose run reaches `remaining` finds the bin
@@ -362,19 +361,6 @@ __device__ int select_topk(const uint32_t *keys, int64_t n, int K, Emit emit, ui
 }
 
 // ---- one CTA, the row held in registers (rows of at most Threads x R keys) ----
-
-// The warp's inclusive prefix sum of v over lanes 0 .. lane
-__device__ __forceinline__ uint32_t warp_inclusive(uint32_t v)
-{
-    const int lane = threadIdx.x % 32;
-#pragma unroll
-    for (int o = 1; o < 32; o *= 2) {
-        const uint32_t y = __shfl_up_sync(0xffffffffu, v, o);
-        if (lane >= o)
-            v += y;
-    }
-    return v;
-}
 
 // The CTA's exclusive prefix sum of v in thread order; *total gets the sum. wsum: Threads / 32
 // words, free on entry and again after the next barrier the caller takes; one barrier inside.

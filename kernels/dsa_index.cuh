@@ -334,10 +334,26 @@ template <class C> __device__ __forceinline__ void index_topk(const dsa_index_to
     int written;
     if constexpr (W == 1) {
         int32_t *out = p.topk + (int64_t)t * p.topk_stride;
-        written = select_row<Threads, R>(v, keys, n, K, [&](int j, int64_t i) { out[j] = (int32_t)i; }, regs_smem,
-                                         hist, scratch);
-        for (int j = written + threadIdx.x; j < K; j += Threads)
-            out[j] = -1;
+        const auto emit = [&](int j, int64_t i) { out[j] = (int32_t)i; };
+        if (K <= SelectRegsSmem::OutWords && n <= RegKeys) {
+            // the register rows' positions placed in shared memory (the histograms, free by the
+            // emit) with 32-bit addresses, then the row written whole, -1 padded, coalesced: the
+            // emit was a quarter of the kernel's instructions, most of them forming each store's
+            // 64-bit address (tests/bench/RESULTS.md)
+            uint32_t *stage = &regs_smem.hist[0][0];
+            const auto place = [stage](int j, int64_t i) { stage[j] = (uint32_t)i; };
+            written = n <= RS * Threads ? select_topk_regs<Threads, RS>(v, K, place, regs_smem)
+                                        : select_topk_loaded<Threads, R>(keys, n, K, place, regs_smem);
+            for (int j = threadIdx.x; j < K; j += Threads)
+                out[j] = j < written ? (int32_t)stage[j] : -1;
+        } else {
+            if constexpr (K <= SelectRegsSmem::OutWords) // the register rows went the way above
+                written = select_topk<Threads, 1>(keys, n, K, emit, hist, scratch);
+            else
+                written = select_row<Threads, R>(v, keys, n, K, emit, regs_smem, hist, scratch);
+            for (int j = written + threadIdx.x; j < K; j += Threads)
+                out[j] = -1;
+        }
     } else {
         const CandidateSink<W, K> out(p, t);
         written = select_row<Threads, R>(

@@ -390,6 +390,7 @@ template <int Threads> __device__ __forceinline__ uint32_t block_exclusive(uint3
 // keys once (a row of equal scores puts one add a thread, not R, on one word). Two histograms
 // alternate, so that one is zeroed while the other is scanned. Shared memory: SelectRegsSmem.
 struct SelectRegsSmem {
+    static constexpr int OutWords = 2 * 2048; // the histograms, free once the emit begins
     uint32_t hist[2][2048];
     uint32_t wsum[32];
     uint32_t found[2]; // the K-th's bin, the keys above that bin
@@ -428,8 +429,7 @@ __device__ int select_topk_regs(const uint32_t (&v)[R], int K, Emit emit, Select
 {
     static_assert(Threads == 1024, "a pass's 2048 bins are two a thread");
     const int64_t first = (int64_t)threadIdx.x * R;
-    for (int i = threadIdx.x; i < 2048; i += Threads)
-        s.hist[0][i] = 0u;
+    s.hist[0][threadIdx.x] = 0u, s.hist[0][threadIdx.x + Threads] = 0u; // two bins a thread, as the scans
     __syncthreads();
     uint32_t prefix = 0u, mask = 0u, remaining = (uint32_t)K, above = 0u, total = 0u;
     constexpr int SHIFT[3] = {21, 10, 0};
@@ -443,23 +443,23 @@ __device__ int select_topk_regs(const uint32_t (&v)[R], int K, Emit emit, Select
             uint32_t run_bin = 0u, run_n = 0u;
 #pragma unroll
             for (int j = 0; j < R; j++) {
+                // without a branch: a predicated add where a run ends, then the run's count and
+                // bin selected (the branches and their convergence barriers were half of these
+                // instructions)
                 const bool in = v[j] != 0u && (v[j] & mask) == prefix;
                 const uint32_t bin = (v[j] >> shift) & digits;
-                if (in && bin != run_bin) {
-                    if (run_n)
-                        atomicAdd(&hist[run_bin], run_n);
-                    run_bin = bin;
-                    run_n = 0u;
-                }
-                run_n += in;
+                const bool starts = in && bin != run_bin;
+                if (starts && run_n != 0u)
+                    atomicAdd(&hist[run_bin], run_n);
+                run_n = starts ? 1u : run_n + in;
+                run_bin = in ? bin : run_bin;
             }
             if (run_n)
                 atomicAdd(&hist[run_bin], run_n);
         }
         __syncthreads();
         if (pass < 2) // the next pass's histogram zeroed (its last reads were the pass before's, three barriers ago)
-            for (int i = threadIdx.x; i < 2048; i += Threads)
-                s.hist[(pass + 1) & 1][i] = 0u;
+            s.hist[(pass + 1) & 1][threadIdx.x] = 0u, s.hist[(pass + 1) & 1][threadIdx.x + Threads] = 0u;
         // thread h's bins from the top: 2047 - 2h, 2046 - 2h (bins past the pass's digits hold 0)
         const uint32_t hi = hist[2047 - 2 * threadIdx.x], lo = hist[2046 - 2 * threadIdx.x];
         uint32_t all;

@@ -325,11 +325,15 @@ template <class C> __device__ __forceinline__ void index_topk(const dsa_index_to
     static_assert(RegKeys % (8 * Threads) == 0 && R <= 16, "a thread's keys: whole 16-byte loads, 64 registers");
     const int t = blockIdx.x;
     const uint32_t *keys = p.keys + (int64_t)t * p.key_stride;
-    uint32_t v[RS];
-    load_keys<Threads, RS>(keys, p.key_stride, v);
+    // the row's length before the wait for the score kernel: it reads only the call's inputs, which
+    // no kernel of this call writes (dsa_launch.cuh), so its two dependent loads overlap the score
+    // kernel's tail rather than following it (one row of 8K: ~1 us from the wait to the keys in
+    // registers, tests/bench/RESULTS.md)
     const int64_t last = row_last<C::max_positions>(p.positions, p.req_of_token, p.seq_lens, p.num_requests, t);
     const int64_t n = last < 0 ? 0 : owned_count<W, I>(last, p.rank);
-    keep_keys<Threads, RS>(n, v);
+    after_prior_grid();
+    uint32_t v[RS];
+    load_keys<Threads, RS>(keys, n, v);
     const int rank = p.rank;
     int written;
     if constexpr (W == 1) {

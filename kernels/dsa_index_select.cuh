@@ -380,7 +380,7 @@ template <int Threads> __device__ __forceinline__ uint32_t block_exclusive(uint3
 }
 
 // select_topk's selection (the same set, emitted at the same places) for a row of at most Threads x
-// R keys, which the CTA holds in registers (load_keys, keep_keys): thread h keys h R .. h R + R - 1. Its
+// R keys, which the CTA holds in registers (load_keys): thread h keys h R .. h R + R - 1. Its
 // time at one row of 8K keys was the one-SM kernel's instructions (59K warp instructions for
 // select_topk's four 8-bit passes, each reading the row again with bound tests, and its emit's
 // ballots: tests/bench/RESULTS.md); here three radix passes of 11, 11 and 10 bits count only the
@@ -395,16 +395,14 @@ struct SelectRegsSmem {
     uint32_t wsum[32];
     uint32_t found[2]; // the K-th's bin, the keys above that bin
 };
-// A row's keys as select_topk_regs holds them: thread h keys h R .. h R + R - 1 of keys[0 ..
-// limit), 0 past limit; loaded before the row's length is known (limit: the row's room in the
-// workspace), so that the loads overlap the length's own dependent loads; keep_keys then drops
-// the keys from n on.
+// A row's keys as select_topk_regs holds them: thread h keys h R .. h R + R - 1 of keys[0 .. n), 0
+// from n on
 template <int Threads, int R>
-__device__ __forceinline__ void load_keys(const uint32_t *keys, int64_t limit, uint32_t (&v)[R])
+__device__ __forceinline__ void load_keys(const uint32_t *keys, int64_t n, uint32_t (&v)[R])
 {
     static_assert(R % 4 == 0, "16-byte loads (a row of keys starts 16-byte aligned: idx_max_local)");
     const int64_t first = (int64_t)threadIdx.x * R;
-    if (first + R <= limit) {
+    if (first + R <= n) {
 #pragma unroll
         for (int j = 0; j < R; j += 4) {
             const uint4 q = *reinterpret_cast<const uint4 *>(keys + first + j);
@@ -413,15 +411,8 @@ __device__ __forceinline__ void load_keys(const uint32_t *keys, int64_t limit, u
     } else {
 #pragma unroll
         for (int j = 0; j < R; j++)
-            v[j] = first + j < limit ? keys[first + j] : 0u;
+            v[j] = first + j < n ? keys[first + j] : 0u;
     }
-}
-template <int Threads, int R> __device__ __forceinline__ void keep_keys(int64_t n, uint32_t (&v)[R])
-{
-    const int64_t first = (int64_t)threadIdx.x * R;
-#pragma unroll
-    for (int j = 0; j < R; j++)
-        v[j] = first + j < n ? v[j] : 0u;
 }
 
 template <int Threads, int R, class Emit>

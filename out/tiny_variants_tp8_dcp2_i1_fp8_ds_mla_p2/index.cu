@@ -18,6 +18,6 @@ extern "C" __global__ void __launch_bounds__(C::idx_score_threads, dsa::ScoreMma
 // prefill rows of one request, 8 a CTA, where the target has wgmma (else index_score's kernel); no register cap (N = 256: 128 accumulators a thread)
 extern "C" __device__ const unsigned int dsa_index_score_group_smem_tiny_variants_tp8_dcp2_i1_fp8_ds_mla_p2 = dsa::ScoreGroupOf<C>::smem;
 extern "C" __global__ void __launch_bounds__(C::idx_score_threads) dsa_index_score_group_tiny_variants_tp8_dcp2_i1_fp8_ds_mla_p2(const dsa_index_score_params p) { dsa::after_prior_grid(); dsa::index_score_group<C>(p); }
-extern "C" __global__ void __launch_bounds__(C::idx_topk_threads) dsa_index_topk_tiny_variants_tp8_dcp2_i1_fp8_ds_mla_p2(const dsa_index_topk_params p) { dsa::after_prior_grid(); dsa::index_topk<C>(p); }
+extern "C" __global__ void __launch_bounds__(C::idx_topk_threads) dsa_index_topk_tiny_variants_tp8_dcp2_i1_fp8_ds_mla_p2(const dsa_index_topk_params p) { dsa::index_topk<C>(p); }
 extern "C" __global__ void __launch_bounds__(C::idx_topk_split_threads, dsa::TopkSplitCtasOf<C>::ctas) dsa_index_topk_split_tiny_variants_tp8_dcp2_i1_fp8_ds_mla_p2(const dsa_index_topk_params p) { dsa::after_prior_grid(); dsa::index_topk_split<C>(p); }
 extern "C" __global__ void __launch_bounds__(C::idx_topk_threads) dsa_index_merge_tiny_variants_tp8_dcp2_i1_fp8_ds_mla_p2(const dsa_index_topk_params p) { dsa::after_prior_grid(); dsa::index_merge<C>(p); }

@@ -1,0 +1,114 @@
+"""Measurement only (issue 14): stamps one short index call's chain of three kernels with the GPU's
+global timer (ns), to see where one row's ~12 us goes. Patches kernels/ in place (git checkout
+kernels/ to undo); then `ninja gpu` and `python3 tests/bench/bench_index.py --calls CONFIG 1 8192`
+print one line `XI ...` a call (the top-k's CTA 0 prints and resets the stamps).
+
+Stamps (earliest over the CTAs that stamp it, or latest where marked max), relative to the query
+kernel's first CTA past its wait:
+ q0 query past its wait (min)          q1 query's last warp done (max)
+ s0 score CTA entered (min)            s1 score past its wait (min)       s2 score's last warp done (max)
+ k0 top-k past its wait                k1 keys loaded, row length known
+ p0 p1 p2 after each radix pass        e  emit placed                      k2 row written
+Only thread 0 of the top-k's CTA 0 stamps the top-k; its passes end at block barriers, so they are
+the CTA's.
+"""
+import os
+import sys
+
+root = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', '..')
+
+
+def patch(path, pairs):
+    p = os.path.join(root, path)
+    s = open(p).read()
+    for old, new in pairs:
+        if s.count(old) != 1:
+            sys.exit(f'{path}: anchor found {s.count(old)} times: {old[:70]!r}')
+        s = s.replace(old, new)
+    open(p, 'w').write(s)
+
+
+TL = '''
+// ---- measurement only: the chain timeline (tests/bench/logs/index_chain_timeline_instrument.py)
+__device__ unsigned long long dsa_tl[16] = {~0ull, 0, ~0ull, ~0ull, 0, ~0ull, ~0ull, ~0ull, ~0ull, ~0ull, ~0ull, ~0ull};
+__device__ __forceinline__ unsigned long long tl_now()
+{
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)::"memory");
+    return t;
+}
+__device__ __forceinline__ void tl_min(int i) { atomicMin(&dsa_tl[i], tl_now()); }
+__device__ __forceinline__ void tl_max(int i) { atomicMax(&dsa_tl[i], tl_now()); }
+__device__ __forceinline__ void tl_set(int i) { dsa_tl[i] = tl_now(); }
+'''
+
+patch('kernels/dsa_index_select.cuh', [
+    ('namespace dsa {\n', 'namespace dsa {\n' + TL),
+    ('''        __syncthreads();
+        if (total <= (uint32_t)K) // every key > 0 is in: no K-th (the same in every thread)
+            break;''', '''        __syncthreads();
+        if (threadIdx.x == 0 && blockIdx.x == 0)
+            tl_set(8 + pass);
+        if (total <= (uint32_t)K) // every key > 0 is in: no K-th (the same in every thread)
+            break;'''),
+])
+patch('kernels/dsa_index.cuh', [
+    ('''    indexer_store_e4m3<D>(x, scale, p.q8 + ((int64_t)t * H + h) * D, lane);
+    if (lane == 0)
+        p.wq[(int64_t)t * H + h] = __fmul_rn(__fmul_rn(__fmul_rn(w, scale), 1.0f / sqrtf((float)D)),
+                                             1.0f / sqrtf((float)H));''',
+     '''    indexer_store_e4m3<D>(x, scale, p.q8 + ((int64_t)t * H + h) * D, lane);
+    if (lane == 0)
+        p.wq[(int64_t)t * H + h] = __fmul_rn(__fmul_rn(__fmul_rn(w, scale), 1.0f / sqrtf((float)D)),
+                                             1.0f / sqrtf((float)H));
+    if (lane == 0)
+        tl_max(1);'''),
+    ('''    const int t = blockIdx.x, h = blockIdx.y * 8 + threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (h >= H)''', '''    const int t = blockIdx.x, h = blockIdx.y * 8 + threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (threadIdx.x == 0)
+        tl_min(0);
+    if (h >= H)'''),
+    ('''    if constexpr (kHasWgmma && C::idx_heads <= 64) {
+        // thread 0's first block-table entries first''', '''    if (threadIdx.x == 0)
+        tl_min(2);
+    if constexpr (kHasWgmma && C::idx_heads <= 64) {
+        // thread 0's first block-table entries first'''),
+    ('''        index_score_wgmma<C>(p, last < 0 ? 0 : owned_count<C::dcp, C::interleave>(last, p.rank), first);''',
+     '''        index_score_wgmma<C>(p, last < 0 ? 0 : owned_count<C::dcp, C::interleave>(last, p.rank), first);
+        if (threadIdx.x % 32 == 0)
+            tl_max(4);'''),
+    ('''    uint32_t v[RS];
+    load_keys<Threads, RS>(keys, p.key_stride, v);''', '''    if (threadIdx.x == 0 && t == 0)
+        tl_set(5);
+    uint32_t v[RS];
+    load_keys<Threads, RS>(keys, p.key_stride, v);'''),
+    ('''    keep_keys<Threads, RS>(n, v);
+    const int rank = p.rank;''', '''    keep_keys<Threads, RS>(n, v);
+    if (threadIdx.x == 0 && t == 0 && (v[0] | 1u))
+        tl_set(6);
+    const int rank = p.rank;'''),
+    ('''            for (int j = threadIdx.x; j < K; j += Threads)
+                out[j] = j < written ? (int32_t)stage[j] : -1;''', '''            if (threadIdx.x == 0 && t == 0)
+                tl_set(11);
+            for (int j = threadIdx.x; j < K; j += Threads)
+                out[j] = j < written ? (int32_t)stage[j] : -1;
+            __syncthreads();
+            if (threadIdx.x == 0 && t == 0) {
+                tl_set(12);
+                const unsigned long long *s = dsa_tl, z = s[0];
+                const auto d = [&](int i) { return (long long)(s[i] - z); };
+                printf("XI q0 0 q1 %lld s0 %lld s1 %lld s2 %lld k0 %lld k1 %lld p0 %lld p1 %lld p2 %lld e %lld k2 %lld\\n",
+                       d(1), d(2), d(3), d(4), d(5), d(6), d(8), d(9), d(10), d(11), d(12));
+                dsa_tl[0] = dsa_tl[2] = dsa_tl[3] = ~0ull;
+                dsa_tl[1] = dsa_tl[4] = 0ull;
+                dsa_tl[8] = dsa_tl[9] = dsa_tl[10] = ~0ull;
+            }'''),
+])
+patch('kernels/dsa_index_wgmma.cuh', [
+    ('''    // The queries and weights below are its output.
+    after_prior_grid();''', '''    // The queries and weights below are its output.
+    after_prior_grid();
+    if (threadIdx.x == 0)
+        tl_min(3);'''),
+])
+print('patched kernels/ for the chain timeline')

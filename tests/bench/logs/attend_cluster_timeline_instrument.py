@@ -6,8 +6,8 @@
 #   python3 tests/bench/logs/attend_cluster_timeline_run.py
 # Row 0's CTAs (every split z < 64) of a call launched in clusters stamp: kernel entry, past the
 # programmatic wait, first compaction, Q formed, the producers' first loads issued and each of the
-# first 4 tiles put (per half), the consumer group's full wait over / S^T done / P^T written / O^T
-# done for tiles u < 4, the end's phase 0 and 1, the groups' sum, the cluster barrier passed, the
+# first 16 tiles put (per half), the consumer group's full wait over / S^T done / P^T written / O^T
+# done for tiles u < 16 (4 before the fortieth session, which added them for the 64-row point), the end's phase 0 and 1, the groups' sum, the cluster barrier passed, the
 # merged rows stored, and the CTA's end. A call whose CTAs are not clustered stamps nothing; its
 # split merge kernel's CTA (0, 0) prints the stamps of the clustered call before it, in ns from the
 # earliest kernel entry (min..max over the splits), and clears them. The driver alternates the two.
@@ -28,8 +28,8 @@ __device__ unsigned long long xa_k0[64], xa_wait[64], xa_cmp[64], xa_q[64], xa_d
 // the end, its l written, its O rows written to shared memory; and the cluster merge's peer reads
 // returned (its LSEs combined)
 __device__ unsigned long long xa_ge[64][2], xa_gl[64][2], xa_go[64][2], xa_cr[64];
-// [split][tile < 4]: consumer stamps; [split][tile][half]: the producers' put done (full arrival)
-__device__ unsigned long long xa_f[64][4], xa_s[64][4], xa_p[64][4], xa_e[64][4], xa_put[64][4][2];
+// [split][tile < 16]: consumer stamps; [split][tile][half]: the producers' put done (full arrival)
+__device__ unsigned long long xa_f[64][16], xa_s[64][16], xa_p[64][16], xa_e[64][16], xa_put[64][16][2];
 __device__ __forceinline__ bool xa_on(int hb)
 {
     unsigned int n;
@@ -71,14 +71,14 @@ patch('kernels/dsa_merge.cuh', [
             rng(&xa_pld[0][0], 2, a0, a1); printf(" | loads issued h0 %lld..%lld", a0, a1);
             rng(&xa_pld[0][1], 2, a0, a1); printf(" h1 %lld..%lld", a0, a1);
             rng(xa_q, 1, a0, a1); printf(" | Q formed %lld..%lld\\n", a0, a1);
-            for (int k = 0; k < 4; k++) {
+            for (int k = 0; k < 16; k++) {
                 printf("XC   tile %d:", k);
-                rng(&xa_put[0][k][0], 8, a0, a1); printf(" put h0 %lld..%lld", a0, a1);
-                rng(&xa_put[0][k][1], 8, a0, a1); printf(" h1 %lld..%lld", a0, a1);
-                rng(&xa_f[0][k], 4, a0, a1); printf(" | full seen %lld..%lld", a0, a1);
-                rng(&xa_s[0][k], 4, a0, a1); printf(" | S done %lld..%lld", a0, a1);
-                rng(&xa_p[0][k], 4, a0, a1); printf(" | P written %lld..%lld", a0, a1);
-                rng(&xa_e[0][k], 4, a0, a1); printf(" | O done %lld..%lld\\n", a0, a1);
+                rng(&xa_put[0][k][0], 32, a0, a1); printf(" put h0 %lld..%lld", a0, a1);
+                rng(&xa_put[0][k][1], 32, a0, a1); printf(" h1 %lld..%lld", a0, a1);
+                rng(&xa_f[0][k], 16, a0, a1); printf(" | full seen %lld..%lld", a0, a1);
+                rng(&xa_s[0][k], 16, a0, a1); printf(" | S done %lld..%lld", a0, a1);
+                rng(&xa_p[0][k], 16, a0, a1); printf(" | P written %lld..%lld", a0, a1);
+                rng(&xa_e[0][k], 16, a0, a1); printf(" | O done %lld..%lld\\n", a0, a1);
             }
             rng(&xa_ge[0][0], 2, a0, a1); printf("XC   end in: g0 %lld..%lld", a0, a1);
             rng(&xa_ge[0][1], 2, a0, a1); printf(" g1 %lld..%lld", a0, a1);
@@ -98,18 +98,16 @@ patch('kernels/dsa_merge.cuh', [
             xa_k0[z] = xa_wait[z] = xa_cmp[z] = xa_q[z] = xa_d0[z] = xa_d1[z] = xa_sum[z] = xa_cb[z] = xa_ms[z] = xa_end[z] = 0;
             xa_pld[z][0] = xa_pld[z][1] = 0;
             xa_ge[z][0] = xa_ge[z][1] = xa_gl[z][0] = xa_gl[z][1] = xa_go[z][0] = xa_go[z][1] = xa_cr[z] = 0;
-            for (int k = 0; k < 4; k++) xa_f[z][k] = xa_s[z][k] = xa_p[z][k] = xa_e[z][k] = xa_put[z][k][0] = xa_put[z][k][1] = 0;
+            for (int k = 0; k < 16; k++) xa_f[z][k] = xa_s[z][k] = xa_p[z][k] = xa_e[z][k] = xa_put[z][k][0] = xa_put[z][k][1] = 0;
         }
     }
 }'''),
 ])
 
 patch('kernels/dsa_attend.cuh', [
-('''template <class C> __device__ __forceinline__ void attend(const dsa_attend_params &p)
-{
-    constexpr int HB = C::attend_heads_per_cta;''', '''template <class C> __device__ __forceinline__ void attend(const dsa_attend_params &p)
-{
-    constexpr int HB = C::attend_heads_per_cta;
+('''    constexpr int HB = C::attend_heads_per_cta;
+    extern __shared__ __align__(16) uint8_t smem[];''', '''    constexpr int HB = C::attend_heads_per_cta;
+    extern __shared__ __align__(16) uint8_t smem[];
     if (xa_on(HB) && threadIdx.x == 0)
         xa_wait[blockIdx.z] = xa_now();'''),
 ])
@@ -124,24 +122,24 @@ patch('kernels/dsa_wgmma_t.cuh', [
 '''),
 ('''            mbar_wait(full0 + 8 * wg, (u / 2) % 2);
 ''', '''            mbar_wait(full0 + 8 * wg, (u / 2) % 2);
-            if (xa_on(HB) && gt == 0 && u < 4)
+            if (xa_on(HB) && gt == 0 && u < 16)
                 xa_f[blockIdx.z][u] = xa_now();
 '''),
 ('''            wgmma_wait();
             wg_pin(sacc);
 ''', '''            wgmma_wait();
             wg_pin(sacc);
-            if (xa_on(HB) && gt == 0 && u < 4)
+            if (xa_on(HB) && gt == 0 && u < 16)
                 xa_s[blockIdx.z][u] = xa_now();
 '''),
 ('''            group_sync(); // barrier 1 + wg, again: P^T of the whole tile
 ''', '''            group_sync(); // barrier 1 + wg, again: P^T of the whole tile
-            if (xa_on(HB) && gt == 0 && u < 4)
+            if (xa_on(HB) && gt == 0 && u < 16)
                 xa_p[blockIdx.z][u] = xa_now();
 '''),
 ('''            mbar_arrive(empty0 + 8 * wg); // this thread's reads of the tile are done: the producer may refill it
 ''', '''            mbar_arrive(empty0 + 8 * wg); // this thread's reads of the tile are done: the producer may refill it
-            if (xa_on(HB) && gt == 0 && u < 4)
+            if (xa_on(HB) && gt == 0 && u < 16)
                 xa_e[blockIdx.z][u] = xa_now();
 '''),
 ('''    mbar_arrive(done);
@@ -227,7 +225,7 @@ patch('kernels/dsa_wgmma.cuh', [
         }
         return;''', '''                else
                     mbar_arrive(full0 + 8 * buf);
-                if (xa_on(Lay::heads) && th.tid % 128 == 0 && u < 4)
+                if (xa_on(Lay::heads) && th.tid % 128 == 0 && u < 16)
                     xa_put[blockIdx.z][u][half] = xa_now();
             }
         }

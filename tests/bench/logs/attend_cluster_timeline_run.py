@@ -1,5 +1,5 @@
 # Throwaway driver of attend_cluster_timeline_instrument.py (run from the tree root after it and
-# `ninja gpu`): 16 heads (grid_tp8, fp8_ds_mla), 1 and 8 rows. Each round: L2 flushed (rounds 0-2;
+# `ninja gpu`): 16 heads (grid_tp8, fp8_ds_mla), 1, 8 and 64 rows. Each round: L2 flushed (rounds 0-2;
 # 3-5 warm, added in the thirty-second session), one call
 # launched in clusters timed between two events (its stamps recorded), then one call merged by the
 # split merge kernel, whose CTA (0, 0) prints the clustered call's stamps. Also the launch floor.
@@ -17,7 +17,7 @@ print(f"XC launch floor {floor:.1f} us back to back, {floor_f:.1f} us L2 flushed
 flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
 for fmt in ("fp8_ds_mla",):
     p = Point(os.path.join(GRID, f"grid_tp8_dcp1_i1_{fmt}"))
-    for B in (1, 8):
+    for B in (1, 8, 64):  # 64: two splits a row merged in the cluster (the fortieth session's addition)
         run = p.call(B)
         lib.dsa_testing_attend_cluster_merge(p.ctx, 1)
         print(f"XC {fmt} rows {B}: merged in the cluster: {lib.dsa_testing_attend_merges_in_cluster(p.ctx, B)}", flush=True)

@@ -319,7 +319,7 @@ template <class C> __device__ __forceinline__ void index_topk(const dsa_index_to
     __shared__ SelectRegsSmem regs_smem;
     // the rows the runtime gives one CTA by their keys on this rank (at most the plan's
     // index_topk_split_min_keys) are held in registers: R keys a thread, and a row of at most half
-    // that RS = R / 2, loaded before the row's length is read so that the loads overlap that read's
+    // that RS = R / 2, the first loads once the row's length is known and the score kernel has ended
     // (at one row of 8K keys the top-k's chain is most of the call)
     constexpr int RegKeys = C::idx_topk_split_min_keys, R = RegKeys / Threads, RS = R / 2;
     static_assert(RegKeys % (8 * Threads) == 0 && R <= 16, "a thread's keys: whole 16-byte loads, 64 registers");

@@ -493,7 +493,8 @@ __device__ int select_topk_regs(const uint32_t (&v)[R], int K, Emit emit, Select
             emit((int)at++, first + j);
         tie_before += is_tie;
     }
-    __syncthreads(); // every thread past its last read of the row and of wsum
+    __syncthreads(); // every thread past its last read of the row and of wsum, and its emits done (index_topk
+                     // reads the positions it placed in shared memory after this)
     return (int)(total < (uint32_t)K ? total : (uint32_t)K);
 }
 

@@ -1,4 +1,4 @@
-"""Measurement only (issue 14): stamps one short index call's chain of three kernels with the GPU's
+"""Measurement only (issue 14; its anchors are 0980972's: bff60a1 moved the top-k's key loads): stamps one short index call's chain of three kernels with the GPU's
 global timer (ns), to see where one row's ~12 us goes. Patches kernels/ in place (git checkout
 kernels/ to undo); then `ninja gpu` and `python3 tests/bench/bench_index.py --calls CONFIG 1 8192`
 print one line `XI ...` a call (the top-k's CTA 0 prints and resets the stamps).

@@ -486,10 +486,6 @@ static dsa_result_t prepare_index(dsa_ctx_t ctx)
     CU_CHECK(ctx, dsa_cu.cuMemAlloc(&ctx->ws_iq8, T * (size_t)cfg->ws_idx_q8));
     CU_CHECK(ctx, dsa_cu.cuMemAlloc(&ctx->ws_iwq, T * (size_t)cfg->ws_idx_wq));
     CU_CHECK(ctx, dsa_cu.cuMemAlloc(&ctx->ws_ikeys, T * (size_t)cfg->ws_idx_keys));
-    /* zeroed once: the one-CTA top-k loads a row's first keys before it knows the row's length
-     * (kernels/dsa_index.cuh) and drops those past it; zeroed, those loads never read memory that
-     * nothing wrote (which compute-sanitizer's initcheck reports) */
-    CU_CHECK(ctx, dsa_cu.cuMemsetD8(ctx->ws_ikeys, 0, T * (size_t)cfg->ws_idx_keys));
     CU_CHECK(ctx, dsa_cu.cuMemAlloc(&ctx->ws_itopk_state, T * (size_t)cfg->ws_idx_topk_state));
     CU_CHECK(ctx, dsa_cu.cuMemsetD8(ctx->ws_itopk_state, 0, T * (size_t)cfg->ws_idx_topk_state));
     if (cfg->info.dcp > 1) {

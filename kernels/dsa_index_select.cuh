@@ -383,8 +383,9 @@ template <int Threads> __device__ __forceinline__ uint32_t block_exclusive(uint3
 // R keys, which the CTA holds in registers (load_keys): thread h keys h R .. h R + R - 1. Its
 // time at one row of 8K keys was the one-SM kernel's instructions (59K warp instructions for
 // select_topk's four 8-bit passes, each reading the row again with bound tests, and its emit's
-// ballots: tests/bench/RESULTS.md); here three radix passes of 11, 11 and 10 bits count only the
-// registers' keys that still match (a predicated add each), a pass's 2048 bins are scanned by
+// ballots: tests/bench/RESULTS.md); here up to three radix passes of 11, 11 and 10 bits count only
+// the registers' keys that still match (a predicated add each; the passes end once the K-th's bin
+// holds exactly the keys still wanted), a pass's 2048 bins are scanned by
 // every thread at once (two bins each, one block scan), and the emit is one block scan of the
 // threads' counts above the K-th and equal to it. A thread adds a run of equal bins among its R
 // keys once (a row of equal scores puts one add a thread, not R, on one word). Two histograms
@@ -393,7 +394,7 @@ struct SelectRegsSmem {
     static constexpr int OutWords = 2 * 2048; // the histograms, free once the emit begins
     uint32_t hist[2][2048];
     uint32_t wsum[32];
-    uint32_t found[2]; // the K-th's bin, the keys above that bin
+    uint32_t found[3]; // the K-th's bin, the keys above that bin, 1 where every key of the bin is in
 };
 // A row's keys as select_topk_regs holds them: thread h keys h R .. h R + R - 1 of keys[0 .. n), 0
 // from n on
@@ -423,6 +424,7 @@ __device__ int select_topk_regs(const uint32_t (&v)[R], int K, Emit emit, Select
     s.hist[0][threadIdx.x] = 0u, s.hist[0][threadIdx.x + Threads] = 0u; // two bins a thread, as the scans
     __syncthreads();
     uint32_t prefix = 0u, mask = 0u, remaining = (uint32_t)K, above = 0u, total = 0u;
+    bool whole = false;
     constexpr int SHIFT[3] = {21, 10, 0};
     constexpr uint32_t DIGITS[3] = {2047u, 2047u, 1023u};
 #pragma unroll
@@ -458,9 +460,9 @@ __device__ int select_topk_regs(const uint32_t (&v)[R], int K, Emit emit, Select
         if (pass == 0)
             total = all; // every key but the 0s: the first pass counts them all
         if (excl < remaining && excl + hi >= remaining)
-            s.found[0] = 2047u - 2u * threadIdx.x, s.found[1] = excl;
+            s.found[0] = 2047u - 2u * threadIdx.x, s.found[1] = excl, s.found[2] = excl + hi == remaining;
         else if (excl + hi < remaining && excl + hi + lo >= remaining)
-            s.found[0] = 2046u - 2u * threadIdx.x, s.found[1] = excl + hi;
+            s.found[0] = 2046u - 2u * threadIdx.x, s.found[1] = excl + hi, s.found[2] = excl + hi + lo == remaining;
         __syncthreads();
         if (total <= (uint32_t)K) // every key > 0 is in: no K-th (the same in every thread)
             break;
@@ -469,11 +471,20 @@ __device__ int select_topk_regs(const uint32_t (&v)[R], int K, Emit emit, Select
         above += before;
         prefix |= bin << shift;
         mask |= digits << shift;
+        // the bin holds exactly the keys still wanted: they are all in, so the set is every key at
+        // or above the bin's lowest value (prefix, its lower bits 0) and the passes left are not
+        // needed (at one row of 8K keys the second pass's bin usually holds one key, and a pass
+        // took 1.2-1.3 us). Not where prefix is 0 (the bin's keys are then the smallest above 0).
+        if (s.found[2] && prefix != 0u) {
+            whole = true;
+            break;
+        }
     }
-    const uint32_t kth = total <= (uint32_t)K ? 0u : prefix;
-    const uint32_t ties = kth ? (uint32_t)K - above : 0u; // of the keys equal to kth, this many are in
-    // no key equals tie (score_key never gives all ones) when there is no K-th
-    const uint32_t tie = kth != 0u ? kth : 0xffffffffu;
+    // the K-th: with no tie to break where the K-th's bin is whole (every key above prefix - 1 is in)
+    const uint32_t kth = total <= (uint32_t)K ? 0u : whole ? prefix - 1u : prefix;
+    const uint32_t ties = kth && !whole ? (uint32_t)K - above : 0u; // of the keys equal to kth, this many are in
+    // no key equals tie (score_key never gives all ones) when there is no K-th or its bin is whole
+    const uint32_t tie = kth != 0u && !whole ? kth : 0xffffffffu;
     uint32_t ca = 0u, ct = 0u;
 #pragma unroll
     for (int j = 0; j < R; j++) {

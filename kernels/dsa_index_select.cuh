@@ -602,20 +602,6 @@ template <int Threads> __device__ __forceinline__ uint32_t block_sum(uint32_t v,
     return s;
 }
 
-// The sum of v over the CTA's threads below this one (threadIdx.x order). red: Threads / 32 words.
-template <int Threads> __device__ __forceinline__ uint32_t block_exclusive(uint32_t v, uint32_t *red)
-{
-    uint32_t total;
-    uint32_t x = warp_exclusive(v, &total);
-    if (threadIdx.x % 32 == 0)
-        red[threadIdx.x / 32] = total;
-    __syncthreads();
-    for (int w = 0; w < (int)threadIdx.x / 32; w++)
-        x += red[w];
-    __syncthreads();
-    return x;
-}
-
 // The counts of BINS bins walked from the top bin down, count(j) the count of this thread's j-th
 // bin (BINS - 1 - (BINS / Threads) threadIdx.x - j): *bin gets the bin where the running count first
 // reaches `remaining`, *before the count of the bins above it, *in_bin its own count; returns the
@@ -1062,7 +1048,10 @@ __device__ void select_topk_split(const uint32_t *keys, int64_t n, int64_t bit_k
         uint32_t c = 0u;
         for (uint32_t k = 0; k < per; k++)
             c += w0 + k < words ? (uint32_t)__popc(cand_s[w0 + k]) : 0u;
-        uint32_t j = above0 + (tie0 < ties ? tie0 : ties) + block_exclusive<Threads>(c, red);
+        // (red is free: block_sum's barriers came last; nothing writes it again before the barrier
+        // below the emit, so the scan needs no barrier of its own after it)
+        uint32_t all;
+        uint32_t j = above0 + (tie0 < ties ? tie0 : ties) + block_exclusive<Threads>(c, red, &all);
         for (uint32_t k = 0; k < per; k++) {
             uint32_t b = w0 + k < words ? cand_s[w0 + k] : 0u;
             for (; b != 0u; b &= b - 1u)

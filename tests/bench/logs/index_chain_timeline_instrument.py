@@ -1,5 +1,5 @@
-"""Measurement only (issue 14; its anchors are 0980972's: bff60a1 moved the top-k's key loads): stamps one short index call's chain of three kernels with the GPU's
-global timer (ns), to see where one row's ~12 us goes. Patches kernels/ in place (git checkout
+"""Measurement only (issue 14; its anchors are ed15a8e's): stamps one short index call's chain of
+three kernels with the GPU's global timer (ns), to see where one row's ~10-12 us goes. Patches kernels/ in place (git checkout
 kernels/ to undo); then `ninja gpu` and `python3 tests/bench/bench_index.py --calls CONFIG 1 8192`
 print one line `XI ...` a call (the top-k's CTA 0 prints and resets the stamps).
 
@@ -7,8 +7,10 @@ Stamps (earliest over the CTAs that stamp it, or latest where marked max), relat
 kernel's first CTA past its wait:
  q0 query past its wait (min)          q1 query's last warp done (max)
  s0 score CTA entered (min)            s1 score past its wait (min)       s2 score's last warp done (max)
+ sq score's queries and weights in shared memory (max)   sf score's first key tile read (max)
+ se score's first warp done (min)
  k0 top-k past its wait                k1 keys loaded, row length known
- p0 p1 p2 after each radix pass        e  emit placed                      k2 row written
+ p0 p1 p2 after each radix pass (-1: the passes ended before it)   e emit placed   k2 row written
 Only thread 0 of the top-k's CTA 0 stamps the top-k; its passes end at block barriers, so they are
 the CTA's.
 """
@@ -30,7 +32,7 @@ def patch(path, pairs):
 
 TL = '''
 // ---- measurement only: the chain timeline (tests/bench/logs/index_chain_timeline_instrument.py)
-__device__ unsigned long long dsa_tl[16] = {~0ull, 0, ~0ull, ~0ull, 0, ~0ull, ~0ull, ~0ull, ~0ull, ~0ull, ~0ull, ~0ull};
+__device__ unsigned long long dsa_tl[16] = {~0ull, 0, ~0ull, ~0ull, 0, ~0ull, ~0ull, 0, ~0ull, ~0ull, ~0ull, ~0ull, ~0ull, 0, ~0ull, 0};
 __device__ __forceinline__ unsigned long long tl_now()
 {
     unsigned long long t;
@@ -75,15 +77,16 @@ patch('kernels/dsa_index.cuh', [
         // thread 0's first block-table entries first'''),
     ('''        index_score_wgmma<C>(p, last < 0 ? 0 : owned_count<C::dcp, C::interleave>(last, p.rank), first);''',
      '''        index_score_wgmma<C>(p, last < 0 ? 0 : owned_count<C::dcp, C::interleave>(last, p.rank), first);
-        if (threadIdx.x % 32 == 0)
-            tl_max(4);'''),
+        if (threadIdx.x % 32 == 0) {
+            tl_max(4);
+            tl_min(14);
+        }'''),
     ('''    uint32_t v[RS];
-    load_keys<Threads, RS>(keys, p.key_stride, v);''', '''    if (threadIdx.x == 0 && t == 0)
+    load_keys<Threads, RS>(keys, n, v);
+    const int rank = p.rank;''', '''    if (threadIdx.x == 0 && t == 0)
         tl_set(5);
     uint32_t v[RS];
-    load_keys<Threads, RS>(keys, p.key_stride, v);'''),
-    ('''    keep_keys<Threads, RS>(n, v);
-    const int rank = p.rank;''', '''    keep_keys<Threads, RS>(n, v);
+    load_keys<Threads, RS>(keys, n, v);
     if (threadIdx.x == 0 && t == 0 && (v[0] | 1u))
         tl_set(6);
     const int rank = p.rank;'''),
@@ -96,11 +99,11 @@ patch('kernels/dsa_index.cuh', [
             if (threadIdx.x == 0 && t == 0) {
                 tl_set(12);
                 const unsigned long long *s = dsa_tl, z = s[0];
-                const auto d = [&](int i) { return (long long)(s[i] - z); };
-                printf("XI q0 0 q1 %lld s0 %lld s1 %lld s2 %lld k0 %lld k1 %lld p0 %lld p1 %lld p2 %lld e %lld k2 %lld\\n",
-                       d(1), d(2), d(3), d(4), d(5), d(6), d(8), d(9), d(10), d(11), d(12));
-                dsa_tl[0] = dsa_tl[2] = dsa_tl[3] = ~0ull;
-                dsa_tl[1] = dsa_tl[4] = 0ull;
+                const auto d = [&](int i) { return s[i] == ~0ull ? -1ll : (long long)(s[i] - z); };
+                printf("XI q0 0 q1 %lld s0 %lld s1 %lld sq %lld sf %lld se %lld s2 %lld k0 %lld k1 %lld p0 %lld p1 %lld p2 %lld e %lld k2 %lld\\n",
+                       d(1), d(2), d(3), d(7), d(13), d(14), d(4), d(5), d(6), d(8), d(9), d(10), d(11), d(12));
+                dsa_tl[0] = dsa_tl[2] = dsa_tl[3] = dsa_tl[14] = ~0ull;
+                dsa_tl[1] = dsa_tl[4] = dsa_tl[7] = dsa_tl[13] = 0ull;
                 dsa_tl[8] = dsa_tl[9] = dsa_tl[10] = ~0ull;
             }'''),
 ])
@@ -110,5 +113,15 @@ patch('kernels/dsa_index_wgmma.cuh', [
     after_prior_grid();
     if (threadIdx.x == 0)
         tl_min(3);'''),
+    ('''    __syncthreads(); // the barriers' initialization, the queries and weights
+''', '''    __syncthreads(); // the barriers' initialization, the queries and weights
+    if (threadIdx.x == 0)
+        tl_max(7);
+'''),
+    ('''    fetch(0, 0u, u, ksc, have); // the CTA has a tile (it returned above otherwise)
+''', '''    fetch(0, 0u, u, ksc, have); // the CTA has a tile (it returned above otherwise)
+    if (threadIdx.x == 0 && (u[0][0] | 1u))
+        tl_max(13);
+'''),
 ])
 print('patched kernels/ for the chain timeline')

@@ -2,7 +2,9 @@
  * DCP = 1 on the GPU:
  * - `test_index ref`: at the shipped geometries (DeepSeek-V3.2: 64 heads, NeoX rope; GLM-5.2: 32
  *   heads, interleaved; tiny: 4 heads), decode and prefill rows of several requests, requests
- *   shorter and longer than idx_topk, exact ties, an absent request. Each row's set must equal the
+ *   shorter and longer than idx_topk, exact ties, an absent request, rows of two score values (exactly
+ *   idx_topk keys on top: the one-CTA top-k's whole-bin exit; more than idx_topk sharing the k-th's
+ *   value: position order decides; two_level_keys). Each row's set must equal the
  *   reference's, except where a differing key's reference score lies within the scores' rounding of
  *   the k-th: the GPU sums the 128-dim dot products on tensor cores and the heads in a tree, the
  *   reference in sequence, so a score may differ by a few ulps of its magnitude
@@ -274,7 +276,36 @@ static int world_prefill(const char *config, iworld_t *w, int W, int I, int key_
 }
 
 
-static void test_ref(const char *config, int key_pool)
+/* Two score values in requests 0 and 3 (world_for): every key is u or 2u for one random vector u,
+ * whose e4m3 bytes are the same at both (the page scale is a power of two), so each row scores
+ * them s and 2s exactly. Request 0 (K + K / 2 + 37 keys): its first K keys are 2u, so where s > 0
+ * exactly K keys share the top score, the first radix pass's bin of the K-th holds them all and
+ * the one-CTA top-k ends its passes there (the whole-bin exit). Request 3 (2 K + 11): its last K +
+ * 11 keys are 2u, so the K-th's value is shared by more keys than are taken and the position order
+ * decides (every pass runs). The two decode rows' weights are made positive, so that s > 0 wherever
+ * some head's query meets u above 0 (every row at 32 and 64 heads; at 4 heads most). */
+static void two_level_keys(iworld_t *w)
+{
+    const int K = w->cfg.K, D = w->cfg.D, H = w->cfg.H;
+    float *u = malloc((size_t)D * sizeof(float)), *u2 = malloc((size_t)D * sizeof(float));
+    unsigned r = harness_rng++;
+    for (int d = 0; d < D; d++) {
+        r = r * 1664525u + 1013904223u;
+        u[d] = (float)((int)(r >> 9) - (1 << 22)) / (float)(1 << 22); /* in [-1, 1) */
+        u2[d] = 2.0f * u[d];
+    }
+    for (int64_t g = 0; g < w->seq_lens[0]; g++)
+        iworld_put_key(w, 0, g, g < K ? u2 : u);
+    for (int64_t g = 0; g < w->seq_lens[3]; g++)
+        iworld_put_key(w, 3, g, g < K ? u : u2);
+    for (int t = 0; t < w->T; t++)
+        if ((w->req_of[t] == 0 || w->req_of[t] == 3) && w->positions[t] == w->seq_lens[w->req_of[t]] - 1)
+            for (int h = 0; h < H; h++)
+                w->w[(size_t)t * (size_t)H + (size_t)h] = fabsf(w->w[(size_t)t * (size_t)H + (size_t)h]);
+    free(u), free(u2);
+}
+
+static void test_ref_as(const char *config, int key_pool, int two_level)
 {
     iworld_t w;
     if ((prefill_world ? world_prefill(config, &w, 1, 1, key_pool, 0, harness_rng++)
@@ -282,6 +313,8 @@ static void test_ref(const char *config, int key_pool)
         CHECK(0);
         return;
     }
+    if (two_level)
+        two_level_keys(&w);
     const int K = w.cfg.K;
     int32_t *gpu = malloc((size_t)w.T * (size_t)K * 4), *ref = malloc((size_t)w.T * (size_t)K * 4);
     ref_index_batch b = iworld_batch(&w);
@@ -295,11 +328,16 @@ static void test_ref(const char *config, int key_pool)
             bad += !compare_row(&w, t, gpu + (size_t)t * (size_t)K, ref + (size_t)t * (size_t)K);
     }
     CHECK(bad == 0);
-    printf("%s %s%s%s (%s): %d rows against the reference, %d bad\n", bad ? "FAIL" : "ok  ", config,
-           key_pool ? " (exact ties)" : "", prefill_world ? " (prefill rows, chunks of 5 and 64)" : "",
-           score_name[score_kernel], w.T, bad);
+    printf("%s %s%s%s%s (%s): %d rows against the reference, %d bad\n", bad ? "FAIL" : "ok  ", config,
+           key_pool ? " (exact ties)" : "", two_level ? " (two score values: K keys on top, then more than K)" : "",
+           prefill_world ? " (prefill rows, chunks of 5 and 64)" : "", score_name[score_kernel], w.T, bad);
     free(gpu), free(ref);
     iworld_free(&w);
+}
+
+static void test_ref(const char *config, int key_pool)
+{
+    test_ref_as(config, key_pool, 0);
 }
 
 /* ---- DCP = W on one GPU (in-process group) against DCP = 1 on the GPU ---- */
@@ -802,6 +840,9 @@ int main(int argc, char **argv)
         test_ref("deepseek_v32_tp8_dcp1_i1_fp8_ds_mla", 0);
         test_ref("deepseek_v32_tp8_dcp1_i1_fp8_ds_mla", 5);
         test_ref("tiny_k5000_tp4_dcp1_i1_fp8_ds_mla", 0); /* a top-k of 5000 */
+        test_ref_as("tiny_tp4_dcp1_i1_bf16", 0, 1);
+        test_ref_as("glm5.2_tp4_dcp1_i1_fp8_ds_mla", 0, 1);
+        test_ref_as("deepseek_v32_tp8_dcp1_i1_fp8_ds_mla", 0, 1);
         /* 16 indexer heads of 256 dims, rope interleaved on the last dims, no Hadamard */
         test_ref("tiny_variants_tp4_dcp1_i1_bf16", 0);
         if (score_kernel >= 2) { /* the warpgroup kernels on rows that group */

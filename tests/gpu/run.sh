@@ -196,8 +196,12 @@ if [ "$mode" = python ]; then # the torch side: tests/gpu/test_torch.py, test_to
   fi
 fi
 if [ "$mode" = bench ] || [ "$mode" = all ]; then
+  # every issue's table in one call: stage A, stage C's grid (carry .bench-out), stage B at decode
+  # (the runtime's top-k choice) and at prefill
   PYTHONUNBUFFERED=1 t python3 tests/bench/bench_prologue.py 2>&1 | tee "$log/bench_prologue.log" || status=1
   PYTHONUNBUFFERED=1 t python3 tests/bench/bench_attend.py 2>&1 | tee "$log/bench_attend.log" || status=1
+  PYTHONUNBUFFERED=1 t python3 tests/bench/bench_index.py --topk auto 2>&1 | tee "$log/bench_index.log" || status=1
+  PYTHONUNBUFFERED=1 t python3 tests/bench/bench_prefill.py 2>&1 | tee "$log/bench_prefill.log" || status=1
 fi
 # every log of this run in one archive whose name sorts first: a device call returns only the
 # first few files of $OUT, and this one holds them all

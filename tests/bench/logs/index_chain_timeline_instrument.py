@@ -1,12 +1,13 @@
 """Measurement only (issue 14; its anchors are ed15a8e's): stamps one short index call's chain of
-three kernels with the GPU's global timer (ns), to see where one row's ~10-12 us goes. Patches kernels/ in place (git checkout
+three kernels with the GPU's global timer (ns), and the score grid's size (grid), to see where one row's ~10-12 us goes. Patches kernels/ in place (git checkout
 kernels/ to undo); then `ninja gpu` and `python3 tests/bench/bench_index.py --calls CONFIG 1 8192`
 print one line `XI ...` a call (the top-k's CTA 0 prints and resets the stamps).
 
 Stamps (earliest over the CTAs that stamp it, or latest where marked max), relative to the query
 kernel's first CTA past its wait:
  q0 query past its wait (min)          q1 query's last warp done (max)
- s0 score CTA entered (min)            s1 score past its wait (min)       s2 score's last warp done (max)
+ s0 score CTA entered (min; s0x max)   s1 score past its wait (min; s1x max)   s2 score's last warp done (max)
+ pre score's thread 0 at its wait, its first copies issued (max)   ld score's query and weight loads done (max)
  sq score's queries and weights in shared memory (max)   sf score's first key tile read (max)
  se score's first warp done (min)
  k0 top-k past its wait                k1 keys loaded, row length known
@@ -32,7 +33,7 @@ def patch(path, pairs):
 
 TL = '''
 // ---- measurement only: the chain timeline (tests/bench/logs/index_chain_timeline_instrument.py)
-__device__ unsigned long long dsa_tl[16] = {~0ull, 0, ~0ull, ~0ull, 0, ~0ull, ~0ull, 0, ~0ull, ~0ull, ~0ull, ~0ull, ~0ull, 0, ~0ull, 0};
+__device__ unsigned long long dsa_tl[20] = {~0ull, 0, ~0ull, ~0ull, 0, ~0ull, ~0ull, 0, ~0ull, ~0ull, ~0ull, ~0ull, ~0ull, 0, ~0ull, 0, 0, 0, 0, 0};
 __device__ __forceinline__ unsigned long long tl_now()
 {
     unsigned long long t;
@@ -71,8 +72,12 @@ patch('kernels/dsa_index.cuh', [
         tl_min(0);
     if (h >= H)'''),
     ('''    if constexpr (kHasWgmma && C::idx_heads <= 64) {
-        // thread 0's first block-table entries first''', '''    if (threadIdx.x == 0)
+        // thread 0's first block-table entries first''', '''    if (threadIdx.x == 0) {
         tl_min(2);
+        tl_max(15);
+        if (blockIdx.x == 0 && blockIdx.y == 0)
+            dsa_tl[19] = gridDim.y;
+    }
     if constexpr (kHasWgmma && C::idx_heads <= 64) {
         // thread 0's first block-table entries first'''),
     ('''        index_score_wgmma<C>(p, last < 0 ? 0 : owned_count<C::dcp, C::interleave>(last, p.rank), first);''',
@@ -100,19 +105,29 @@ patch('kernels/dsa_index.cuh', [
                 tl_set(12);
                 const unsigned long long *s = dsa_tl, z = s[0];
                 const auto d = [&](int i) { return s[i] == ~0ull ? -1ll : (long long)(s[i] - z); };
-                printf("XI q0 0 q1 %lld s0 %lld s1 %lld sq %lld sf %lld se %lld s2 %lld k0 %lld k1 %lld p0 %lld p1 %lld p2 %lld e %lld k2 %lld\\n",
-                       d(1), d(2), d(3), d(7), d(13), d(14), d(4), d(5), d(6), d(8), d(9), d(10), d(11), d(12));
+                printf("XI q0 0 q1 %lld s0 %lld s0x %lld pre %lld s1 %lld s1x %lld ld %lld sq %lld sf %lld se %lld s2 %lld k0 %lld k1 %lld p0 %lld p1 %lld p2 %lld e %lld k2 %lld grid %llu\\n",
+                       d(1), d(2), d(15), d(17), d(3), d(16), d(18), d(7), d(13), d(14), d(4), d(5), d(6), d(8), d(9), d(10), d(11), d(12), s[19]);
                 dsa_tl[0] = dsa_tl[2] = dsa_tl[3] = dsa_tl[14] = ~0ull;
                 dsa_tl[1] = dsa_tl[4] = dsa_tl[7] = dsa_tl[13] = 0ull;
+                dsa_tl[15] = dsa_tl[16] = dsa_tl[17] = dsa_tl[18] = 0ull;
                 dsa_tl[8] = dsa_tl[9] = dsa_tl[10] = ~0ull;
             }'''),
 ])
 patch('kernels/dsa_index_wgmma.cuh', [
     ('''    // The queries and weights below are its output.
     after_prior_grid();''', '''    // The queries and weights below are its output.
-    after_prior_grid();
     if (threadIdx.x == 0)
-        tl_min(3);'''),
+        tl_max(17);
+    after_prior_grid();
+    if (threadIdx.x == 0) {
+        tl_min(3);
+        tl_max(16);
+    }'''),
+    ('''    fence_proxy_async(); // the queries are read by the tensor cores
+''', '''    if (threadIdx.x % 32 == 0)
+        tl_max(18);
+    fence_proxy_async(); // the queries are read by the tensor cores
+'''),
     ('''    __syncthreads(); // the barriers' initialization, the queries and weights
 ''', '''    __syncthreads(); // the barriers' initialization, the queries and weights
     if (threadIdx.x == 0)

@@ -22,6 +22,19 @@ __global__ void fill(uint4 *buf, size_t n, uint32_t salt)
         buf[i] = make_uint4((uint32_t)i ^ salt, salt, (uint32_t)i, 1u);
 }
 
+// the query kernel's way: a warp per 128 bytes, each lane two 2-byte stores (the first store of
+// every warp writes half of each 4-byte word, the second the other half)
+__global__ void fill_halves(uint8_t *buf, size_t bytes, uint32_t salt)
+{
+    const size_t warps = (size_t)gridDim.x * blockDim.x / 32;
+    const int lane = threadIdx.x % 32;
+    for (size_t w = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) / 32; w < bytes / 128; w += warps) {
+        uint8_t *row = buf + w * 128 + lane * 4;
+        *reinterpret_cast<uint16_t *>(row) = (uint16_t)(salt + lane);
+        *reinterpret_cast<uint16_t *>(row + 2) = (uint16_t)(salt ^ lane);
+    }
+}
+
 // mode 0: 16-byte loads, every thread B / 16 / 128 of them, all issued before any is stored
 // mode 1: one cp.async.bulk of B bytes by thread 0, completing on an mbarrier
 template <int B>
@@ -80,7 +93,23 @@ int main()
     cudaMalloc(&st, 2 * maxc * sizeof(unsigned long long));
     cudaMalloc(&sink, 4);
     std::vector<unsigned long long> h(2 * maxc);
-    printf("QB bytes ctas distinct mode span_ns mean_cta_ns (median of 5)\n");
+    printf("QB bytes ctas distinct mode span_ns mean_cta_ns (median of 5); QH: written in 2-byte halves\n");
+    for (int halves : {1})
+        for (int ctas : {1, 64, 128}) {
+            std::vector<double> spans;
+            for (int rep = 0; rep < 6; rep++) {
+                fill_halves<<<264, 256>>>(buf, (size_t)maxc * 8192, (uint32_t)rep + halves);
+                readq<8192><<<ctas, 128>>>(buf, 0, 0, st, sink);
+                cudaMemcpy(h.data(), st, 2 * ctas * sizeof(unsigned long long), cudaMemcpyDeviceToHost);
+                unsigned long long a = ~0ull, z = 0;
+                for (int c = 0; c < ctas; c++)
+                    a = std::min(a, h[2 * c]), z = std::max(z, h[2 * c + 1]);
+                if (rep > 0)
+                    spans.push_back((double)(z - a));
+            }
+            std::sort(spans.begin(), spans.end());
+            printf("QH 8192 %d 0 0 %.0f\n", ctas, spans[2]);
+        }
     for (int bytes : {4096, 8192})
         for (int mode : {0, 1})
             for (int distinct : {0, 1})

@@ -7,7 +7,7 @@ Stamps (earliest over the CTAs that stamp it, or latest where marked max), relat
 kernel's first CTA past its wait:
  q0 query past its wait (min)          q1 query's last warp done (max)
  s0 score CTA entered (min; s0x max)   s1 score past its wait (min; s1x max)   s2 score's last warp done (max)
- pre score's thread 0 at its wait, its first copies issued (max)   w score's weights loaded (max)
+ pre score's thread 0 at its wait, its first copies issued (max)   w score's weights loaded (max)   qv its first query piece loaded (max)
  ld score's queries and weights in shared memory, warps 1-3 (max; ld0 warp 0's, max; ldn the earliest warp's)
  sq score's queries and weights in shared memory (max)   sf score's first key tile read (max)
  se score's first warp done (min)
@@ -93,7 +93,7 @@ patch('kernels/dsa_index.cuh', [
         tl_set(5);
     uint32_t v[RS];
     load_keys<Threads, RS>(keys, n, v);
-    if (threadIdx.x == 0 && t == 0 && (v[0] | 1u))
+    if (threadIdx.x == 0 && t == 0 && (v[0] != 0xdeadbeefu))
         tl_set(6);
     const int rank = p.rank;'''),
     ('''            for (int j = threadIdx.x; j < K; j += Threads)
@@ -106,11 +106,11 @@ patch('kernels/dsa_index.cuh', [
                 tl_set(12);
                 const unsigned long long *s = dsa_tl, z = s[0];
                 const auto d = [&](int i) { return s[i] == ~0ull ? -1ll : (long long)(s[i] - z); };
-                printf("XI q0 0 q1 %lld s0 %lld s0x %lld pre %lld s1 %lld s1x %lld w %lld ldn %lld ld0 %lld ld %lld sq %lld sf %lld se %lld s2 %lld k0 %lld k1 %lld p0 %lld p1 %lld p2 %lld e %lld k2 %lld grid %llu\\n",
-                       d(1), d(2), d(15), d(17), d(3), d(16), d(21), d(23), d(20), d(18), d(7), d(13), d(14), d(4), d(5), d(6), d(8), d(9), d(10), d(11), d(12), s[19]);
+                printf("XI q0 0 q1 %lld s0 %lld s0x %lld pre %lld s1 %lld s1x %lld w %lld qv %lld ldn %lld ld0 %lld ld %lld sq %lld sf %lld se %lld s2 %lld k0 %lld k1 %lld p0 %lld p1 %lld p2 %lld e %lld k2 %lld grid %llu\\n",
+                       d(1), d(2), d(15), d(17), d(3), d(16), d(21), d(22), d(23), d(20), d(18), d(7), d(13), d(14), d(4), d(5), d(6), d(8), d(9), d(10), d(11), d(12), s[19]);
                 dsa_tl[0] = dsa_tl[2] = dsa_tl[3] = dsa_tl[14] = ~0ull;
                 dsa_tl[1] = dsa_tl[4] = dsa_tl[7] = dsa_tl[13] = 0ull;
-                dsa_tl[15] = dsa_tl[16] = dsa_tl[17] = dsa_tl[18] = dsa_tl[20] = dsa_tl[21] = 0ull;
+                dsa_tl[15] = dsa_tl[16] = dsa_tl[17] = dsa_tl[18] = dsa_tl[20] = dsa_tl[21] = dsa_tl[22] = 0ull;
                 dsa_tl[23] = ~0ull;
                 dsa_tl[8] = dsa_tl[9] = dsa_tl[10] = ~0ull;
             }'''),
@@ -129,8 +129,17 @@ patch('kernels/dsa_index_wgmma.cuh', [
     }
 ''', '''        wv[u] = q.i < R * N1 && q.j < rows && q.h < H ? p.wq[(int64_t)(t0 + q.j) * H + q.h] : 0.0f;
     }
-    if (threadIdx.x % 32 == 0 && (__float_as_uint(wv[0]) | 1u))
+    if (threadIdx.x % 32 == 0 && (__float_as_uint(wv[0]) != 0xdeadbeefu))
         tl_max(21);
+'''),
+    ('''#pragma unroll
+            for (int u = 0; u < BATCH; u++)
+                v[u] = piece(i0 + u * Threads + tid);
+''', '''#pragma unroll
+            for (int u = 0; u < BATCH; u++)
+                v[u] = piece(i0 + u * Threads + tid);
+            if (threadIdx.x % 32 == 0 && v[0].x != 0xdeadbeefu)
+                tl_max(22);
 '''),
     ('''    fence_proxy_async(); // the queries are read by the tensor cores
 ''', '''    if (threadIdx.x % 32 == 0) {
@@ -146,7 +155,7 @@ patch('kernels/dsa_index_wgmma.cuh', [
 '''),
     ('''    fetch(0, 0u, u, ksc, have); // the CTA has a tile (it returned above otherwise)
 ''', '''    fetch(0, 0u, u, ksc, have); // the CTA has a tile (it returned above otherwise)
-    if (threadIdx.x == 0 && (u[0][0] | 1u))
+    if (threadIdx.x == 0 && (u[0][0] != 0xdeadbeefu))
         tl_max(13);
 '''),
 ])

@@ -4,7 +4,8 @@ kernels/ to undo); then `ninja gpu` and `python3 tests/bench/bench_index.py --ca
 print one line `XI ...` a call (the top-k's CTA 0 prints and resets the stamps).
 
 With DSA_TL_LIGHT=1 only thread 0 of each kernel's first CTA stamps (plain stores; x, n and 0
-variants then name the same thread): the atomics of every CTA's warps to one line queue other
+variants then name the same thread), but for s2x: the last score CTA's
+thread 0 past its tiles (one atomic a CTA): the atomics of every CTA's warps to one line queue other
 accesses behind them (at 8 rows they took the call from 13.8 to 20 us).
 
 Stamps (earliest over the CTAs that stamp it, or latest where marked max), relative to the query
@@ -40,7 +41,7 @@ LIGHT = os.environ.get('DSA_TL_LIGHT') == '1'
 TL = '''
 #define DSA_TL_LIGHT ''' + ('1' if LIGHT else '0') + '''
 // ---- measurement only: the chain timeline (tests/bench/logs/index_chain_timeline_instrument.py)
-__device__ unsigned long long dsa_tl[24] = {~0ull, 0, ~0ull, ~0ull, 0, ~0ull, ~0ull, 0, ~0ull, ~0ull, ~0ull, ~0ull, ~0ull, 0, ~0ull, 0, 0, 0, 0, 0, 0, 0, 0, ~0ull};
+__device__ unsigned long long dsa_tl[25] = {~0ull, 0, ~0ull, ~0ull, 0, ~0ull, ~0ull, 0, ~0ull, ~0ull, ~0ull, ~0ull, ~0ull, 0, ~0ull, 0, 0, 0, 0, 0, 0, 0, 0, ~0ull, 0};
 __device__ __forceinline__ unsigned long long tl_now()
 {
     unsigned long long t;
@@ -97,7 +98,11 @@ patch('kernels/dsa_index.cuh', [
         if (threadIdx.x % 32 == 0) {
             tl_max(4);
             tl_min(14);
-        }'''),
+        }
+#if DSA_TL_LIGHT
+        if (threadIdx.x == 0)
+            atomicMax(&dsa_tl[24], tl_now()); // every CTA's thread 0: the score grid's last
+#endif'''),
     ('''    uint32_t v[RS];
     load_keys<Threads, RS>(keys, n, v);
     const int rank = p.rank;''', '''    if (threadIdx.x == 0 && t == 0)
@@ -117,11 +122,11 @@ patch('kernels/dsa_index.cuh', [
                 tl_set(12);
                 const unsigned long long *s = dsa_tl, z = s[0];
                 const auto d = [&](int i) { return s[i] == ~0ull ? -1ll : (long long)(s[i] - z); };
-                printf("XI q0 0 q1 %lld s0 %lld s0x %lld pre %lld s1 %lld s1x %lld w %lld qv %lld ldn %lld ld0 %lld ld %lld sq %lld sf %lld se %lld s2 %lld k0 %lld k1 %lld p0 %lld p1 %lld p2 %lld e %lld k2 %lld grid %llu\\n",
-                       d(1), d(2), d(15), d(17), d(3), d(16), d(21), d(22), d(23), d(20), d(18), d(7), d(13), d(14), d(4), d(5), d(6), d(8), d(9), d(10), d(11), d(12), s[19]);
+                printf("XI q0 0 q1 %lld s0 %lld s0x %lld pre %lld s1 %lld s1x %lld w %lld qv %lld ldn %lld ld0 %lld ld %lld sq %lld sf %lld se %lld s2 %lld s2x %lld k0 %lld k1 %lld p0 %lld p1 %lld p2 %lld e %lld k2 %lld grid %llu\\n",
+                       d(1), d(2), d(15), d(17), d(3), d(16), d(21), d(22), d(23), d(20), d(18), d(7), d(13), d(14), d(4), DSA_TL_LIGHT ? d(24) : -1ll, d(5), d(6), d(8), d(9), d(10), d(11), d(12), s[19]);
                 dsa_tl[0] = dsa_tl[2] = dsa_tl[3] = dsa_tl[14] = ~0ull;
                 dsa_tl[1] = dsa_tl[4] = dsa_tl[7] = dsa_tl[13] = 0ull;
-                dsa_tl[15] = dsa_tl[16] = dsa_tl[17] = dsa_tl[18] = dsa_tl[20] = dsa_tl[21] = dsa_tl[22] = 0ull;
+                dsa_tl[15] = dsa_tl[16] = dsa_tl[17] = dsa_tl[18] = dsa_tl[20] = dsa_tl[21] = dsa_tl[22] = dsa_tl[24] = 0ull;
                 dsa_tl[23] = ~0ull;
                 dsa_tl[8] = dsa_tl[9] = dsa_tl[10] = ~0ull;
             }'''),

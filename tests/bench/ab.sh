@@ -73,8 +73,12 @@ check() {
   local t=build/tests/gpu/$test
   [ "$targs" = all ] || read -r -a args <<< "$targs"
   cache=$(mktemp -d /tmp/ab-jit.XXXXXX) || return 1
-  tests/gpu/jit_all.sh "$cache" /tmp/ab_jit.log ||
-    echo "$1: dsa-jit failed on some configuration (/tmp/ab_jit.log); the test compiles those itself"
+  if ! tests/gpu/jit_all.sh "$cache" /tmp/ab_jit.log; then
+    # why, in the call's own output (the log stays on the device): dsa-jit's lines that are not its
+    # table's (those name a configuration or dsa-jit itself, then a colon)
+    echo "$1: dsa-jit failed on some configuration; the test compiles those itself. Its reasons:"
+    grep -E '^(dsa-jit|[^ ]+): ' /tmp/ab_jit.log | sort -u | head -8 | sed "s/^/$1:   /"
+  fi
   DSA_TEST_CACHE=$cache timeout 240 stdbuf -oL "$t" "${args[@]}" | tail -1 | sed "s/^/$1 $test $targs: /"
   local rc=${PIPESTATUS[0]}
   rm -rf "$cache"

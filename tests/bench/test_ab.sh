@@ -5,8 +5,9 @@
 # restored sources (a later round's base once ran on the last variant's build) and each variant on
 # its own, pass --test's arguments through, and leave the tree as it was; --bench prefill times
 # bench_prefill.py's line and tests with test_index; --bench prefill-ncu runs that line under ncu
-# and through ncu_durations.py, which must read ncu's CSV in any unit. Prints nothing and exits 0
-# when it does; else what differs.
+# and through ncu_durations.py, which must read ncu's CSV in any unit; where dsa-jit fails on a
+# variant, ab.sh must print dsa-jit's reasons and still test it. Prints nothing and exits 0 when it
+# does; else what differs.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 tmp=$(mktemp -d /tmp/dsagen-ab-test.XXXXXX) || exit 1
@@ -82,6 +83,20 @@ CSV
 )
   want="t: ncu glm5_2 600.5 us (3) | deepseek_v32 1100.0 us (1)"
   [ "$got" = "$want" ] || { printf 'ncu_durations.py printed:\n%s\nwanted:\n%s\n' "$got" "$want"; status=1; }
+fi
+# a dsa-jit that fails on the variant's build: ab.sh says why, from dsa-jit's own lines (not its
+# table's), and the test still runs
+printf '#!/bin/sh\ncase "$1" in --list) echo cfg_a ;; --cache) : > "$2/$3"; if grep -q variant kernels/k.cuh; then echo "configuration  kernel  regs"; echo "cfg_a  index  40"; echo "cfg_a: kernel index: entry k uses local memory (8 bytes of stack, 0 of spill stores)"; exit 1; fi ;; esac\n' > "$tmp/build/dsa-jit"
+got=$(PATH="$tmp/stub:$PATH" "$tmp/tests/bench/ab.sh" --bench index --test all v="$tmp/v.patch" 2>&1 | sed 's/--rows //; s/--context //')
+want="tree test_index all: 1 passed, 0 failed [] cfg_a
+base-1: tree --line 1,8,64,128 32768,131072
+v: dsa-jit failed on some configuration; the test compiles those itself. Its reasons:
+v:   cfg_a: kernel index: entry k uses local memory (8 bytes of stack, 0 of spill stores)
+v test_index all: 1 passed, 0 failed [] cfg_a
+v-1: variant --line 1,8,64,128 32768,131072"
+if [ "$got" != "$want" ]; then
+  printf 'ab.sh with a failing dsa-jit printed:\n%s\nwanted:\n%s\n' "$got" "$want"
+  status=1
 fi
 [ "$(cat "$tmp/kernels/k.cuh")" = tree ] || { echo "ab.sh left the variant applied"; status=1; }
 [ "$(tail -1 "$tmp/build/built")" = tree ] || { echo "ab.sh ended on the variant's build"; status=1; }

@@ -1050,8 +1050,8 @@ __device__ void select_topk_split(const uint32_t *keys, int64_t n, int64_t bit_k
             c += w0 + k < words ? (uint32_t)__popc(cand_s[w0 + k]) : 0u;
         // (red is free: block_sum's barriers came last; nothing writes it again before the barrier
         // below the emit, so the scan needs no barrier of its own after it)
-        uint32_t all;
-        uint32_t j = above0 + (tie0 < ties ? tie0 : ties) + block_exclusive<Threads>(c, red, &all);
+        uint32_t unused;
+        uint32_t j = above0 + (tie0 < ties ? tie0 : ties) + block_exclusive<Threads>(c, red, &unused);
         for (uint32_t k = 0; k < per; k++) {
             uint32_t b = w0 + k < words ? cand_s[w0 + k] : 0u;
             for (; b != 0u; b &= b - 1u)

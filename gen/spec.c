@@ -981,13 +981,14 @@ void dsg_derive(const dsg_geometry *g, const dsg_config *c, dsg_derived *o)
     o->index_topk_bit_keys = 16384;
     /* index_score counts the split top-k's first radix pass as it writes the scores (one shared
      * atomic a key, its CTA's counts added to the row's histogram at the end), so that the top-k
-     * neither reads the row for it nor meets at its barrier: on an H200 GLM-5.2's (32 heads) call
-     * 1-5 us faster at 8 rows or more (one row within the noise); DeepSeek-V3.2's (64 heads, whose
-     * score loop is not memory-bound, so the atomic lengthens it) 5-11 us slower at 64-128 rows of
-     * 128K counting (part of that run-to-run drift, which reached 7-9 us there with unchanged
-     * machine code), its gain at 1-8 rows within the noise (tests/bench/RESULTS.md). So up to 32
-     * heads only; the kernels of the others are compiled without it. */
-    o->index_score_bins = g->idx_heads <= 32;
+     * neither reads the row for it nor meets at its barrier. Where a row can be split (the plan
+     * holds at least index_topk_split_min CTAs' worth of keys); the kernels of a plan whose rows
+     * never split are compiled without it. Measured at every head count: on an H200 GLM-5.2's (32
+     * heads) call 1-5 us faster at 8 rows or more; on an H100 DeepSeek-V3.2's (64 heads) 1.5-3 us
+     * faster at one row (1 x 128K 29.5 / 28.1 -> 26.5 / 26.2 us) and 1-3% at 64-128 rows of 128K
+     * (an earlier score loop had lost 5-11 us there with it; tests/bench/RESULTS.md, forty-fourth
+     * session). */
+    o->index_score_bins = o->index_topk_split_max >= o->index_topk_split_min;
     {
         const int passes = (32 + o->index_topk_radix_bits - 1) / o->index_topk_radix_bits;
         o->ws_idx_topk_state = 4 * (8 + passes * (1 << o->index_topk_radix_bits) + 2 * o->index_topk_split_max +

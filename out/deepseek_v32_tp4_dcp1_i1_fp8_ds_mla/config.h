@@ -95,7 +95,7 @@
 #define DSA_IDX_TOPK_SPLIT_MAX 80 /* the most CTAs of a row the split top-k uses */
 #define DSA_IDX_TOPK_SPLIT_CANDS 8192 /* at most this many: finished in shared memory */
 #define DSA_IDX_TOPK_STATE_BYTES 98976 /* a row's state shared by those CTAs */
-#define DSA_IDX_SCORE_BINS 0 /* 1: index_score counts the split top-k's first pass */
+#define DSA_IDX_SCORE_BINS 1 /* 1: index_score counts the split top-k's first pass */
 
 /* ---- indexer K cache page: [bs x 128 e4m3][bs x fp32 scale] ---- */
 #define DSA_IDX_BYTES_PER_TOKEN 132

@@ -927,14 +927,14 @@ static void test_index_checks(void)
     /* a call made to fail before its top-k: 0 (the default) or 1 */
     check_on_off(ctx, dsa_testing_index_fail_topk, "dsa_testing_index_fail_topk", &ctx->fail_topk);
     free(ctx);
-    /* a plan without the count (64 heads): only 0 */
-    ctx = fake_ctx("deepseek_v32_tp8_dcp1_i1_fp8_ds_mla");
+    /* a plan without the count (its rows never split: one CTA's worth of keys at most): only 0 */
+    ctx = fake_ctx("tiny_tp4_dcp2_i1_bf16");
     if (!ctx)
         return;
-    CHECK(ctx->cfg->index_score_bins == 0);
+    CHECK(ctx->cfg->index_score_bins == 0 && ctx->cfg->index_topk_split_max < ctx->cfg->index_topk_split_min);
     CHECK(dsa_testing_index_score_bins(ctx, 0) == DSA_SUCCESS && ctx->no_score_bins == 1);
     CHECK(dsa_testing_index_score_bins(ctx, 2) == DSA_ERROR_UNSUPPORTED &&
-          !strcmp(dsa_last_error(ctx), "dsa_testing_index_score_bins: mode is 2, but deepseek_v32_tp8_dcp1_i1_fp8_ds_mla's "
+          !strcmp(dsa_last_error(ctx), "dsa_testing_index_score_bins: mode is 2, but tiny_tp4_dcp2_i1_bf16's "
                                        "plan has index_score count nothing (index_score_bins 0)"));
     free(ctx);
     test_cluster_merge_choice();

@@ -49,8 +49,9 @@ template <int HB, int KV, int LAT, int Format, int EntryBytes, int Threads> stru
     // deep (nvfp4 at 16 heads): each producer thread holds two tiles' raw entries, two tiles'
     // gathers in flight (dsa_wgmma.cuh), in 128 registers, the consumers keeping 128. Measured
     // (issue 15, tests/bench/RESULTS.md): 6-7% faster than one tile for nvfp4 at 16 heads x 64-128
-    // rows, 2-3% slower for fp8 (whose put, not the loads, sets the producers' pace); bf16
-    // unchanged, one tile
+    // rows; for fp8 (whose put, not the loads, sets the producers' pace) 2-3% slower at 64 rows,
+    // 5% at 8, one row unchanged (its second gather is not what it waits on), 2% faster at 128;
+    // bf16 unchanged, one tile
     static constexpr bool deep = producers == 2 && Format == kNvfp4DsMla;
     enum : int { producer_regs = producers == 2 ? (deep ? 128 : 96) : 136 };
     enum : int { consumer_regs = producers == 2 ? 256 - producer_regs : 184 };

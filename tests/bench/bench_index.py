@@ -4,7 +4,8 @@ rows, context L in {8K, 32K, 128K} keys per row, beside in the same run:
 - the floor: the indexer key bytes the rows read (the plan's idx_bytes_per_token a key) over the
   measured copy bandwidth;
 - a PyTorch peer: dequantise the keys to bf16, einsum with the (already prepared) query, ReLU, the
-  head weights, key scales, torch.topk (the peer skips the query preparation, which favours it).
+  head weights, key scales, torch.topk (the peer skips the query preparation, which favours it);
+  rows in pieces of at most 64 x 128K keys, which bounds its fp32 scores (one piece up to there).
 Timed with CUDA events: median of 10 of the mean of 5 back-to-back calls after 2 warm-ups, and the
 same with L2 flushed (a 256 MiB write) before each call. Each row's keys are its own request's.
 The configuration's shapes come from libdsa (dsa_config_info, through tests/bench/dsa_ctypes.py).
@@ -19,7 +20,7 @@ comma-separated), says how many CTAs a row got, and checks that they give the sa
 
 Usage: python3 tests/bench/bench_index.py [--quick] [--topk auto|split|one|both|capN|nobins,..] [--rows 1,64,128]
 [--context 8192,32768,131072] [--no-peer] [--score auto|few|main|group] [--plain]   (from the repository root, after `ninja gpu`; default:
-both top-k kernels, every row count and context, the peer where its scores fit; --plain: kernels
+both top-k kernels, every row count and context, the peer at every point; --plain: kernels
 launched plainly, not as programmatic dependent launches, to measure what those buy)
        python3 tests/bench/bench_index.py --calls CONFIG ROWS CONTEXT   4 calls of one point (the
 runtime's top-k choice), for tests/bench/profile_index.sh
@@ -157,12 +158,20 @@ def run(name, B, L, copy_bw, peer, modes):
         keys = cache[:, :BS * D].view(-1, BS, D)
         scales = cache[:, BS * D:].view(torch.float32)  # [N, BS]
 
+        # rows in pieces of at most 64 x 128K keys, as a user bounds its [rows, H, L] fp32 scores
+        # (128 x 128K in one piece would hold ~15 GB of temporaries); one piece up to that
+        piece = max(1, 64 * 131072 // L)
+
         def eager():
-            v = keys[blk, off].view(torch.float8_e4m3fn).bfloat16()  # [B, L, D]
-            sc = scales[blk, off]                                    # [B, L]
-            s = torch.einsum("bhd,bld->bhl", qf, v).float().relu_()
-            s = torch.einsum("bhl,bh->bl", s, w) * sc
-            return torch.topk(s, min(K, L), dim=-1).indices
+            out = []
+            for r0 in range(0, B, piece):
+                r1 = min(B, r0 + piece)
+                v = keys[blk[r0:r1], off[r0:r1]].view(torch.float8_e4m3fn).bfloat16()  # [rows, L, D]
+                sc = scales[blk[r0:r1], off[r0:r1]]                                    # [rows, L]
+                s = torch.einsum("bhd,bld->bhl", qf[r0:r1], v).float().relu_()
+                s = torch.einsum("bhl,bh->bl", s, w[r0:r1]) * sc
+                out.append(torch.topk(s, min(K, L), dim=-1).indices)
+            return out[0] if len(out) == 1 else torch.cat(out)
 
         us_p = time_us(eager, False, reps=3, warmup=1, inner=1)
     return results, same, floor_us, us_p
@@ -270,7 +279,7 @@ def main():
         H = dsa_ctypes.config_info(lib, name).idx_heads
         for B in rows:
             for L in contexts:
-                peer = not no_peer and B * L <= 64 * 131072  # the peer materialises [B, H, L] fp32 scores
+                peer = not no_peer
                 results, same, fl, us_p = run(name, B, L, bw, peer, modes)
                 for mode, (us, us_f, splits) in results.items():
                     print(f"| {name} | {H} | {B} | {L} | {mode} ({splits}) | {us:.1f} | {us_f:.1f} | {fl:.1f} | "

@@ -11,12 +11,7 @@
 # merged rows stored, and the CTA's end. A call whose CTAs are not clustered stamps nothing; its
 # split merge kernel's CTA (0, 0) prints the stamps of the clustered call before it, in ns from the
 # earliest kernel entry (min..max over the splits), and clears them. The driver alternates the two.
-def patch(p, pairs):
-    s = open(p).read()
-    for a, b in pairs:
-        assert s.count(a) == 1, (p, a)
-        s = s.replace(a, b)
-    open(p, 'w').write(s)
+from instrument_patch import patch
 
 G = '''namespace dsa {
 __device__ __forceinline__ unsigned long long xa_now() { unsigned long long t; asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); return t; }

@@ -4,12 +4,7 @@
 # in the tree root of a copy, after `git apply tests/bench/logs/attend_deep_fp8_f0727e0.patch` (fp8
 # takes the deep branch) and attend_cluster_timeline_instrument.py, then `ninja gpu` and
 #   python3 tests/bench/logs/attend_cluster_timeline_run.py
-def patch(p, pairs):
-    s = open(p).read()
-    for a, b in pairs:
-        assert s.count(a) == 1, (p, a)
-        s = s.replace(a, b)
-    open(p, 'w').write(s)
+from instrument_patch import patch
 
 patch('kernels/dsa_wgmma.cuh', [
 ('''                s.landed();

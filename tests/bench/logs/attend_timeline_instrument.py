@@ -11,12 +11,7 @@
 # is not counted (the first version's garbage). All stamps are cleared at every merge.
 # Then: python3 tests/bench/bench_attend.py --line X | grep XA   (rows 1, 8, 64; 128 rows run no split
 # and print nothing).
-def patch(p, pairs):
-    s = open(p).read()
-    for a, b in pairs:
-        assert s.count(a) == 1, (p, a)
-        s = s.replace(a, b)
-    open(p, 'w').write(s)
+from instrument_patch import patch
 
 G = '''namespace dsa {
 __device__ __forceinline__ unsigned long long xa_now() { unsigned long long t; asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); return t; }

@@ -1,11 +1,6 @@
 # throwaway: stamps of every score CTA (row 0) and split top-k CTA (row 0), printed by the next call's query kernel
 import re
-def patch(p, pairs):
-    s = open(p).read()
-    for a, b in pairs:
-        assert s.count(a) == 1, (p, a)
-        s = s.replace(a, b)
-    open(p, 'w').write(s)
+from instrument_patch import patch
 G = '''namespace dsa {
 __device__ __forceinline__ unsigned long long xg_now() { unsigned long long t; asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); return t; }
 __device__ unsigned long long xs_beg[1200], xs_end[1200], xt_beg[128], xt_end[128], xq0, xcalls;

@@ -159,7 +159,7 @@ def run(name, B, L, copy_bw, peer, modes):
         scales = cache[:, BS * D:].view(torch.float32)  # [N, BS]
 
         # rows in pieces of at most 64 x 128K keys, as a user bounds its [rows, H, L] fp32 scores
-        # (128 x 128K in one piece would hold ~15 GB of temporaries); one piece up to that
+        # (128 x 128K in one piece would hold ~13 GB of temporaries); one piece up to that
         piece = max(1, 64 * 131072 // L)
 
         def eager():

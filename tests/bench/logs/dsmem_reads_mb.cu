@@ -77,23 +77,6 @@ template <int MODE> __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(
         for (int k = 0; k < S; k++)
             dsa::merge_add(v, lw[k], x[k]);
         acc = v.x + v.y + v.z + v.w + total;
-    } else if constexpr (MODE == 2) {
-        // mode 0 with the LSEs from this CTA's own shared memory: the remote reads are the float4s
-        float lw[S];
-        float4 x[S];
-#pragma unroll
-        for (int k = 0; k < S; k++)
-            x[k] = on ? dsa::ld_cluster_f32x4(dsa::cluster_addr(row + 16u * (uint32_t)tid, (uint32_t)k))
-                      : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-#pragma unroll
-        for (int k = 0; k < S; k++)
-            lw[k] = dsa::merge_lse_in(obuf[k * OP + LAT]);
-        const float total = dsa::merge_lse_total<S>(S, [&](int k) { return lw[k]; });
-        float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-#pragma unroll
-        for (int k = 0; k < S; k++)
-            dsa::merge_add(v, dsa::merge_weight(lw[k], total), x[k]);
-        acc = v.x + v.y + v.z + v.w + total;
     } else if constexpr (MODE == 3) {
         float lw[S];
 #pragma unroll
@@ -101,23 +84,27 @@ template <int MODE> __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(
             lw[k] = dsa::ld_cluster_f32(dsa::cluster_addr(row + 4u * LAT, (uint32_t)k));
         acc = dsa::merge_lse_total<S>(S, [&](int k) { return dsa::merge_lse_in(lw[k]); });
     } else {
-        // MODE 4: mode 2's reads over all 256 threads: thread t reads dims 4 (t % 128) .. + 3 of
+        // MODE 2: mode 0 with the LSEs from this CTA's own shared memory, the remote reads the
+        // float4s; MODE 4: the same reads over all 256 threads, thread t dims 4 (t % 128) .. + 3 of
         // splits 8 (t / 128) .. + 7 (a merge that kept the split order would then pass one half's
         // sums to the other; only the reads are timed here)
+        constexpr int N = MODE == 2 ? S : S / 2;
+        const int d = tid % (LAT / 4), k0 = MODE == 2 ? 0 : tid / (LAT / 4) * (S / 2);
+        const bool in = MODE == 2 ? on : true;
         float lw[S];
-        float4 x[S / 2];
-        const int d = tid % (LAT / 4), k0 = tid / (LAT / 4) * (S / 2);
+        float4 x[N];
 #pragma unroll
-        for (int k = 0; k < S / 2; k++)
-            x[k] = dsa::ld_cluster_f32x4(dsa::cluster_addr(row + 16u * (uint32_t)d, (uint32_t)(k0 + k)));
+        for (int k = 0; k < N; k++)
+            x[k] = in ? dsa::ld_cluster_f32x4(dsa::cluster_addr(row + 16u * (uint32_t)d, (uint32_t)(k0 + k)))
+                      : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 #pragma unroll
         for (int k = 0; k < S; k++)
             lw[k] = dsa::merge_lse_in(obuf[k * OP + LAT]);
         const float total = dsa::merge_lse_total<S>(S, [&](int k) { return lw[k]; });
         float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 #pragma unroll
-        for (int k = 0; k < S / 2; k++)
-            dsa::merge_add(v, dsa::merge_weight(k0 == 0 ? lw[k] : lw[k + S / 2], total), x[k]); // static indices
+        for (int k = 0; k < N; k++) // static indices into lw
+            dsa::merge_add(v, dsa::merge_weight(k0 == 0 ? lw[k] : lw[(k + S / 2) % S], total), x[k]);
         acc = v.x + v.y + v.z + v.w + total;
     }
     sink[(size_t)blockIdx.x * THREADS + tid] = acc;

@@ -55,9 +55,8 @@ template <int MODE> __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(
         float lw[S];
         float4 x[S];
         float mine = 0.0f;
-        const int j = lane % 32; // mode 1: lane j < S reads CTA j's LSE
-        if constexpr (MODE == 1)
-            mine = j < S ? dsa::ld_cluster_f32(dsa::cluster_addr(row + 4u * LAT, (uint32_t)j)) : 0.0f;
+        if constexpr (MODE == 1) // lane j < S reads CTA j's LSE (a warp is one head's here)
+            mine = lane < S ? dsa::ld_cluster_f32(dsa::cluster_addr(row + 4u * LAT, (uint32_t)lane)) : 0.0f;
 #pragma unroll
         for (int k = 0; k < S; k++) {
             if constexpr (MODE == 0)
@@ -67,7 +66,7 @@ template <int MODE> __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(
         }
 #pragma unroll
         for (int k = 0; k < S; k++)
-            lw[k] = dsa::merge_lse_in(MODE == 0 ? lw[k] : __shfl_sync(0xffffffffu, mine, lane - j + k));
+            lw[k] = dsa::merge_lse_in(MODE == 0 ? lw[k] : __shfl_sync(0xffffffffu, mine, k));
         const float total = dsa::merge_lse_total<S>(S, [&](int k) { return lw[k]; });
 #pragma unroll
         for (int k = 0; k < S; k++)

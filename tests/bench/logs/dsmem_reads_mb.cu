@@ -58,7 +58,9 @@ template <int MODE> __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(
         dsa::mbar_init_fence();
         dsa::mbar_arrive_expect(bar, MODE == 5 ? S * OP * 4 : S * (LAT * 4 + 4));
     }
+    __syncthreads();
     // mode 6 and 7: the partials in registers, as the consumers hold them after the last tile
+    // (read after the CTA barrier: other threads wrote them)
     float4 p4[MODE == 6 ? S : 1];
     float2 p2[MODE == 7 ? S : 1];
     if constexpr (MODE == 6) {
@@ -71,7 +73,6 @@ template <int MODE> __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(
         for (int k = 0; k < S; k++)
             p2[k] = *(const float2 *)&obuf[k * OP + 2 * tid];
     }
-    __syncthreads();
     dsa::cluster_sync();
     unsigned long long *st = stamps + ((size_t)(blockIdx.x / S) * S + r) * 3;
     if (tid == 0)

@@ -48,7 +48,13 @@ for v in "$@"; do
   git apply --check "$p" || { echo "ab: $p does not apply to this tree" >&2; exit 2; }
 done
 [ -e .cuda ] || ln -sfn /usr/local/cuda .cuda
-build() { touch kernels/* runtime/* templates/*; ninja gpu > /tmp/ab_build.log 2>&1 || { tail -20 /tmp/ab_build.log; return 1; }; }
+# each build's seconds printed, so that a call cut short by its bound shows where its time went
+build() {
+  local t0=$SECONDS
+  touch kernels/* runtime/* templates/*
+  ninja gpu > /tmp/ab_build.log 2>&1 || { tail -20 /tmp/ab_build.log; return 1; }
+  echo "ab: built in $((SECONDS - t0)) s"
+}
 line() {
   if [ "$bench" = attend ]; then
     timeout 150 python3 tests/bench/bench_attend.py --line "$1" --format "$format" || echo "$1: failed ($?)"
@@ -73,12 +79,14 @@ check() {
   local t=build/tests/gpu/$test
   [ "$targs" = all ] || read -r -a args <<< "$targs"
   cache=$(mktemp -d /tmp/ab-jit.XXXXXX) || return 1
+  local t0=$SECONDS
   if ! tests/gpu/jit_all.sh "$cache" /tmp/ab_jit.log; then
     # why, in the call's own output (the log stays on the device): dsa-jit's lines that are not its
     # table's (those name a configuration or dsa-jit itself, then a colon)
     echo "$1: dsa-jit failed on some configuration; the test compiles those itself. Its reasons:"
     grep -E '^(dsa-jit|[^ ]+): ' /tmp/ab_jit.log | sort -u | head -8 | sed "s/^/$1:   /"
   fi
+  echo "ab: $1: every configuration compiled in $((SECONDS - t0)) s"
   DSA_TEST_CACHE=$cache timeout 240 stdbuf -oL "$t" "${args[@]}" | tail -1 | sed "s/^/$1 $test $targs: /"
   local rc=${PIPESTATUS[0]}
   rm -rf "$cache"

@@ -35,20 +35,28 @@ printf '#!/bin/sh\necho "1 passed, 0 failed [$*]" $(ls "$DSA_TEST_CACHE")\n' > "
 chmod +x "$tmp/stub/ninja" "$tmp/stub/python3" "$tmp/build/dsa-jit" "$tmp/build/tests/gpu/test_index"
 got=$(PATH="$tmp/stub:$PATH" "$tmp/tests/bench/ab.sh" --bench index --rounds 2 --test "paths tiny" --rows 1,64 \
       v="$tmp/v.patch" 2>&1)
-want="tree test_index paths tiny: 1 passed, 0 failed [paths tiny] cfg_a cfg_b
+# with each step's seconds (any count: the stubs may cross a second), which the later cases drop
+want="ab: built in N s
+ab: tree: every configuration compiled in N s
+tree test_index paths tiny: 1 passed, 0 failed [paths tiny] cfg_a cfg_b
 base-1: tree --line 1,64 32768,131072
+ab: built in N s
+ab: v: every configuration compiled in N s
 v test_index paths tiny: 1 passed, 0 failed [paths tiny] cfg_a cfg_b
 v-1: variant --line 1,64 32768,131072
+ab: built in N s
 base-2: tree --line 1,64 32768,131072
+ab: built in N s
 v-2: variant --line 1,64 32768,131072"
-got=$(printf '%s\n' "$got" | sed 's/--rows //; s/--context //')
+got=$(printf '%s\n' "$got" | sed -E 's/--rows //; s/--context //; s/^(ab: .* in )[0-9]+ s$/\1N s/')
 status=0
 if [ "$got" != "$want" ]; then
   printf 'ab.sh printed:\n%s\nwanted:\n%s\n' "$got" "$want"
   status=1
 fi
 # --bench prefill: bench_prefill.py's line for each, and test_index as its test
-got=$(PATH="$tmp/stub:$PATH" "$tmp/tests/bench/ab.sh" --bench prefill --test all v="$tmp/v.patch" 2>&1 | sed 's/ *$//')
+untimed() { sed -E 's/ *$//; /^ab: .* in [0-9]+ s$/d'; }
+got=$(PATH="$tmp/stub:$PATH" "$tmp/tests/bench/ab.sh" --bench prefill --test all v="$tmp/v.patch" 2>&1 | untimed)
 want="tree test_index all: 1 passed, 0 failed [] cfg_a cfg_b
 base-1: tree --line
 v test_index all: 1 passed, 0 failed [] cfg_a cfg_b
@@ -61,7 +69,7 @@ fi
 # output through ncu_durations.py (the stub marks it), test_index as the test
 printf '#!/bin/sh\nwhile [ "$1" != python3 ]; do shift; done\n"$@"\n' > "$tmp/stub/ncu"
 chmod +x "$tmp/stub/ncu"
-got=$(PATH="$tmp/stub:$PATH" "$tmp/tests/bench/ab.sh" --bench prefill-ncu --test all v="$tmp/v.patch" 2>&1 | sed 's/ *$//')
+got=$(PATH="$tmp/stub:$PATH" "$tmp/tests/bench/ab.sh" --bench prefill-ncu --test all v="$tmp/v.patch" 2>&1 | untimed)
 want="tree test_index all: 1 passed, 0 failed [] cfg_a cfg_b
 durations base-1 of base-1: tree --line
 v test_index all: 1 passed, 0 failed [] cfg_a cfg_b
@@ -87,7 +95,7 @@ fi
 # a dsa-jit that fails on the variant's build: ab.sh says why, from dsa-jit's own lines (not its
 # table's), and the test still runs
 printf '#!/bin/sh\ncase "$1" in --list) echo cfg_a ;; --cache) : > "$2/$3"; if grep -q variant kernels/k.cuh; then echo "configuration  kernel  regs"; echo "cfg_a  index  40"; echo "cfg_a: kernel index: entry k uses local memory (8 bytes of stack, 0 of spill stores)"; exit 1; fi ;; esac\n' > "$tmp/build/dsa-jit"
-got=$(PATH="$tmp/stub:$PATH" "$tmp/tests/bench/ab.sh" --bench index --test all v="$tmp/v.patch" 2>&1 | sed 's/--rows //; s/--context //')
+got=$(PATH="$tmp/stub:$PATH" "$tmp/tests/bench/ab.sh" --bench index --test all v="$tmp/v.patch" 2>&1 | untimed | sed 's/--rows //; s/--context //')
 want="tree test_index all: 1 passed, 0 failed [] cfg_a
 base-1: tree --line 1,8,64,128 32768,131072
 v: dsa-jit failed on some configuration; the test compiles those itself. Its reasons:

@@ -86,7 +86,7 @@ check() {
     echo "$1: dsa-jit failed on some configuration; the test compiles those itself. Its reasons:"
     grep -E '^(dsa-jit|[^ ]+): ' /tmp/ab_jit.log | sort -u | head -8 | sed "s/^/$1:   /"
   fi
-  echo "ab: $1: every configuration compiled in $((SECONDS - t0)) s"
+  echo "ab: $1: dsa-jit over every configuration in $((SECONDS - t0)) s"
   DSA_TEST_CACHE=$cache timeout 240 stdbuf -oL "$t" "${args[@]}" | tail -1 | sed "s/^/$1 $test $targs: /"
   local rc=${PIPESTATUS[0]}
   rm -rf "$cache"

@@ -37,11 +37,11 @@ got=$(PATH="$tmp/stub:$PATH" "$tmp/tests/bench/ab.sh" --bench index --rounds 2 -
       v="$tmp/v.patch" 2>&1)
 # with each step's seconds (any count: the stubs may cross a second), which the later cases drop
 want="ab: built in N s
-ab: tree: every configuration compiled in N s
+ab: tree: dsa-jit over every configuration in N s
 tree test_index paths tiny: 1 passed, 0 failed [paths tiny] cfg_a cfg_b
 base-1: tree --line 1,64 32768,131072
 ab: built in N s
-ab: v: every configuration compiled in N s
+ab: v: dsa-jit over every configuration in N s
 v test_index paths tiny: 1 passed, 0 failed [paths tiny] cfg_a cfg_b
 v-1: variant --line 1,64 32768,131072
 ab: built in N s

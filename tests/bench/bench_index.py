@@ -263,7 +263,7 @@ def main():
         return overlap(ints("--rows", (64, 128)), ints("--context", (32768, 131072)))
     rows = ints("--rows", (1, 64) if quick else (1, 64, 128))
     contexts = ints("--context", (8192, 32768) if quick else (8192, 32768, 131072))
-    no_peer = "--no-peer" in sys.argv
+    peer = "--no-peer" not in sys.argv
     bw = copy_bandwidth()
     print(f"device {torch.cuda.get_device_name()}; copy bandwidth {bw / 1e12:.2f} TB/s (2 GiB copy); "
           + launch_floor_text())
@@ -279,7 +279,6 @@ def main():
         H = dsa_ctypes.config_info(lib, name).idx_heads
         for B in rows:
             for L in contexts:
-                peer = not no_peer
                 results, same, fl, us_p = run(name, B, L, bw, peer, modes)
                 for mode, (us, us_f, splits) in results.items():
                     print(f"| {name} | {H} | {B} | {L} | {mode} ({splits}) | {us:.1f} | {us_f:.1f} | {fl:.1f} | "

@@ -295,18 +295,23 @@ __device__ __forceinline__ void wgmma_t_main_loop(const CtaThread &th, const Att
     }
 
     // The merge of the two groups, each head's m = max(m_0, m_1), l = l_0 c_0 + l_1 c_1 (c_i =
-    // exp(scale (m_i - m)), smx.weight), O = O_0 c_0 / l + O_1 c_1 / l, always in this order. The
-    // groups meet on the mbarrier done (256 arrivals a phase, each a release; the waits acquire),
-    // not on a named barrier: they arrive here having passed different numbers of barriers 1 and 2
-    // (at one tile a CTA, group 1 none), and racecheck did not take a 256-thread bar.sync as
-    // ordering group 0's writes before group 1's reads. Phase 0: each group's l (summed over its
-    // lanes, written per warp into xch) and m (in msh, at the parity after its last tile; group g
-    // took (u + 1 - g) / 2 tiles). Phase 1: each group's O^T, scaled by c_g / l, in its own key
-    // tile as rows of heads (obuf_g: no longer read by the tensor cores, nor written by the
-    // producer, once the group has consumed every tile in it); group 1 writes nothing when it took
-    // no tile (u < 2: a CTA of one tile, its m is -inf, c_1 = 0). Then the 256 consumer threads
-    // store O = obuf_0 (+ obuf_1) a row of 4 dims at a time, in a loop: at 1-2 tiles a CTA the end
-    // runs once per CTA, and the code it fetches is its cost.
+    // exp(scale (m_i - m)), smx.weight), O = O_0 f_0 + O_1 f_1 (f_i = c_i / l), always in this
+    // order. Each group writes its O^T as it stands, as rows of heads in its own key tile (obuf_g:
+    // no longer read by the tensor cores, nor written by the producer, once the group has consumed
+    // every tile in it), with its l (summed over its lanes, written per warp into xch) and m (in
+    // msh, at the parity after its last tile; group g took (u + 1 - g) / 2 tiles), before the
+    // groups meet: the group of the earlier last tile (group 0 at an even count of tiles) writes
+    // while the other computes its last, which then runs the code just fetched (at 1-2 tiles a CTA
+    // the end runs once per CTA, and fetching its code is much of its cost). A group's warps first
+    // meet on its barrier 1 + wg: a thread's wgmma_wait covers its own warp's part of the group's
+    // last MMA, not the other warps' reads of the tile the rows overwrite. Group 1 writes nothing
+    // when it took no tile (u < 2: a CTA of one tile, its m is -inf, f_1 = 0). The groups meet on
+    // the mbarrier done (256 arrivals a phase, each a release; the waits acquire), not on a named
+    // barrier: they arrive here having passed different numbers of barriers 1 and 2 (at one tile a
+    // CTA, group 1 none), and racecheck did not take a 256-thread bar.sync as ordering group 0's
+    // writes before group 1's reads. Phase 0: the rows, l and m. Then group 0's first HB threads
+    // form each head's f_0, f_1 and LSE; phase 1: the factors. Then the 256 consumer threads store
+    // O a row of 4 dims at a time, in a loop (the code it fetches is its cost).
     float l[NH];
 #pragma unroll
     for (int h = 0; h < NH; h++) {
@@ -319,66 +324,71 @@ __device__ __forceinline__ void wgmma_t_main_loop(const CtaThread &th, const Att
 #pragma unroll
         for (int j = 0; j < HB / 8; j++)
             *reinterpret_cast<float2 *>(xch + (4 * wg + wl) * HB + 8 * j + 2 * t4) = make_float2(l[2 * j], l[2 * j + 1]);
-    mbar_arrive(done);
-    mbar_wait(done, 0);
-    const bool both = u >= 2; // group 1 took a tile
-    const float *m0s = sm.m_s + 2 * 4 * HB + (u + 1) / 2 % 2 * HB, *m1s = sm.m_s + 2 * 4 * HB + 2 * HB + u / 2 % 2 * HB;
-    // head's merged m and l, and the factor c_wg / l of this group's O^T
-    const auto merged = [&](int head, float &mm, float &lt, float &f) {
-        const float m0 = m0s[head], m1 = m1s[head];
-        mm = fmaxf(m0, m1);
-        float l0 = 0.0f, l1 = 0.0f;
-#pragma unroll
-        for (int w = 0; w < 4; w++)
-            l0 += xch[w * HB + head], l1 += xch[(4 + w) * HB + head];
-        const float c0 = smx.weight(m0, mm), c1 = smx.weight(m1, mm);
-        lt = l0 * c0 + l1 * c1;
-        f = lt > 0.0f ? (wg == 0 ? c0 : c1) * (1.0f / lt) : 0.0f;
-    };
     constexpr int OP = Lay::OP;
     static_assert(OP >= LAT + 1, "a head's row of O has room for its LSE");
-    // launched in clusters of the row's split CTAs (the runtime's choice, attend_cluster_merge; only
-    // where the store has that path, Store::cluster_merges): they merge the row among themselves, no
-    // partial leaves the cluster
-    const int nsplit = Store::cluster_merges ? (int)cluster_size() : 1;
-    const bool clustered = nsplit > 1;
     float *const obuf0 = reinterpret_cast<float *>(sm.k_s + Lay::key_tile_off(0));
     float *const obuf1 = reinterpret_cast<float *>(sm.k_s + Lay::key_tile_off(1));
+    const bool both = u >= 2; // group 1 took a tile
     if (wg == 0 || both) {
+        group_sync(); // every warp of the group done with its key tile (above)
         // (head 8 j + 2 t4 + e, dim 64 b + r0 + 8 r) at mine + (8 j + e) OP + 64 b + 8 r
         float *const mine = (wg == 0 ? obuf0 : obuf1) + 2 * t4 * OP + r0;
 #pragma unroll
         for (int j = 0; j < HB / 8; j++)
 #pragma unroll
-            for (int e = 0; e < 2; e++) {
-                float mm, lt, f;
-                merged(8 * j + 2 * t4 + e, mm, lt, f); // f = 0: 0, the empty head (OnlineSoftmax::lse) included
+            for (int e = 0; e < 2; e++)
 #pragma unroll
                 for (int b = 0; b < OB; b++)
 #pragma unroll
                     for (int r = 0; r < 2; r++)
-                        mine[(8 * j + e) * OP + 64 * b + 8 * r] = f != 0.0f ? oacc[b][4 * j + 2 * r + e] * f : 0.0f;
-                if (wg == 0 && wl == 0 && g == 0) { // d = -1: the LSE (natural log; -inf for a head with no kept key)
-                    if (clustered) // beside the head's row of O, in its padding, for the cluster's merge
-                        obuf0[(8 * j + 2 * t4 + e) * OP + LAT] = smx.lse(mm, lt);
-                    else
-                        store(8 * j + 2 * t4 + e, -1, smx.lse(mm, lt), 0.0f);
-                }
-            }
+                        mine[(8 * j + e) * OP + 64 * b + 8 * r] = oacc[b][4 * j + 2 * r + e];
+    }
+    mbar_arrive(done);
+    mbar_wait(done, 0);
+    // launched in clusters of the row's split CTAs (the runtime's choice, attend_cluster_merge; only
+    // where the store has that path, Store::cluster_merges): they merge the row among themselves, no
+    // partial leaves the cluster
+    const int nsplit = Store::cluster_merges ? (int)cluster_size() : 1;
+    const bool clustered = nsplit > 1;
+    // [2][HB]: each head's f_0, f_1, in the l shares' place (every thread read its own into l above,
+    // before its arrival)
+    float *const fsh = sm.m_s + 12 * HB;
+    if (th.tid < HB) {
+        const int head = th.tid;
+        const float m0 = sm.m_s[2 * 4 * HB + (u + 1) / 2 % 2 * HB + head];
+        const float m1 = sm.m_s[2 * 4 * HB + 2 * HB + u / 2 % 2 * HB + head];
+        const float mm = fmaxf(m0, m1);
+        float l0 = 0.0f, l1 = 0.0f;
+#pragma unroll
+        for (int w = 0; w < 4; w++)
+            l0 += xch[w * HB + head], l1 += xch[(4 + w) * HB + head];
+        const float c0 = smx.weight(m0, mm), c1 = smx.weight(m1, mm);
+        const float lt = l0 * c0 + l1 * c1;
+        // f = 0: the row 0, the empty head (OnlineSoftmax::lse) included
+        fsh[head] = lt > 0.0f ? c0 * (1.0f / lt) : 0.0f;
+        fsh[HB + head] = lt > 0.0f ? c1 * (1.0f / lt) : 0.0f;
+        // the LSE (natural log; -inf for a head with no kept key): for the cluster's merge beside
+        // the head's row of O, in its padding; otherwise stored (d = -1)
+        if (clustered)
+            obuf0[head * OP + LAT] = smx.lse(mm, lt);
+        else
+            store(head, -1, smx.lse(mm, lt), 0.0f);
     }
     mbar_arrive(done);
     mbar_wait(done, 1);
+    const auto scaled = [](float4 v, float f) {
+        return f != 0.0f ? make_float4(v.x * f, v.y * f, v.z * f, v.w * f) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    };
 #pragma unroll 1
     for (int i = wg * NG + gt; i < HB * (LAT / 4); i += 2 * NG) {
         const int head = i / (LAT / 4), d = 4 * (i % (LAT / 4));
-        float4 o = *reinterpret_cast<const float4 *>(obuf0 + head * OP + d);
+        float4 o = scaled(*reinterpret_cast<const float4 *>(obuf0 + head * OP + d), fsh[head]);
         if (both) {
-            const float4 o1 = *reinterpret_cast<const float4 *>(obuf1 + head * OP + d);
+            const float4 o1 = scaled(*reinterpret_cast<const float4 *>(obuf1 + head * OP + d), fsh[HB + head]);
             o.x += o1.x, o.y += o1.y, o.z += o1.z, o.w += o1.w;
         }
         if (clustered) {
-            if (both)
-                *reinterpret_cast<float4 *>(obuf0 + head * OP + d) = o;
+            *reinterpret_cast<float4 *>(obuf0 + head * OP + d) = o;
         } else {
             store(head, d, o.x, o.y);
             store(head, d + 2, o.z, o.w);

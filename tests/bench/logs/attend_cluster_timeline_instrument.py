@@ -20,7 +20,8 @@ __device__ __forceinline__ unsigned long long xa_now() { unsigned long long t; a
 __device__ unsigned long long xa_k0[64], xa_wait[64], xa_cmp[64], xa_q[64], xa_d0[64], xa_d1[64], xa_sum[64],
     xa_cb[64], xa_ms[64], xa_end[64], xa_pld[64][2];
 // [split][group]: the end's steps inside (the thirty-second session's additions): the group reaches
-// the end, its l written, its O rows written to shared memory; and the cluster merge's peer reads
+// the end, its l and O rows written to shared memory (raw, before the groups meet, since the
+// forty-sixth session), the factors formed (one thread a head); and the cluster merge's peer reads
 // returned (its LSEs combined)
 __device__ unsigned long long xa_ge[64][2], xa_gl[64][2], xa_go[64][2], xa_cr[64];
 // [split][tile < 16]: consumer stamps; [split][tile][half]: the producers' put done (full arrival)
@@ -77,9 +78,9 @@ patch('kernels/dsa_merge.cuh', [
             }
             rng(&xa_ge[0][0], 2, a0, a1); printf("XC   end in: g0 %lld..%lld", a0, a1);
             rng(&xa_ge[0][1], 2, a0, a1); printf(" g1 %lld..%lld", a0, a1);
-            rng(&xa_gl[0][0], 2, a0, a1); printf(" | l written g0 %lld..%lld", a0, a1);
+            rng(&xa_gl[0][0], 2, a0, a1); printf(" | l and O rows written g0 %lld..%lld", a0, a1);
             rng(&xa_gl[0][1], 2, a0, a1); printf(" g1 %lld..%lld", a0, a1);
-            rng(&xa_go[0][0], 2, a0, a1); printf(" | O rows written g0 %lld..%lld", a0, a1);
+            rng(&xa_go[0][0], 2, a0, a1); printf(" | factors formed g0 %lld..%lld", a0, a1);
             rng(&xa_go[0][1], 2, a0, a1); printf(" g1 %lld..%lld", a0, a1);
             rng(xa_cr, 1, a0, a1); printf(" | peers read %lld..%lld\\n", a0, a1);
             rng(xa_d0, 1, a0, a1); printf("XC   end: phase 0 %lld..%lld", a0, a1);

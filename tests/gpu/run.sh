@@ -104,7 +104,7 @@ if [ "$san1" = 1 ] || [ "$san2" = 1 ]; then # compute-sanitizer's four tools ove
       p3=$?
       timeout 60 "$cs" --tool racecheck --error-exitcode 9 "$probe" 2 > "$log/racecheck_probe_2.log" 2>&1
       p2=$?
-      tail -1 "$log/racecheck_probe_3.log" "$log/racecheck_probe_2.log"
+      tail -n 1 "$log/racecheck_probe_3.log" "$log/racecheck_probe_2.log"
       if [ "$p3" != 0 ] || { [ "$p2" != 0 ] && [ "$p2" != 9 ]; }; then
         echo "FAIL: racecheck probe (mode 3 exit $p3, mode 2 exit $p2; 0 and 0 or 9 expected)"
         status=1

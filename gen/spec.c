@@ -911,18 +911,16 @@ void dsg_derive(const dsg_geometry *g, const dsg_config *c, dsg_derived *o)
     o->split_merge_few = 2;
     o->pack_ctas_per_token = (o->heads_local * (o->kv_dim / 8) + o->pack_threads - 1) / o->pack_threads;
     o->attend_ctas_per_token = (o->heads_gathered + o->attend_heads_per_cta - 1) / o->attend_heads_per_cta;
-    /* Where a row's heads take an even number of 64-head CTAs and the keys are quantised, two CTAs
-     * of a row form a cluster and share the dequantised key tiles: each CTA's producer dequantises
-     * half of every tile into its own and its peer's shared memory (FlashMLA's "crossover"; here
-     * fp8_ds_mla at 128 heads x 128 rows 265 -> 242 us, tests/bench/RESULTS.md). bf16 keys are
-     * copied into the tile as they are: nothing to share. Nor where the top-k takes more than one
-     * sparse MLA segment (DSA_ATTEND_SEGMENT entries): there the pair's kernels keep 8-20 bytes in
-     * local memory beside the loop over segments (tests/bench/RESULTS.md, thirtieth session), the
-     * single 64-head CTA's none. */
-    o->attend_cluster = o->attend_heads_per_cta == 64 && o->attend_ctas_per_token % 2 == 0 &&
-                                c->cache_dtype != DSG_CACHE_BF16 && g->idx_topk <= DSA_ATTEND_SEGMENT
-                            ? 2
-                            : 1;
+    /* Where a row's heads take an even number of 64-head CTAs, two CTAs of a row form a cluster and
+     * share the key tiles: each CTA's producer gathers (and dequantises) half of every tile into its
+     * own and its peer's shared memory (FlashMLA's "crossover"; here fp8_ds_mla at 128 heads x 128
+     * rows 265 -> 242 us; bf16 keys, which each CTA otherwise gathers whole, 363 -> 229 us on an H100;
+     * tests/bench/RESULTS.md). Not where the top-k takes more than one sparse MLA segment
+     * (DSA_ATTEND_SEGMENT entries): there the pair's kernels keep 8-20 bytes in local memory beside
+     * the loop over segments (tests/bench/RESULTS.md, thirtieth session), the single 64-head CTA's
+     * none. */
+    o->attend_cluster =
+        o->attend_heads_per_cta == 64 && o->attend_ctas_per_token % 2 == 0 && g->idx_topk <= DSA_ATTEND_SEGMENT ? 2 : 1;
     /* A row's top-k entries may be split over CTAs (the runtime picks how many per call, when rows
      * alone do not fill the device), each split keeping at least two key tiles (128) of them on this
      * rank: a CTA's cost is mostly per tile, so at few rows more splits shorten the call, down to

@@ -55,7 +55,7 @@ typedef struct dsg_derived {
     int heads_gathered;    /* heads_local * dcp: the heads each rank attends for */
     int attend_heads_per_cta; /* gathered heads per sparse MLA CTA: 64, 32 or 16 (padded, masked) */
     int attend_producers;     /* sm_90a: producer warpgroups of a sparse MLA CTA (2 at 16 heads, else 1) */
-    int attend_cluster;       /* sparse MLA CTAs of a row that share each dequantised key tile (1 or 2) */
+    int attend_cluster;       /* sparse MLA CTAs of a row that share each key tile (1 or 2) */
     int attend_max_splits;    /* CTAs a row's top-k may be split over: a power of two, >= 256 entries each */
     int qk_head_dim;       /* qk_nope_dim + qk_rope_dim */
     int kv_dim;            /* kv_lora_rank + qk_rope_dim: the packed query and key width */

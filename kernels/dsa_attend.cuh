@@ -61,7 +61,7 @@ __device__ __forceinline__ int64_t local_slot(int32_t g, int32_t req, int32_t le
 // the local slot of top-k entry k or -1; store(h, d, x0, x1) takes O / l at (h, d), (h, d + 1),
 // and with d = -1 the LSE of head h (natural log; -inf for a head with no kept key, output 0).
 // Cluster = 2 (the generator's attend_cluster): the CTA and the other of its cluster attend the same
-// keys for different heads and share the dequantised key tiles (wgmma_producer's Pair).
+// keys for different heads and share the key tiles (wgmma_producer's Pair).
 template <int HB, int KV, int LAT, int TOPK, int Format, int EntryBytes, int ScaleOffset, int RopeOffset, int Threads,
           int Cluster, class QChunk, class SlotOf, class Store>
 __device__ __forceinline__ void sparse_mla(uint8_t *smem, const uint8_t *cache, float softmax_scale,
@@ -107,7 +107,7 @@ __device__ __forceinline__ void sparse_mla(uint8_t *smem, const uint8_t *cache, 
     };
     if constexpr (Lay::WG) {
         constexpr bool Pair = Cluster == 2;
-        static_assert(!Pair || (!Lay::TR && Format != kBf16), "pairs: 64-head CTAs on quantised keys");
+        static_assert(!Pair || !Lay::TR, "pairs: 64-head CTAs");
         if (tid == 0) {
             for (int b = 0; b < 2; b++) {
                 // full[b]: the producer warpgroups' threads (a pair: the peer's bytes too, expected by

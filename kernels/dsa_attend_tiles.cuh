@@ -203,18 +203,22 @@ __device__ __forceinline__ int segment_consumers(const CtaThread &th, const Atte
 // has waited until the tile is free), landed() completes this thread's writes; the caller then
 // fences (the tensor cores read k) and arrives on the tile's full barrier. bf16 entries need no
 // conversion: put issues their cp.async straight into k and landed waits for it; load does
-// nothing. Keys past n are zero rows (never NaN: P V reads them with P = 0).
+// nothing. Unless Staged (a pair's producer, put_pair: its half of every tile goes to both CTAs'
+// tiles, so it passes through registers like the quantised entries, the row's 16-byte chunks
+// stored as they came). Keys past n are zero rows (never NaN: P V reads them with P = 0).
 //
 // Thread (producer warp w, lane l) takes key 8w + l % 8 of the half and 16-byte chunks l / 8 + 4i of
 // each part of its entry: a quarter warp writes the 8 rows of one core matrix (128 contiguous
 // bytes, no bank conflict), and a warp reads 64 contiguous bytes of each of 8 entries (whole sectors).
-template <class Lay, int ScaleOffset, int RopeOffset> struct KeyStage {
+template <class Lay, int ScaleOffset, int RopeOffset, bool Staged = Lay::format != kBf16> struct KeyStage {
     enum : int { KV = Lay::kv, LAT = Lay::lat, R = KV - LAT, Format = Lay::format, EntryBytes = Lay::entry_bytes };
+    static_assert(Staged || Format == kBf16, "quantised entries are converted in registers");
     static_assert(Lay::WG && Lay::KT == 64, "two halves of 32 keys, 4 producer warps of 8 keys");
     static_assert(RopeOffset % 16 == 0 && ScaleOffset % 4 == 0, "16-byte rope chunks");
-    // 16-byte latent and rope chunks per entry, and per thread (a quarter of them)
+    // 16-byte latent and rope chunks per entry, and per thread (a quarter of them); staged bf16: the
+    // whole row's chunks as latent ones
     enum : int {
-        CL = Format == kFp8DsMla ? LAT / 16 : Format == kNvfp4DsMla ? LAT / 32 : 0,
+        CL = Format == kFp8DsMla ? LAT / 16 : Format == kNvfp4DsMla ? LAT / 32 : Staged ? KV / 8 : 0,
         CR = Format == kFp8DsMla ? R / 8 : Format == kNvfp4DsMla ? R / 16 : 0,
         NL = CL / 4 > 0 ? CL / 4 : 1,
         NR = CR / 4 > 0 ? CR / 4 : 1,
@@ -231,7 +235,7 @@ template <class Lay, int ScaleOffset, int RopeOffset> struct KeyStage {
 
     __device__ __forceinline__ void load(const uint8_t *cache, const int32_t *list, int t0, int half, int n)
     {
-        if constexpr (Format != kBf16) {
+        if constexpr (Staged) {
             const int key = t0 + 32 * half + j;
             const bool ok = key < n;
             const uint8_t *e = cache + (ok ? (int64_t)list[key] * EntryBytes : 0);
@@ -241,16 +245,18 @@ template <class Lay, int ScaleOffset, int RopeOffset> struct KeyStage {
 #pragma unroll
             for (int i = 0; i < NL; i++)
                 lat[i] = ok ? load16(eq + 64 * i) : make_uint4(0u, 0u, 0u, 0u);
+            if constexpr (Format != kBf16) {
 #pragma unroll
-            for (int i = 0; i < NR; i++)
-                rope[i] = ok ? load16(eq + RopeOffset + 64 * i) : make_uint4(0u, 0u, 0u, 0u);
+                for (int i = 0; i < NR; i++)
+                    rope[i] = ok ? load16(eq + RopeOffset + 64 * i) : make_uint4(0u, 0u, 0u, 0u);
+            }
             if constexpr (Format == kFp8DsMla) {
 #pragma unroll
                 for (int i = 0; i < NS / 4; i++) {
                     const uint4 v = ok ? load16(e + ScaleOffset + 16 * i) : make_uint4(0u, 0u, 0u, 0u);
                     sc[4 * i] = v.x, sc[4 * i + 1] = v.y, sc[4 * i + 2] = v.z, sc[4 * i + 3] = v.w;
                 }
-            } else { // scale blocks 2c and 2c + 1 of chunk c = q + 4i, 4 interleaved rows
+            } else if constexpr (Format == kNvfp4DsMla) { // scale blocks 2c and 2c + 1 of chunk c = q + 4i, 4 interleaved rows
                 // block b = 2c + h (h = s % 2) lies at nvfp4_scale_at(b); with c = q + 4i
                 // that is the quarter's place for 2q + h, then 2i further (constant offsets, as above)
                 const uint8_t *es[2];
@@ -266,13 +272,13 @@ template <class Lay, int ScaleOffset, int RopeOffset> struct KeyStage {
         }
     }
 
-    // put() for a pair of CTAs sharing key tiles (quantised formats): every 16 bytes also to the
+    // put() for a pair of CTAs sharing key tiles (staged entries): every 16 bytes also to the
     // peer's tile at shared::cluster address peer_k, asynchronously, completing on the peer's barrier
     // peer_full (pair_bytes in all from a producer, whatever n: rows past it are zeros)
     enum : uint32_t { pair_bytes = 32u * KV * 2u };
     __device__ __forceinline__ void put_pair(int half, uint16_t *k, uint32_t peer_k, uint32_t peer_full) const
     {
-        static_assert(Format != kBf16, "pairs share dequantised tiles");
+        static_assert(Staged, "a pair's entries pass through registers");
         convert(32 * half + j, [&](int off, uint4 v) {
             store16(k + off, v);
             st_async16(peer_k + 2u * (uint32_t)off, v, peer_full);
@@ -287,7 +293,7 @@ template <class Lay, int ScaleOffset, int RopeOffset> struct KeyStage {
         // tiles (it spilled them at 32 heads)
         if constexpr (Lay::TR)
             asm volatile("" : "+r"(row));
-        if constexpr (Format == kBf16) {
+        if constexpr (!Staged) {
             const int key = t0 + row;
             const bool ok = key < n;
             const uint8_t *e = cache + (ok ? (int64_t)list[key] * EntryBytes : 0);
@@ -305,10 +311,14 @@ template <class Lay, int ScaleOffset, int RopeOffset> struct KeyStage {
     // The quantised entry in registers as bf16 row `row` of a key tile: st(offset, 16 bytes) takes
     // each 16 bytes at its bf16 offset in the tile (Lay::qk_at). fp8_ds_mla: e4m3 latent x fp32
     // scale per 128 (chunk c = q + 4i: scale i / 2), bf16 rope; nvfp4_ds_mla: e2m1 latent x e4m3
-    // scale per 16, e4m3 rope.
+    // scale per 16, e4m3 rope; staged bf16: the chunks as they are.
     template <class St> __device__ __forceinline__ void convert(int row, St st) const
     {
-        if constexpr (Format == kFp8DsMla) {
+        if constexpr (Format == kBf16) {
+#pragma unroll
+            for (int i = 0; i < NL; i++)
+                st(Lay::qk_at(row, 8 * (q + 4 * i)), lat[i]);
+        } else if constexpr (Format == kFp8DsMla) {
 #pragma unroll
             for (int i = 0; i < NL; i++) {
                 const int c = q + 4 * i;
@@ -337,7 +347,7 @@ template <class Lay, int ScaleOffset, int RopeOffset> struct KeyStage {
 
     __device__ __forceinline__ void landed() const
     {
-        if constexpr (Format == kBf16)
+        if constexpr (!Staged)
             cp_async_wait_all();
     }
 };

@@ -8,6 +8,9 @@ return {
     { tp = 1, dcp = 1, interleave = 1, cache_dtype = "fp8_ds_mla", targets = { "sm_90a" } },
     -- the same on nvfp4 keys: the 128-head CTA pairs sharing nvfp4 tiles
     { tp = 1, dcp = 1, interleave = 1, cache_dtype = "nvfp4_ds_mla", targets = { "sm_90a" } },
+    -- and on bf16 keys (the prefill's cache on Hopper): each CTA of a pair gathers half of every
+    -- key tile into both
+    { tp = 1, dcp = 1, interleave = 1, cache_dtype = "bf16", targets = { "sm_90a" } },
     -- 32 heads per CTA (the transposed wgmma loop's N = 32) at a model's own dimensions
     { tp = 4, dcp = 1, interleave = 1, cache_dtype = "fp8_ds_mla", targets = { "sm_90a" } },
     { tp = 8, dcp = 1, interleave = 1, cache_dtype = "fp8_ds_mla", targets = { "sm_90a" } },

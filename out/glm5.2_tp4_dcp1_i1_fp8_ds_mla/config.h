@@ -59,7 +59,7 @@
 #define DSA_ATTEND_HEADS_PER_CTA 16 /* gathered heads per sparse MLA CTA */
 #define DSA_ATTEND_PRODUCERS 2 /* sm_90a: producer warpgroups of a sparse MLA CTA */
 #define DSA_ATTEND_WS_THREADS 512 /* sm_90a: its threads, two consumer warpgroups and the producers */
-#define DSA_ATTEND_CLUSTER 1 /* sparse MLA CTAs of a row sharing each dequantised key tile */
+#define DSA_ATTEND_CLUSTER 1 /* sparse MLA CTAs of a row sharing each key tile */
 #define DSA_ATTEND_MAX_SPLITS 16 /* CTAs a row's top-k may be split over (a power of two) */
 #define DSA_SPLIT_MERGE_FEW 2 /* the most splits the few-splits merge entry takes */
 #define DSA_EXCHANGE_ROW_BYTES 16448 /* a row of one rank's block of the DCP exchange: bf16 partials, fp32 LSEs */

@@ -35,8 +35,9 @@ as programmatic dependent launches, to measure what those buy)
        python3 tests/bench/bench_attend.py --merge-sweep   fp8, 16 and 32 heads at 1, 8 and 64 rows,
            each forced split count, the split rows merged in their cluster against the split merge
            kernel, L2 flushed
-       python3 tests/bench/bench_attend.py --calls TP ROWS   4 calls of the fp8 TP configuration at
-           ROWS rows and nothing else, to run under a profiler (ncu --launch-skip 3 ...)
+       python3 tests/bench/bench_attend.py --calls TP ROWS [--format F]   4 calls of the TP
+           configuration (fp8_ds_mla unless F says nvfp4_ds_mla or bf16) at ROWS rows and nothing
+           else, to run under a profiler (ncu --launch-skip 3 ...)
 """
 import ctypes
 import os
@@ -188,9 +189,9 @@ def merge_sweep():
             torch.cuda.empty_cache()
 
 
-def calls(tp, B):
+def calls(tp, B, fmt):
     """--calls: a warm-up and three more calls of one point, for a profiler to pick the fourth."""
-    p = Point(os.path.join(GRID, f"grid_tp{tp}_dcp1_i1_fp8_ds_mla"))
+    p = Point(os.path.join(GRID, f"grid_tp{tp}_dcp1_i1_{fmt}"))
     run = p.call(B)
     for _ in range(4):
         run()
@@ -201,16 +202,19 @@ def calls(tp, B):
 def main():
     if not os.path.isdir(GRID):
         sys.exit(f"bench_attend: no {GRID}: run `build/dsagen specs/models/bench_*.lua -o .bench-out` first")
+    fi = sys.argv.index("--format") + 1 if "--format" in sys.argv else 0
+    if fi and fi >= len(sys.argv):
+        sys.exit("bench_attend: --format needs a format: fp8_ds_mla, nvfp4_ds_mla or bf16")
+    fmt = sys.argv[fi] if fi else "fp8_ds_mla"
+    if fmt not in ("fp8_ds_mla", "nvfp4_ds_mla", "bf16"):
+        sys.exit(f"bench_attend: --format {fmt}: not one of fp8_ds_mla, nvfp4_ds_mla, bf16")
     if "--line" in sys.argv:
-        fmt = sys.argv[sys.argv.index("--format") + 1] if "--format" in sys.argv else "fp8_ds_mla"
-        if fmt not in ("fp8_ds_mla", "nvfp4_ds_mla", "bf16"):
-            sys.exit(f"bench_attend: --format {fmt}: not one of fp8_ds_mla, nvfp4_ds_mla, bf16")
         return line(sys.argv[sys.argv.index("--line") + 1], fmt)
     if "--merge-sweep" in sys.argv:
         return merge_sweep()
     if "--calls" in sys.argv:
         i = sys.argv.index("--calls")
-        return calls(int(sys.argv[i + 1]), int(sys.argv[i + 2]))
+        return calls(int(sys.argv[i + 1]), int(sys.argv[i + 2]), fmt)
     quick = "--quick" in sys.argv
     bw, rate = copy_bandwidth(), tensor_rate()
     print(f"device {torch.cuda.get_device_name()}; copy bandwidth {bw / 1e12:.2f} TB/s (read + write), "

@@ -256,7 +256,8 @@ template <class Lay, int ScaleOffset, int RopeOffset, bool Staged = Lay::format 
                     const uint4 v = ok ? load16(e + ScaleOffset + 16 * i) : make_uint4(0u, 0u, 0u, 0u);
                     sc[4 * i] = v.x, sc[4 * i + 1] = v.y, sc[4 * i + 2] = v.z, sc[4 * i + 3] = v.w;
                 }
-            } else if constexpr (Format == kNvfp4DsMla) { // scale blocks 2c and 2c + 1 of chunk c = q + 4i, 4 interleaved rows
+            } else if constexpr (Format == kNvfp4DsMla) {
+                // scale blocks 2c and 2c + 1 of chunk c = q + 4i, 4 interleaved rows:
                 // block b = 2c + h (h = s % 2) lies at nvfp4_scale_at(b); with c = q + 4i
                 // that is the quarter's place for 2q + h, then 2i further (constant offsets, as above)
                 const uint8_t *es[2];

@@ -69,8 +69,8 @@ template <int TransB> __device__ __forceinline__ void wgmma_n256_rega(float (&d)
 // out as soon as this one is stored, and full counts both groups' 256 arrivals; deep (nvfp4 there,
 // Lay::deep) holds two tiles' raw entries in two stages, the even and the odd tiles of a segment,
 // each loaded with the tile after next as soon as it is stored: the same tiles, u and barriers.
-// Pair (64 heads, two CTAs of a row in a cluster): the producer of cluster rank r
-// dequantises (bf16: copies) half r of every tile into its own key tile and, by asynchronous stores that complete
+// Pair (64 heads, two CTAs of a row in a cluster): the producer of cluster rank r dequantises
+// (bf16: copies) half r of every tile into its own key tile and, by asynchronous stores that complete
 // their bytes on the peer's full barrier, into the peer's (FlashMLA's "crossover"). Full counts the
 // local producer's 128 arrivals, its thread 0's carrying the expectation of the peer's bytes; empty
 // counts the local consumers' 256 arrivals and one from each of the peer's 8 consumer warps, since

@@ -72,7 +72,7 @@ __global__ void __launch_bounds__(512, 1) gather_spread(const uint8_t *cache, co
         sink[0] = acc;
 }
 
-template <int E, int U, bool Plain = false>
+template <int E, int U, bool Spread = false>
 int run(const char *name, int rows, int threads, int ctas, int sorted = 0)
 {
     const int SEQ = 16384, BS = 64, K = 2048, blocks = SEQ / BS;
@@ -106,7 +106,7 @@ int run(const char *name, int rows, int threads, int ctas, int sorted = 0)
     const int n = (int)slots.size();
     const double bytes = (double)n * E;
     float us = timed([&] {
-        if (Plain)
+        if constexpr (Spread)
             gather_spread<E, U><<<ctas, threads>>>(cache, ds, n, sink);
         else
             gather<E, U><<<ctas, threads>>>(cache, ds, n, sink);
@@ -116,7 +116,7 @@ int run(const char *name, int rows, int threads, int ctas, int sorted = 0)
     float cus = timed([&] { cudaMemcpyAsync(dst, cache, (size_t)bytes, cudaMemcpyDeviceToDevice); }, fl, fln);
     CK(cudaGetLastError());
     printf("%s%s%s E=%d U=%d rows=%d ctas=%d x %d: gather %.1f us %.0f GB/s | copy of the same bytes %.1f us %.0f GB/s (read+write %.0f GB/s) | gather/copy-read %.2f\n",
-           name, Plain ? " spread" : "", sorted == 1 ? " slot-sorted" : sorted == 2 ? " position-sorted" : "", E, U, rows, ctas, threads, us, bytes / us * 1e-3, cus, bytes / cus * 1e-3, 2 * bytes / cus * 1e-3,
+           name, Spread ? " spread" : "", sorted == 1 ? " slot-sorted" : sorted == 2 ? " position-sorted" : "", E, U, rows, ctas, threads, us, bytes / us * 1e-3, cus, bytes / cus * 1e-3, 2 * bytes / cus * 1e-3,
            (bytes / us) / (2 * bytes / cus));
     cudaFree(cache), cudaFree(ds), cudaFree(sink), cudaFree(fl), cudaFree(dst);
     return 0;

@@ -2,9 +2,10 @@
  * configuration, W = dcp ranks on one GPU (the in-process group, one thread per rank, as DCP
  * ranks would be processes) run dsa_attend on their shards, and each rank's output equals DCP = 1
  * of the CPU reference on the same inputs, two query heads of which the host made NaN (the empty
- * head: 0 and LSE -inf). Then the edge cases: keys all on one rank, a rank with none, rows with no
- * valid key. `test_attend CONFIG RANK W` (the NCCL test uses it) runs one
- * rank of a group whose ncclUniqueId is read from stdin.
+ * head: 0 and LSE -inf) and two rows whose position lies outside the rope table (their query
+ * without its rope part, each row counted once in every rank's dsa_take_rejected). Then the edge
+ * cases: keys all on one rank, a rank with none, rows with no valid key. `test_attend CONFIG RANK
+ * W` (the NCCL test uses it) runs one rank of a group whose ncclUniqueId is read from stdin.
  *
  * Tolerances, as FlashMLA's tests compare bf16 output against an fp32 reference over the same
  * bf16-dequantised keys (its atol/rtol on elements, and a cosine bound): the kernel multiplies
@@ -88,15 +89,19 @@ static void make_queries(world_t *w, const geo_t *g, uint16_t **q_lat, uint16_t 
         for (size_t i = 0; i < T * H * R; i++)
             q_pe[r][i] = ref_bf16_encode(frand());
         for (size_t t = 0; t < T; t++) {
+            /* a position outside the rope table: the row's rope part is not formed (zeros) */
+            const int in_table = w->pos_of[t] >= 0 && w->pos_of[t] < g->maxpos;
             float c[R / 2], s[R / 2];
-            ref_rope_cos_sin(&g->rope, (int)w->pos_of[t], c, s);
+            if (in_table)
+                ref_rope_cos_sin(&g->rope, (int)w->pos_of[t], c, s);
             for (size_t h = 0; h < H; h++) {
                 float *q = w->q + (((size_t)r * T + t) * H + h) * (L + R);
                 for (size_t d = 0; d < L; d++)
                     q[d] = ref_bf16_decode(q_lat[r][(t * H + h) * L + d]);
                 for (size_t d = 0; d < R; d++)
-                    q[L + d] = ref_bf16_decode(q_pe[r][(t * H + h) * R + d]);
-                ref_rope_apply(q + L, g->R, c, s, g->rope_interleaved);
+                    q[L + d] = in_table ? ref_bf16_decode(q_pe[r][(t * H + h) * R + d]) : 0.0f;
+                if (in_table)
+                    ref_rope_apply(q + L, g->R, c, s, g->rope_interleaved);
                 for (size_t d = L; d < L + R; d++)
                     q[d] = ref_bf16_round(q[d]); /* the packed query is bf16 */
             }
@@ -275,6 +280,14 @@ static void run_world(const char *name, int mode, unsigned seed, const void *ncc
     world_t w;
     harness_rng = seed;
     build_world(&w, &g, mode, seed);
+    /* the host's positions outside the rope table (rows 3 and 4; their keys as built): the rows'
+     * query has no rope part (make_queries' zeros), and each row is counted once in every rank's
+     * rejected[1] (at DCP = 1 by the attend kernel, at DCP > 1 by pack_q) */
+    const uint64_t bad_positions = w.T > 4 ? 2 : 0;
+    if (bad_positions) {
+        w.pos_of[3] = g.maxpos;
+        w.pos_of[4] = -1;
+    }
     uint16_t *q_lat[8], *q_pe[8];
     make_queries(&w, &g, q_lat, q_pe);
     /* the host's NaN in a query head (row 1, every rank's last head; row 2, rank 0's head 0): every
@@ -342,6 +355,13 @@ static void run_world(const char *name, int mode, unsigned seed, const void *ncc
             continue;
         }
         bad += compare(&w, r, &io[r], eo, el, worst);
+        uint64_t counts[2] = {0, 0};
+        if (dsa_take_rejected(io[r].ctx, counts) != DSA_SUCCESS || counts[0] != 0 || counts[1] != bad_positions) {
+            printf("FAIL %s rank %d: rejected %llu / %llu (slots / positions), expected 0 / %llu: %s\n", name, r,
+                   (unsigned long long)counts[0], (unsigned long long)counts[1], (unsigned long long)bad_positions,
+                   dsa_last_error(io[r].ctx));
+            bad++;
+        }
     }
     CHECK(ok && bad == 0);
     if (ok && nccl_id && W > 1 && fused_exchange) {

@@ -311,7 +311,8 @@ __device__ __forceinline__ void wgmma_t_main_loop(const CtaThread &th, const Att
     // CTA, group 1 none), and racecheck did not take a 256-thread bar.sync as ordering group 0's
     // writes before group 1's reads. Phase 0: the rows, l and m. Then group 0's first HB threads
     // form each head's f_0, f_1 and LSE; phase 1: the factors. Then the 256 consumer threads store
-    // O a row of 4 dims at a time, in a loop (the code it fetches is its cost).
+    // O in items of 4 dims, two of a thread's at once, in a loop (the code it fetches is its cost;
+    // the loop says why two).
     float l[NH];
 #pragma unroll
     for (int h = 0; h < NH; h++) {
@@ -379,19 +380,37 @@ __device__ __forceinline__ void wgmma_t_main_loop(const CtaThread &th, const Att
     const auto scaled = [](float4 v, float f) {
         return f != 0.0f ? make_float4(v.x * f, v.y * f, v.z * f, v.w * f) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     };
+    // Items of 4 dims of a head's row, two of a thread's at once: an item's reads, products and
+    // conversion are a chain of dependent latencies (~250 ns an item on an H100 with two consumer
+    // warps a scheduler to hide them, 8 items a thread at 16 heads, 16 at 32: tests/bench/RESULTS.md,
+    // fifty-fourth session), so each iteration keeps two chains in flight. Both items are read
+    // before either is written (the cluster's path writes the rows back in place).
+    constexpr int ITEMS = HB * (LAT / 4);
+    static_assert(ITEMS % (4 * NG) == 0, "whole pairs of items a thread");
+    const auto item = [](int i, int &head, int &d) { head = i / (LAT / 4), d = 4 * (i % (LAT / 4)); };
 #pragma unroll 1
-    for (int i = wg * NG + gt; i < HB * (LAT / 4); i += 2 * NG) {
-        const int head = i / (LAT / 4), d = 4 * (i % (LAT / 4));
-        float4 o = scaled(*reinterpret_cast<const float4 *>(obuf0 + head * OP + d), fsh[head]);
-        if (both) {
-            const float4 o1 = scaled(*reinterpret_cast<const float4 *>(obuf1 + head * OP + d), fsh[HB + head]);
-            o.x += o1.x, o.y += o1.y, o.z += o1.z, o.w += o1.w;
+    for (int i0 = wg * NG + gt; i0 < ITEMS; i0 += 4 * NG) {
+        float4 o[2];
+#pragma unroll
+        for (int k = 0; k < 2; k++) {
+            int head, d;
+            item(i0 + 2 * NG * k, head, d);
+            o[k] = scaled(*reinterpret_cast<const float4 *>(obuf0 + head * OP + d), fsh[head]);
+            if (both) {
+                const float4 o1 = scaled(*reinterpret_cast<const float4 *>(obuf1 + head * OP + d), fsh[HB + head]);
+                o[k].x += o1.x, o[k].y += o1.y, o[k].z += o1.z, o[k].w += o1.w;
+            }
         }
-        if (clustered) {
-            *reinterpret_cast<float4 *>(obuf0 + head * OP + d) = o;
-        } else {
-            store(head, d, o.x, o.y);
-            store(head, d + 2, o.z, o.w);
+#pragma unroll
+        for (int k = 0; k < 2; k++) {
+            int head, d;
+            item(i0 + 2 * NG * k, head, d);
+            if (clustered) {
+                *reinterpret_cast<float4 *>(obuf0 + head * OP + d) = o[k];
+            } else {
+                store(head, d, o[k].x, o[k].y);
+                store(head, d + 2, o[k].z, o[k].w);
+            }
         }
     }
     if constexpr (Store::cluster_merges)

@@ -110,15 +110,17 @@ class Point:
         self.lse = torch.empty(B, H, device="cuda", dtype=torch.float32)
         self.fmt, self.blocks = fmt, blocks
 
-    def call(self, B):
+    def call(self, B, start=0):
+        """A call on rows start .. start + B - 1 (each row its own request, table row and keys)."""
         a = AttendArgs()
         a.size = ctypes.sizeof(AttendArgs)
         a.num_tokens = B
-        for f in ("q_lat", "q_pe", "topk", "out", "lse"):
-            setattr(a, f, getattr(self, f).data_ptr())
-        a.positions, a.req_of_token, a.seq_lens = self.pos.data_ptr(), self.req.data_ptr(), self.lens.data_ptr()
-        a.block_table, a.kv_cache = self.table.data_ptr(), self.cache.data_ptr()
-        a.num_requests, a.max_blocks, a.num_cache_blocks = B, self.blocks, self.table.numel()
+        for f in ("q_lat", "q_pe", "topk", "out", "lse", "pos", "req"):
+            t = getattr(self, f)
+            setattr(a, {"pos": "positions", "req": "req_of_token"}.get(f, f),
+                    t.data_ptr() + start * t.stride(0) * t.element_size())
+        a.seq_lens, a.block_table, a.kv_cache = self.lens.data_ptr(), self.table.data_ptr(), self.cache.data_ptr()
+        a.num_requests, a.max_blocks, a.num_cache_blocks = start + B, self.blocks, self.table.numel()
         ctx = self.ctx
 
         def run():

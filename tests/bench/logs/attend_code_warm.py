@@ -10,7 +10,6 @@
 #         call after it writes nothing back to evict them).
 # fp8_ds_mla at 16 and 32 heads, 1 and 64 rows, each row's top-k cut to n entries (64: one tile).
 # Run from the tree root after `ninja gpu`, carrying .bench-out: python3 tests/bench/logs/attend_code_warm.py
-import ctypes
 import os
 import statistics
 import sys
@@ -18,31 +17,11 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from bench_attend import GRID, Point, lib  # noqa: E402
-from dsa_ctypes import AttendArgs  # noqa: E402
+from bench_attend import GRID, Point  # noqa: E402
 
 flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
 flush.fill_(1)
 flush64 = flush.view(torch.int64)
-
-
-def call_at(p, start, B):
-    a = AttendArgs()
-    a.size = ctypes.sizeof(AttendArgs)
-    a.num_tokens = B
-    for f in ("q_lat", "q_pe", "topk", "out", "lse"):
-        t = getattr(p, f)
-        setattr(a, f, t.data_ptr() + start * t.stride(0) * t.element_size())
-    a.positions = p.pos.data_ptr() + start * 8
-    a.req_of_token = p.req.data_ptr() + start * 4
-    a.seq_lens, a.block_table, a.kv_cache = p.lens.data_ptr(), p.table.data_ptr(), p.cache.data_ptr()
-    a.num_requests, a.max_blocks, a.num_cache_blocks = p.table.shape[0], p.blocks, p.table.numel()
-    ctx = p.ctx
-
-    def run():
-        if lib.dsa_attend(ctx, ctypes.byref(a), ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)) != 0:
-            sys.exit(f"dsa_attend: {lib.dsa_last_error(ctx).decode()}")
-    return run
 
 
 def timed(run, before):
@@ -70,7 +49,7 @@ for tp in (8, 4):
         for n in (64, 2048):
             p.topk.copy_(full)
             p.topk[:, n:] = -1
-            ra, rb = call_at(p, 0, B), call_at(p, B, B)
+            ra, rb = p.call(B), p.call(B, start=B)
             cold = timed(rb, lambda: flush.fill_(1))
             code = timed(rb, lambda: (flush.fill_(1), ra()))
             warm = timed(rb, rb)

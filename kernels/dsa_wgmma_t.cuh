@@ -384,9 +384,12 @@ __device__ __forceinline__ void wgmma_t_main_loop(const CtaThread &th, const Att
     // conversion are a chain of dependent latencies (~250 ns an item on an H100 with two consumer
     // warps a scheduler to hide them, 8 items a thread at 16 heads, 16 at 32: tests/bench/RESULTS.md,
     // fifty-fourth session), so each iteration keeps two chains in flight. Both items are read
-    // before either is written (the cluster's path writes the rows back in place).
+    // before either is written (the cluster's path writes the rows back in place). WHOLE: every
+    // thread's iterations take two items (kv_lora_rank a multiple of 128 at 16 heads, of 64 at
+    // 32); else a thread's last second item may lie past the rows: it reads the first's place
+    // instead, and stores nothing.
     constexpr int ITEMS = HB * (LAT / 4);
-    static_assert(ITEMS % (4 * NG) == 0, "whole pairs of items a thread");
+    constexpr bool WHOLE = ITEMS % (4 * NG) == 0;
     const auto item = [](int i, int &head, int &d) { head = i / (LAT / 4), d = 4 * (i % (LAT / 4)); };
 #pragma unroll 1
     for (int i0 = wg * NG + gt; i0 < ITEMS; i0 += 4 * NG) {
@@ -394,7 +397,7 @@ __device__ __forceinline__ void wgmma_t_main_loop(const CtaThread &th, const Att
 #pragma unroll
         for (int k = 0; k < 2; k++) {
             int head, d;
-            item(i0 + 2 * NG * k, head, d);
+            item(WHOLE || i0 + 2 * NG * k < ITEMS ? i0 + 2 * NG * k : i0, head, d);
             o[k] = scaled(*reinterpret_cast<const float4 *>(obuf0 + head * OP + d), fsh[head]);
             if (both) {
                 const float4 o1 = scaled(*reinterpret_cast<const float4 *>(obuf1 + head * OP + d), fsh[HB + head]);
@@ -403,6 +406,8 @@ __device__ __forceinline__ void wgmma_t_main_loop(const CtaThread &th, const Att
         }
 #pragma unroll
         for (int k = 0; k < 2; k++) {
+            if (!WHOLE && i0 + 2 * NG * k >= ITEMS)
+                break;
             int head, d;
             item(i0 + 2 * NG * k, head, d);
             if (clustered) {

@@ -189,3 +189,29 @@ if """            store(head, d + 2, o.z, o.w);
     }
 '''),
     ])
+
+# the deep producer's stamps (nvfp4 at 16 heads; fp8 with attend_deep_fp8_*.patch): its wait for a
+# free key tile (ew) and its put done (pt), and its first loads, where the deep branch is compiled
+_w = open('kernels/dsa_wgmma.cuh').read()
+_deep = [
+('''                if (u >= 2)
+                    mbar_wait(empty0 + 8 * buf, (u / 2 - 1) % 2);
+                s.put(cache, sm.list, t0, half, n, k);
+''', '''                if (u >= 2)
+                    mbar_wait(empty0 + 8 * buf, (u / 2 - 1) % 2);
+                if (xp && u < 64)
+                    xr_ew[xs][u][half] = xr_now();
+                s.put(cache, sm.list, t0, half, n, k);
+                if (xp && u < 64)
+                    xr_pt[xs][u][half] = xr_now();
+'''),
+('''                if (n > 0)
+                    a.load(cache, sm.list, 0, half, n);
+                if (n > Lay::KT)''', '''                if (xp && seg0 == 0)
+                    xr_ld[xs][half] = xr_now();
+                if (n > 0)
+                    a.load(cache, sm.list, 0, half, n);
+                if (n > Lay::KT)'''),
+]
+if all(a in _w for a, _ in _deep):
+    patch('kernels/dsa_wgmma.cuh', _deep)

@@ -8,14 +8,15 @@
 # done (s), P^T written (p), O^T done (o); the end: the groups' rows written and met (e0), and
 # consumer thread 0's end (end), with k1 (before the compaction), e1 (the factors formed and met) and
 # e2 (O stored) added; then s1 / s2 (sparse_mla's Q loads issued: before / after), ri (the consumers'
-# registers raised) and l1 (the first iteration of the O store loop done). The split merge kernel's CTA (0, 0) prints the stamps of the last
+# registers raised) and l1 (the first iteration of the O store loop done); the producers' entry
+# (their registers lowered) and their first compaction's start, per half. The split merge kernel's CTA (0, 0) prints the stamps of the last
 # unsplit call (the driver runs an 8-row call after each). Run in the tree root of a copy (the device's working copy; it patches kernels/, which libdsa
 # embeds), then `ninja gpu` and `python3 tests/bench/logs/attend_row_timeline_run.py`.
 from instrument_patch import patch
 
 G = '''namespace dsa {
 __device__ __forceinline__ unsigned long long xr_now() { unsigned long long t; asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); return t; }
-__device__ unsigned long long xr_k0[2], xr_k1[2], xr_cmp[2], xr_q[2], xr_e0[2], xr_e1[2], xr_e2[2], xr_end[2], xr_ld[2][2], xr_s1[2], xr_s2[2], xr_ri[2], xr_l1[2];
+__device__ unsigned long long xr_k0[2], xr_k1[2], xr_cmp[2], xr_q[2], xr_e0[2], xr_e1[2], xr_e2[2], xr_end[2], xr_ld[2][2], xr_s1[2], xr_s2[2], xr_ri[2], xr_l1[2], xr_pe[2][2], xr_pk1[2][2];
 __device__ unsigned long long xr_ew[2][64][2], xr_pt[2][64][2], xr_f[2][64], xr_s[2][64], xr_p[2][64], xr_o[2][64];
 __device__ unsigned int xr_calls[2];
 __device__ __forceinline__ int xr_slot()
@@ -52,7 +53,16 @@ patch('kernels/dsa_wgmma.cuh', [
         if constexpr (Lay::deep && !Pair) {''', '''        int u = 0;
         const int xs = xr_slot();
         const bool xp = xs >= 0 && th.tid % 128 == 0;
+        if (xp)
+            xr_pe[xs][th.warp / 4 - 2 < 2 ? th.warp / 4 - 2 : 0] = xr_now();
         if constexpr (Lay::deep && !Pair) {'''),
+('''            const int n = segment_producers<Lay, TOPK>(ts, sm, seg0, slot_of);
+            if (n > 0)
+                a.load(cache, sm.list, 0, half, n);''', '''            if (xp && seg0 == 0)
+                xr_pk1[xs][half] = xr_now();
+            const int n = segment_producers<Lay, TOPK>(ts, sm, seg0, slot_of);
+            if (n > 0)
+                a.load(cache, sm.list, 0, half, n);'''),
 ('''            if (n > 0)
                 a.load(cache, sm.list, 0, half, n);
             if (Pair && seg0 == 0)''', '''            if (xp && seg0 == 0)
@@ -160,7 +170,9 @@ patch('kernels/dsa_merge.cuh', [
             const unsigned long long o = xr_k0[xs];
             const auto d = [o](unsigned long long x) { return x >= o ? (long long)(x - o) : -1ll; };
             const int u = (int)xr_calls[xs];
-            printf("XR cta %d s1 %lld s2 %lld ri %lld l1 %lld\\n", xs, d(xr_s1[xs]), d(xr_s2[xs]), d(xr_ri[xs]), d(xr_l1[xs]));
+            printf("XR cta %d s1 %lld s2 %lld ri %lld l1 %lld | producers entered %lld %lld, compaction begun %lld %lld\\n", xs,
+                   d(xr_s1[xs]), d(xr_s2[xs]), d(xr_ri[xs]), d(xr_l1[xs]), d(xr_pe[xs][0]), d(xr_pe[xs][1]),
+                   d(xr_pk1[xs][0]), d(xr_pk1[xs][1]));
             printf("XR cta %d tiles %d: k1 %lld cmp %lld q %lld loads %lld %lld e0 %lld e1 %lld e2 %lld end %lld\\n", xs, u,
                    d(xr_k1[xs]), d(xr_cmp[xs]), d(xr_q[xs]), d(xr_ld[xs][0]), d(xr_ld[xs][1]), d(xr_e0[xs]),
                    d(xr_e1[xs]), d(xr_e2[xs]), d(xr_end[xs]));

@@ -75,24 +75,8 @@ __global__ void __launch_bounds__(512, 1) gather_spread(const uint8_t *cache, co
 template <int E, int U, bool Spread = false>
 int run(const char *name, int rows, int threads, int ctas, int sorted = 0)
 {
-    const int SEQ = 16384, BS = 64, K = 2048, blocks = SEQ / BS;
-    std::mt19937 rng(1);
-    std::vector<int> table(rows * blocks);
-    std::iota(table.begin(), table.end(), 0);
-    std::shuffle(table.begin(), table.end(), rng);
-    std::vector<int64_t> slots;
-    std::vector<int> tok(SEQ);
-    for (int r = 0; r < rows; r++) {
-        std::iota(tok.begin(), tok.end(), 0);
-        std::shuffle(tok.begin(), tok.end(), rng);
-        const size_t at = slots.size();
-        if (sorted == 2) // the row's tokens in position order: a block's entries together, the blocks
-            std::sort(tok.begin(), tok.begin() + K); // in the table's (random) order
-        for (int k = 0; k < K; k++)
-            slots.push_back((int64_t)table[r * blocks + tok[k] / BS] * BS + tok[k] % BS);
-        if (sorted == 1) // each row's slots in ascending order: a block's entries fetched together
-            std::sort(slots.begin() + at, slots.end());
-    }
+    const int SEQ = 16384, K = 2048;
+    const std::vector<int64_t> slots = bench_slots(rows, K, sorted);
     uint8_t *cache;
     int64_t *ds;
     uint4 *sink, *fl;

@@ -167,17 +167,9 @@ __global__ void __launch_bounds__(256, 1) tma_gather(const uint8_t *cache, const
 // T = R > 0: tma_gather<R>
 template <int L, bool S, int D, int W = 8, int SP = 1, int T = 0> int run(int rows)
 {
-    const int SEQ = 16384, BS = 64, blocks = SEQ / BS;
-    std::mt19937 rng(1);
-    std::vector<int> table(rows * blocks), tok(SEQ), slots;
-    std::iota(table.begin(), table.end(), 0);
-    std::shuffle(table.begin(), table.end(), rng);
-    for (int r = 0; r < rows; r++) {
-        std::iota(tok.begin(), tok.end(), 0);
-        std::shuffle(tok.begin(), tok.end(), rng);
-        for (int k = 0; k < K; k++)
-            slots.push_back(table[r * blocks + tok[k] / BS] * BS + tok[k] % BS);
-    }
+    const int SEQ = 16384;
+    const std::vector<int64_t> s64 = bench_slots(rows, K);
+    const std::vector<int> slots(s64.begin(), s64.end()); // the kernel's list holds 32-bit slots
     uint8_t *cache;
     int *ds;
     uint4 *sink, *fl;

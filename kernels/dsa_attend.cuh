@@ -248,8 +248,17 @@ template <class C> struct StoreOut {
                 p.lse[(int64_t)t * C::heads_local + hg] = x0;
             return;
         }
-        *reinterpret_cast<uint32_t *>(p.out + ((int64_t)t * C::heads_local + hg) * C::kv_lora_rank + d) =
-            (uint32_t)float_to_bf16(x0) | (uint32_t)float_to_bf16(x1) << 16;
+        *reinterpret_cast<uint32_t *>(p.out + ((int64_t)t * C::heads_local + hg) * C::kv_lora_rank + d) = bf16_pair(x0, x1);
+    }
+    // O / l at dims d .. d + 3 (d a multiple of 4) in one 8-byte store
+    __device__ __forceinline__ void four(int h, int d, float4 o) const
+    {
+        const int hg = hg0 + h;
+        if (hg >= C::heads_gathered)
+            return;
+        const int t = row_of_cta<C>(this->t);
+        *reinterpret_cast<uint2 *>(p.out + ((int64_t)t * C::heads_local + hg) * C::kv_lora_rank + d) =
+            make_uint2(bf16_pair(o.x, o.y), bf16_pair(o.z, o.w));
     }
 };
 
@@ -269,7 +278,16 @@ template <class C> struct StorePartial {
         if (d < 0)
             *x.lse(t, hl) = x0;
         else
-            *reinterpret_cast<uint32_t *>(x.out(t, hl) + d) = (uint32_t)float_to_bf16(x0) | (uint32_t)float_to_bf16(x1) << 16;
+            *reinterpret_cast<uint32_t *>(x.out(t, hl) + d) = bf16_pair(x0, x1);
+    }
+    __device__ __forceinline__ void four(int h, int d, float4 o) const
+    {
+        const int hg = hg0 + h;
+        if (hg >= C::heads_gathered)
+            return;
+        const ExchangeTarget<C> x(p.xdest, p.xfused, p.rank, p.num_tokens, hg / C::heads_local);
+        *reinterpret_cast<uint2 *>(x.out(row_of_cta<C>(this->t), hg % C::heads_local) + d) =
+            make_uint2(bf16_pair(o.x, o.y), bf16_pair(o.z, o.w));
     }
 };
 
@@ -289,6 +307,14 @@ template <class C> struct StoreSplit {
         else
             *reinterpret_cast<float2 *>(p.split_out + srow * C::kv_lora_rank + d) = make_float2(x0, x1);
     }
+    __device__ __forceinline__ void four(int h, int d, float4 o) const
+    {
+        const int hg = hg0 + h;
+        if (hg >= C::heads_gathered)
+            return;
+        const int64_t srow = ((int64_t)split * p.num_tokens + row_of_cta<C>(t)) * C::heads_gathered + hg;
+        *reinterpret_cast<float4 *>(p.split_out + srow * C::kv_lora_rank + d) = o;
+    }
 };
 
 // The store of the CTA: its split's partial when the row is split, else the output (DCP = 1) or the
@@ -302,6 +328,14 @@ template <class C> struct StoreAttend {
             part(h, d, x0, x1);
         else
             whole(h, d, x0, x1);
+    }
+    // O / l at dims d .. d + 3 of head h in one store (d a multiple of 4)
+    __device__ __forceinline__ void four(int h, int d, float4 o) const
+    {
+        if (part.p.splits > 1)
+            part.four(h, d, o);
+        else
+            whole.four(h, d, o);
     }
     // the row merged by its split CTAs in their cluster (cluster_merge, dsa_wgmma_t.cuh): what one
     // split writes. At DCP = 1 only: the exchange's stores, inlined in that merge's unrolled loads,

@@ -150,8 +150,8 @@ __device__ __forceinline__ float4 bf16x4_load(const uint16_t *p)
 }
 __device__ __forceinline__ void bf16x4_store(uint16_t *p, float4 v)
 {
-    reinterpret_cast<uint32_t *>(p)[0] = (uint32_t)float_to_bf16(v.x) | (uint32_t)float_to_bf16(v.y) << 16;
-    reinterpret_cast<uint32_t *>(p)[1] = (uint32_t)float_to_bf16(v.z) | (uint32_t)float_to_bf16(v.w) << 16;
+    reinterpret_cast<uint32_t *>(p)[0] = bf16_pair(v.x, v.y);
+    reinterpret_cast<uint32_t *>(p)[1] = bf16_pair(v.z, v.w);
 }
 
 // C.5: for each (token, head of this rank), the W ranks' partials in rank order, to bf16 out and

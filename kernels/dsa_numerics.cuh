@@ -81,6 +81,13 @@ __device__ __forceinline__ uint16_t float_to_bf16(float x)
     return (uint16_t)(u >> 16);
 }
 
+// Two floats to two bf16 by float_to_bf16 (the CPU reference's rounding and NaN), lo in bits
+// 0-15: the outputs' form (bf16x2 below is the instruction, whose NaN differs)
+__device__ __forceinline__ uint32_t bf16_pair(float lo, float hi)
+{
+    return (uint32_t)float_to_bf16(lo) | (uint32_t)float_to_bf16(hi) << 16;
+}
+
 // Two floats to two e4m3 bytes, hardware round-to-nearest-even with saturation to +-448 (sm_89+).
 // Returns lo in bits 0-7 and hi in bits 8-15.
 __device__ __forceinline__ uint32_t e4m3x2(float lo, float hi)
@@ -223,7 +230,7 @@ struct bf16x8 {
         uint32_t w[4];
 #pragma unroll
         for (int i = 0; i < 4; i++)
-            w[i] = (uint32_t)float_to_bf16(f[2 * i]) | (uint32_t)float_to_bf16(f[2 * i + 1]) << 16;
+            w[i] = bf16_pair(f[2 * i], f[2 * i + 1]);
         return make_uint4(w[0], w[1], w[2], w[3]);
     }
 };

@@ -238,35 +238,70 @@ __device__ __forceinline__ void wgmma_t_main_loop(const CtaThread &th, const Att
             // cores are done with it), P^T in bf16. Always rescaled: the 64-128-head loop's lazy
             // reference (skipping the rescale where c is 1; ptxas kept the wgmmas unserialized) was
             // 2% slower here at 32 heads x 128 rows (tests/bench/RESULTS.md, tenth session)
+            if constexpr (HB == 16) {
+                // At 16 heads one pass a head: the 32-head order below (every head's new m first)
+                // and a three-pass form were 1-5 us slower at 16 heads x 128 rows on the H100
+                // (tests/bench/RESULTS.md, fifty-fifth session)
 #pragma unroll
-            for (int j = 0; j < HB / 8; j++)
+                for (int j = 0; j < HB / 8; j++)
 #pragma unroll
-                for (int e = 0; e < 2; e++) {
-                    const int h = 2 * j + e, head = 8 * j + 2 * t4 + e;
-                    const float mo = msh[par * HB + head];
-                    float mn = mo;
+                    for (int e = 0; e < 2; e++) {
+                        const int h = 2 * j + e, head = 8 * j + 2 * t4 + e;
+                        const float mo = msh[par * HB + head];
+                        float mn = mo;
 #pragma unroll
-                    for (int w = 0; w < 4; w++)
-                        mn = fmaxf(mn, xch[(4 * wg + w) * HB + head]);
-                    const float c = smx.correction(mo, mn);
-                    if (wl == 0 && g == 0)
-                        msh[(1 - par) * HB + head] = mn;
-                    float p0, p1;
-                    if constexpr (HB > 16) {
-                        const float b = smx.bias(mn);
-                        p0 = smx.p(sacc[4 * j + e], b), p1 = smx.p(sacc[4 * j + 2 + e], b);
-                    } else { // the scaled form's exponentials (OnlineSoftmax says why they are here)
-                        p0 = mn == neg_inf() ? 0.0f : __expf(sacc[4 * j + e] - mn);
-                        p1 = mn == neg_inf() ? 0.0f : __expf(sacc[4 * j + 2 + e] - mn);
+                        for (int w = 0; w < 4; w++)
+                            mn = fmaxf(mn, xch[(4 * wg + w) * HB + head]);
+                        const float c = smx.correction(mo, mn);
+                        if (wl == 0 && g == 0)
+                            msh[(1 - par) * HB + head] = mn;
+                        // the scaled form's exponentials (OnlineSoftmax says why they are here)
+                        const float p0 = mn == neg_inf() ? 0.0f : __expf(sacc[4 * j + e] - mn);
+                        const float p1 = mn == neg_inf() ? 0.0f : __expf(sacc[4 * j + 2 + e] - mn);
+                        lsh[h * NG] = lsh[h * NG] * c + (p0 + p1);
+                        const uint32_t p01 = bf16x2(p0, p1); // keys r0 and r0 + 8: two core matrices
+                        st_shared_u16(pt + 2u * (64 * j + 8 * e), (uint16_t)p01);
+                        st_shared_u16(pt + 2u * (64 * j + 8 * e + KV / 8 * 64), (uint16_t)(p01 >> 16));
+#pragma unroll
+                        for (int b = 0; b < OB; b++)
+                            oacc[b][4 * j + e] *= c, oacc[b][4 * j + 2 + e] *= c;
                     }
-                    lsh[h * NG] = lsh[h * NG] * c + (p0 + p1);
-                    const uint32_t p01 = bf16x2(p0, p1); // keys r0 and r0 + 8: two core matrices
-                    st_shared_u16(pt + 2u * (64 * j + 8 * e), (uint16_t)p01);
-                    st_shared_u16(pt + 2u * (64 * j + 8 * e + KV / 8 * 64), (uint16_t)(p01 >> 16));
+            } else {
+                // First every head's new m (reads of shared memory only), then the rest: with the
+                // head's stores (its m, l and P^T) before the next head's reads, each head's five
+                // reads waited for the head before, a chain of latencies a head (the old m is read
+                // again below: one read, where keeping it too spilled at 32 heads)
+                float mx[NH];
 #pragma unroll
-                    for (int b = 0; b < OB; b++)
-                        oacc[b][4 * j + e] *= c, oacc[b][4 * j + 2 + e] *= c;
-                }
+                for (int j = 0; j < HB / 8; j++)
+#pragma unroll
+                    for (int e = 0; e < 2; e++) {
+                        const int h = 2 * j + e, head = 8 * j + 2 * t4 + e;
+                        mx[h] = msh[par * HB + head];
+#pragma unroll
+                        for (int w = 0; w < 4; w++)
+                            mx[h] = fmaxf(mx[h], xch[(4 * wg + w) * HB + head]);
+                    }
+#pragma unroll
+                for (int j = 0; j < HB / 8; j++)
+#pragma unroll
+                    for (int e = 0; e < 2; e++) {
+                        const int h = 2 * j + e, head = 8 * j + 2 * t4 + e;
+                        const float mn = mx[h];
+                        const float c = smx.correction(msh[par * HB + head], mn);
+                        if (wl == 0 && g == 0)
+                            msh[(1 - par) * HB + head] = mn;
+                        const float b = smx.bias(mn);
+                        const float p0 = smx.p(sacc[4 * j + e], b), p1 = smx.p(sacc[4 * j + 2 + e], b);
+                        lsh[h * NG] = lsh[h * NG] * c + (p0 + p1);
+                        const uint32_t p01 = bf16x2(p0, p1); // keys r0 and r0 + 8: two core matrices
+                        st_shared_u16(pt + 2u * (64 * j + 8 * e), (uint16_t)p01);
+                        st_shared_u16(pt + 2u * (64 * j + 8 * e + KV / 8 * 64), (uint16_t)(p01 >> 16));
+#pragma unroll
+                        for (int b = 0; b < OB; b++)
+                            oacc[b][4 * j + e] *= c, oacc[b][4 * j + 2 + e] *= c;
+                    }
+            }
             fence_proxy_async(); // P^T is read by the tensor cores
             group_sync(); // barrier 1 + wg, again: P^T of the whole tile
 
@@ -413,8 +448,7 @@ __device__ __forceinline__ void wgmma_t_main_loop(const CtaThread &th, const Att
             if (clustered) {
                 *reinterpret_cast<float4 *>(obuf0 + head * OP + d) = o[k];
             } else {
-                store(head, d, o[k].x, o[k].y);
-                store(head, d + 2, o[k].z, o[k].w);
+                store.four(head, d, o[k]);
             }
         }
     }

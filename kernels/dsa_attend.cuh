@@ -250,15 +250,15 @@ template <class C> struct StoreOut {
         }
         *reinterpret_cast<uint32_t *>(p.out + ((int64_t)t * C::heads_local + hg) * C::kv_lora_rank + d) = bf16_pair(x0, x1);
     }
-    // O / l at dims d .. d + 3 (d a multiple of 4) in one 8-byte store
+    // O / l at dims d .. d + 3 (d a multiple of 4), as two 4-byte stores: out is only 4-byte
+    // aligned (dsa.h), and one 8-byte store faults where it is not 8
     __device__ __forceinline__ void four(int h, int d, float4 o) const
     {
         const int hg = hg0 + h;
         if (hg >= C::heads_gathered)
             return;
         const int t = row_of_cta<C>(this->t);
-        *reinterpret_cast<uint2 *>(p.out + ((int64_t)t * C::heads_local + hg) * C::kv_lora_rank + d) =
-            make_uint2(bf16_pair(o.x, o.y), bf16_pair(o.z, o.w));
+        bf16x4_store(p.out + ((int64_t)t * C::heads_local + hg) * C::kv_lora_rank + d, o);
     }
 };
 
@@ -279,15 +279,6 @@ template <class C> struct StorePartial {
             *x.lse(t, hl) = x0;
         else
             *reinterpret_cast<uint32_t *>(x.out(t, hl) + d) = bf16_pair(x0, x1);
-    }
-    __device__ __forceinline__ void four(int h, int d, float4 o) const
-    {
-        const int hg = hg0 + h;
-        if (hg >= C::heads_gathered)
-            return;
-        const ExchangeTarget<C> x(p.xdest, p.xfused, p.rank, p.num_tokens, hg / C::heads_local);
-        *reinterpret_cast<uint2 *>(x.out(row_of_cta<C>(this->t), hg % C::heads_local) + d) =
-            make_uint2(bf16_pair(o.x, o.y), bf16_pair(o.z, o.w));
     }
 };
 
@@ -329,13 +320,19 @@ template <class C> struct StoreAttend {
         else
             whole(h, d, x0, x1);
     }
-    // O / l at dims d .. d + 3 of head h in one store (d a multiple of 4)
+    // O / l at dims d .. d + 3 of head h (d a multiple of 4): at DCP = 1 in one call, its address
+    // formed once; at DCP > 1 as two pairs, since the four-dim stores left the 32-head kernel of DCP
+    // = 8 (tests/gen/derive/merge_even.lua) 8 bytes of spills
     __device__ __forceinline__ void four(int h, int d, float4 o) const
     {
-        if (part.p.splits > 1)
+        if constexpr (C::dcp > 1) {
+            (*this)(h, d, o.x, o.y);
+            (*this)(h, d + 2, o.z, o.w);
+        } else if (part.p.splits > 1) {
             part.four(h, d, o);
-        else
+        } else {
             whole.four(h, d, o);
+        }
     }
     // the row merged by its split CTAs in their cluster (cluster_merge, dsa_wgmma_t.cuh): what one
     // split writes. At DCP = 1 only: the exchange's stores, inlined in that merge's unrolled loads,

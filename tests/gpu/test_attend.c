@@ -34,7 +34,8 @@ typedef struct rank_io {
     dsa_ctx_t ctx;
     CUstream stream;
     dsa_attend_args_t a;
-    CUdeviceptr d[10];
+    CUdeviceptr d[10]; /* d[8], the output, is out_alloc or 4 bytes into it */
+    CUdeviceptr out_alloc;
     uint16_t *out;
     float *lse;
     dsa_result_t rc;
@@ -57,7 +58,11 @@ static void setup_rank(world_t *w, const geo_t *g, int r, uint16_t *q_lat, uint1
     io->d[n++] = dev_up(w->len, (size_t)w->nreq * 4);
     io->d[n++] = dev_up(sh->table, (size_t)(w->nreq * sh->max_blocks) * 4);
     io->d[n++] = dev_up(sh->cache, (size_t)(sh->num_blocks * w->bs * w->bpt));
-    io->d[n] = dev_alloc(T * H * L * 2);
+    /* out at the API's least alignment (4 bytes: bf16 pairs) on every other rank set up, so that a
+     * store wider than that faults here (cuMemAlloc's own are 256-byte aligned) */
+    static unsigned setups;
+    io->out_alloc = dev_alloc(T * H * L * 2 + 4);
+    io->d[n] = io->out_alloc + (setups++ % 2 ? 4 : 0);
     CK(cuMemsetD8(io->d[n++], 0xff, T * H * L * 2)); /* poison: NaN */
     io->d[n] = dev_alloc(T * H * 4);
     CK(cuMemsetD8(io->d[n++], 0xff, T * H * 4));
@@ -394,7 +399,7 @@ static void run_world(const char *name, int mode, unsigned seed, const void *ncc
     for (int r = r0; r < r1; r++) {
         for (int k = 0; k < 10; k++)
             if (io[r].d[k])
-                cuMemFree(io[r].d[k]);
+                cuMemFree(k == 8 ? io[r].out_alloc : io[r].d[k]);
         dsa_ctx_destroy(io[r].ctx);
     }
     for (int r = 0; r < W; r++) {
@@ -480,7 +485,7 @@ static void test_bad_arguments(void)
     free(out);
     for (int k = 0; k < 10; k++)
         if (io.d[k])
-            cuMemFree(io.d[k]);
+            cuMemFree(k == 8 ? io.out_alloc : io.d[k]);
     dsa_ctx_destroy(io.ctx);
     free(q_lat[0]);
     free(q_pe[0]);

@@ -238,6 +238,17 @@ __device__ __forceinline__ void wgmma_t_main_loop(const CtaThread &th, const Att
             // cores are done with it), P^T in bf16. Always rescaled: the 64-128-head loop's lazy
             // reference (skipping the rescale where c is 1; ptxas kept the wgmmas unserialized) was
             // 2% slower here at 32 heads x 128 rows (tests/bench/RESULTS.md, tenth session)
+            // a head's l, its P^T (keys r0 and r0 + 8: two core matrices) and its O^T rescaled
+            const auto finish_head = [&](int j, int e, float c, float p0, float p1) {
+                const int h = 2 * j + e;
+                lsh[h * NG] = lsh[h * NG] * c + (p0 + p1);
+                const uint32_t p01 = bf16x2(p0, p1);
+                st_shared_u16(pt + 2u * (64 * j + 8 * e), (uint16_t)p01);
+                st_shared_u16(pt + 2u * (64 * j + 8 * e + KV / 8 * 64), (uint16_t)(p01 >> 16));
+#pragma unroll
+                for (int b = 0; b < OB; b++)
+                    oacc[b][4 * j + e] *= c, oacc[b][4 * j + 2 + e] *= c;
+            };
             if constexpr (HB == 16) {
                 // At 16 heads one pass a head: the 32-head order below (every head's new m first)
                 // and a three-pass form were 1-5 us slower at 16 heads x 128 rows on the H100
@@ -246,7 +257,7 @@ __device__ __forceinline__ void wgmma_t_main_loop(const CtaThread &th, const Att
                 for (int j = 0; j < HB / 8; j++)
 #pragma unroll
                     for (int e = 0; e < 2; e++) {
-                        const int h = 2 * j + e, head = 8 * j + 2 * t4 + e;
+                        const int head = 8 * j + 2 * t4 + e;
                         const float mo = msh[par * HB + head];
                         float mn = mo;
 #pragma unroll
@@ -258,13 +269,7 @@ __device__ __forceinline__ void wgmma_t_main_loop(const CtaThread &th, const Att
                         // the scaled form's exponentials (OnlineSoftmax says why they are here)
                         const float p0 = mn == neg_inf() ? 0.0f : __expf(sacc[4 * j + e] - mn);
                         const float p1 = mn == neg_inf() ? 0.0f : __expf(sacc[4 * j + 2 + e] - mn);
-                        lsh[h * NG] = lsh[h * NG] * c + (p0 + p1);
-                        const uint32_t p01 = bf16x2(p0, p1); // keys r0 and r0 + 8: two core matrices
-                        st_shared_u16(pt + 2u * (64 * j + 8 * e), (uint16_t)p01);
-                        st_shared_u16(pt + 2u * (64 * j + 8 * e + KV / 8 * 64), (uint16_t)(p01 >> 16));
-#pragma unroll
-                        for (int b = 0; b < OB; b++)
-                            oacc[b][4 * j + e] *= c, oacc[b][4 * j + 2 + e] *= c;
+                        finish_head(j, e, c, p0, p1);
                     }
             } else {
                 // First every head's new m (reads of shared memory only), then the rest: with the
@@ -293,13 +298,7 @@ __device__ __forceinline__ void wgmma_t_main_loop(const CtaThread &th, const Att
                             msh[(1 - par) * HB + head] = mn;
                         const float b = smx.bias(mn);
                         const float p0 = smx.p(sacc[4 * j + e], b), p1 = smx.p(sacc[4 * j + 2 + e], b);
-                        lsh[h * NG] = lsh[h * NG] * c + (p0 + p1);
-                        const uint32_t p01 = bf16x2(p0, p1); // keys r0 and r0 + 8: two core matrices
-                        st_shared_u16(pt + 2u * (64 * j + 8 * e), (uint16_t)p01);
-                        st_shared_u16(pt + 2u * (64 * j + 8 * e + KV / 8 * 64), (uint16_t)(p01 >> 16));
-#pragma unroll
-                        for (int b = 0; b < OB; b++)
-                            oacc[b][4 * j + e] *= c, oacc[b][4 * j + 2 + e] *= c;
+                        finish_head(j, e, c, p0, p1);
                     }
             }
             fence_proxy_async(); // P^T is read by the tensor cores

@@ -287,12 +287,17 @@ template <class C> struct StorePartial {
 template <class C> struct StoreSplit {
     const dsa_attend_params &p;
     int t, hg0, split;
+    // head hg's row of this CTA's split and token in the workspace
+    __device__ __forceinline__ int64_t row(int hg) const
+    {
+        return ((int64_t)split * p.num_tokens + row_of_cta<C>(t)) * C::heads_gathered + hg;
+    }
     __device__ __forceinline__ void operator()(int h, int d, float x0, float x1) const
     {
         const int hg = hg0 + h;
         if (hg >= C::heads_gathered)
             return;
-        const int64_t srow = ((int64_t)split * p.num_tokens + row_of_cta<C>(t)) * C::heads_gathered + hg;
+        const int64_t srow = row(hg);
         if (d < 0)
             p.split_lse[srow] = x0;
         else
@@ -303,8 +308,7 @@ template <class C> struct StoreSplit {
         const int hg = hg0 + h;
         if (hg >= C::heads_gathered)
             return;
-        const int64_t srow = ((int64_t)split * p.num_tokens + row_of_cta<C>(t)) * C::heads_gathered + hg;
-        *reinterpret_cast<float4 *>(p.split_out + srow * C::kv_lora_rank + d) = o;
+        *reinterpret_cast<float4 *>(p.split_out + row(hg) * C::kv_lora_rank + d) = o;
     }
 };
 

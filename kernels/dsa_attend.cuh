@@ -237,18 +237,19 @@ template <class C> struct SlotOfTopk {
 template <class C> struct StoreOut {
     const dsa_attend_params &p;
     int t, hg0;
+    // head hg's index in this CTA's token's rows of out and lse
+    __device__ __forceinline__ int64_t row(int hg) const { return (int64_t)row_of_cta<C>(t) * C::heads_local + hg; }
     __device__ __forceinline__ void operator()(int h, int d, float x0, float x1) const
     {
         const int hg = hg0 + h;
         if (hg >= C::heads_gathered)
             return;
-        const int t = row_of_cta<C>(this->t);
         if (d < 0) {
             if (p.lse)
-                p.lse[(int64_t)t * C::heads_local + hg] = x0;
+                p.lse[row(hg)] = x0;
             return;
         }
-        *reinterpret_cast<uint32_t *>(p.out + ((int64_t)t * C::heads_local + hg) * C::kv_lora_rank + d) = bf16_pair(x0, x1);
+        *reinterpret_cast<uint32_t *>(p.out + row(hg) * C::kv_lora_rank + d) = bf16_pair(x0, x1);
     }
     // O / l at dims d .. d + 3 (d a multiple of 4), as two 4-byte stores: out is only 4-byte
     // aligned (dsa.h), and one 8-byte store faults where it is not 8
@@ -257,8 +258,7 @@ template <class C> struct StoreOut {
         const int hg = hg0 + h;
         if (hg >= C::heads_gathered)
             return;
-        const int t = row_of_cta<C>(this->t);
-        bf16x4_store(p.out + ((int64_t)t * C::heads_local + hg) * C::kv_lora_rank + d, o);
+        bf16x4_store(p.out + row(hg) * C::kv_lora_rank + d, o);
     }
 };
 

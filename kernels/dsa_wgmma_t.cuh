@@ -249,6 +249,14 @@ __device__ __forceinline__ void wgmma_t_main_loop(const CtaThread &th, const Att
                 for (int b = 0; b < OB; b++)
                     oacc[b][4 * j + e] *= c, oacc[b][4 * j + 2 + e] *= c;
             };
+            // a head's new m: its old m and the 4 warps' column maxima of this tile
+            const auto new_m = [&](int head, float mo) {
+                float mn = mo;
+#pragma unroll
+                for (int w = 0; w < 4; w++)
+                    mn = fmaxf(mn, xch[(4 * wg + w) * HB + head]);
+                return mn;
+            };
             if constexpr (HB == 16) {
                 // At 16 heads one pass a head: the 32-head order below (every head's new m first)
                 // and a three-pass form were 1-5 us slower at 16 heads x 128 rows on the H100
@@ -259,10 +267,7 @@ __device__ __forceinline__ void wgmma_t_main_loop(const CtaThread &th, const Att
                     for (int e = 0; e < 2; e++) {
                         const int head = 8 * j + 2 * t4 + e;
                         const float mo = msh[par * HB + head];
-                        float mn = mo;
-#pragma unroll
-                        for (int w = 0; w < 4; w++)
-                            mn = fmaxf(mn, xch[(4 * wg + w) * HB + head]);
+                        const float mn = new_m(head, mo);
                         const float c = smx.correction(mo, mn);
                         if (wl == 0 && g == 0)
                             msh[(1 - par) * HB + head] = mn;
@@ -282,10 +287,7 @@ __device__ __forceinline__ void wgmma_t_main_loop(const CtaThread &th, const Att
 #pragma unroll
                     for (int e = 0; e < 2; e++) {
                         const int h = 2 * j + e, head = 8 * j + 2 * t4 + e;
-                        mx[h] = msh[par * HB + head];
-#pragma unroll
-                        for (int w = 0; w < 4; w++)
-                            mx[h] = fmaxf(mx[h], xch[(4 * wg + w) * HB + head]);
+                        mx[h] = new_m(head, msh[par * HB + head]);
                     }
 #pragma unroll
                 for (int j = 0; j < HB / 8; j++)

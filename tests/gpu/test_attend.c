@@ -34,10 +34,8 @@ typedef struct rank_io {
     dsa_ctx_t ctx;
     CUstream stream;
     dsa_attend_args_t a;
-    CUdeviceptr d[10]; /* d[8], the output, is out_alloc or 4 bytes into it */
-    CUdeviceptr out_alloc;
-    uint16_t *out;
-    float *lse;
+    CUdeviceptr d[10]; /* the buffers as allocated (free_rank_io) */
+    CUdeviceptr out;   /* the output: d[8], or 4 bytes into it (setup_rank's off4) */
     dsa_result_t rc;
 } rank_io_t;
 
@@ -59,9 +57,9 @@ static void setup_rank(world_t *w, const geo_t *g, int r, uint16_t *q_lat, uint1
     io->d[n++] = dev_up(w->len, (size_t)w->nreq * 4);
     io->d[n++] = dev_up(sh->table, (size_t)(w->nreq * sh->max_blocks) * 4);
     io->d[n++] = dev_up(sh->cache, (size_t)(sh->num_blocks * w->bs * w->bpt));
-    io->out_alloc = dev_alloc(T * H * L * 2 + 4);
-    io->d[n] = io->out_alloc + (off4 ? 4 : 0);
-    CK(cuMemsetD8(io->d[n++], 0xff, T * H * L * 2)); /* poison: NaN */
+    io->d[n] = dev_alloc(T * H * L * 2 + 4);
+    io->out = io->d[n++] + (off4 ? 4 : 0);
+    CK(cuMemsetD8(io->out, 0xff, T * H * L * 2)); /* poison: NaN */
     io->d[n] = dev_alloc(T * H * 4);
     CK(cuMemsetD8(io->d[n++], 0xff, T * H * 4));
     dsa_attend_args_t *a = &io->a;
@@ -77,8 +75,17 @@ static void setup_rank(world_t *w, const geo_t *g, int r, uint16_t *q_lat, uint1
     a->max_blocks = sh->max_blocks;
     a->kv_cache = (void *)io->d[7];
     a->num_cache_blocks = sh->num_blocks;
-    a->out = (void *)io->d[8];
+    a->out = (void *)io->out;
     a->lse = (float *)io->d[9];
+}
+
+/* Frees what setup_rank allocated and destroys the rank's context. */
+static void free_rank_io(rank_io_t *io)
+{
+    for (int k = 0; k < 10; k++)
+        if (io->d[k])
+            cuMemFree(io->d[k]);
+    dsa_ctx_destroy(io->ctx);
 }
 
 static void make_queries(world_t *w, const geo_t *g, uint16_t **q_lat, uint16_t **q_pe)
@@ -125,7 +132,7 @@ static int compare(const world_t *w, int r, const rank_io_t *io, const float *eo
     size_t T = (size_t)w->T, H = (size_t)w->H, L = (size_t)w->latent;
     uint16_t *o = malloc(T * H * L * 2);
     float *l = malloc(T * H * 4);
-    dev_get(o, io->d[8], T * H * L * 2);
+    dev_get(o, io->out, T * H * L * 2);
     dev_get(l, io->d[9], T * H * 4);
     float *smax = malloc(T * H * 4), *vmax = malloc(T * sizeof(float)); /* per (row, head) and per row */
     for (size_t t = 0; t < T; t++) {
@@ -216,11 +223,11 @@ static int path_ab(const char *name, rank_io_t *io, int r0, int r1, size_t out_b
     unsigned char *first[8], *again = malloc(out_bytes + lse_bytes);
     for (int r = r0; r < r1; r++) {
         first[r] = malloc(out_bytes + lse_bytes);
-        dev_get(first[r], io[r].d[8], out_bytes);
+        dev_get(first[r], io[r].out, out_bytes);
         dev_get(first[r] + out_bytes, io[r].d[9], lse_bytes);
         had &= sw(io[r].ctx, 1) == DSA_SUCCESS; /* which path the first call had */
         CHECK(sw(io[r].ctx, 0) == DSA_SUCCESS);
-        CK(cuMemsetD8(io[r].d[8], 0xff, out_bytes)); /* poison again */
+        CK(cuMemsetD8(io[r].out, 0xff, out_bytes)); /* poison again */
         CK(cuMemsetD8(io[r].d[9], 0xff, lse_bytes));
     }
     pthread_t th[8];
@@ -236,7 +243,7 @@ static int path_ab(const char *name, rank_io_t *io, int r0, int r1, size_t out_b
             ok = 0;
             continue;
         }
-        dev_get(again, io[r].d[8], out_bytes);
+        dev_get(again, io[r].out, out_bytes);
         dev_get(again + out_bytes, io[r].d[9], lse_bytes);
         const int same = memcmp(first[r], again, out_bytes + lse_bytes) == 0;
         if (had)
@@ -396,12 +403,8 @@ static void run_world(const char *name, int mode, unsigned seed, const void *ncc
            W > 1 ? (fused_exchange ? ", fused exchange" : ", all-to-all") : "", used, used == 1 ? "" : "s",
            in_cluster ? " merged in the cluster" : "", bad,
            worst[0], worst[1], worst[2]);
-    for (int r = r0; r < r1; r++) {
-        for (int k = 0; k < 10; k++)
-            if (io[r].d[k])
-                cuMemFree(k == 8 ? io[r].out_alloc : io[r].d[k]);
-        dsa_ctx_destroy(io[r].ctx);
-    }
+    for (int r = r0; r < r1; r++)
+        free_rank_io(&io[r]);
     for (int r = 0; r < W; r++) {
         free(q_lat[r]);
         free(q_pe[r]);
@@ -474,7 +477,7 @@ static void test_bad_arguments(void)
     CK(cuCtxSynchronize());
     size_t bytes = (size_t)w.T * (size_t)w.H * (size_t)w.latent * 2;
     unsigned char *out = malloc(bytes);
-    dev_get(out, io.d[8], bytes);
+    dev_get(out, io.out, bytes);
     int untouched = 1;
     for (size_t i = 0; i < bytes; i++)
         untouched &= out[i] == 0xff;
@@ -483,10 +486,7 @@ static void test_bad_arguments(void)
     CK(cuCtxSynchronize());
     printf("%s dsa_attend bad arguments: %d cases\n", untouched ? "ok  " : "FAIL", nc + 3);
     free(out);
-    for (int k = 0; k < 10; k++)
-        if (io.d[k])
-            cuMemFree(k == 8 ? io.out_alloc : io.d[k]);
-    dsa_ctx_destroy(io.ctx);
+    free_rank_io(&io);
     free(q_lat[0]);
     free(q_pe[0]);
     world_free(&w);

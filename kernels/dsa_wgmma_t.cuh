@@ -135,7 +135,10 @@ __device__ __forceinline__ void wgmma_t_main_loop(const CtaThread &th, const Att
     constexpr int NG = 128;                 // threads per consumer group
     static_assert(Lay::TR && Lay::threads == (2 + Lay::producers) * NG, "two consumer warpgroups, then the producers");
     const int warp = th.warp, g = th.g, t4 = th.t4;
-    const int wg = warp / 4, wl = warp % 4, gt = th.tid % NG;
+    // wg through lane 0: the same in every lane, which ptxas cannot tell from warp / 4; knowing it,
+    // it forms the wgmma descriptors of the tile (kt below) in uniform registers, where without it
+    // two to four R2UR moves came before each of a tile's wgmmas
+    const int wg = __shfl_sync(0xffffffffu, warp / 4, 0), wl = warp % 4, gt = th.tid % NG;
     const uint32_t full0 = sm.bars, empty0 = sm.bars + 16, done = sm.bars + 32;
 
     if (wg >= 2) {
@@ -188,10 +191,13 @@ __device__ __forceinline__ void wgmma_t_main_loop(const CtaThread &th, const Att
             const int par = (u / 2) % 2; // this group's tile u / 2: m at parity par, the new m at 1 - par
             const int nk = n - t0 < KT ? n - t0 : KT; // keys in this tile; the rest are zero rows
             mbar_wait(full0 + 8 * wg, (u / 2) % 2);
-            // the tile's and Q's addresses, opaque to the compiler here: derived from them once for
-            // all tiles, the 100-odd descriptors and the P^T addresses would not fit the registers
-            uint32_t kt = kt0, qb = qb0;
-            asm volatile("" : "+r"(kt), "+r"(qb));
+            // the tile's address, opaque to the compiler here: derived from it once for all tiles,
+            // the 100-odd descriptors and the P^T addresses would not fit the registers (Q's address
+            // is left visible: made opaque too, it took a vector register, and a 32-head kernel at
+            // DCP = 8, tests/gen/derive's merge_even_tp8_dcp8, spilled)
+            uint32_t kt = kt0;
+            const uint32_t qb = qb0;
+            asm volatile("" : "+r"(kt));
             // P^T (head 8 j + 2 t4 + e, key r0 + 8 r) at pt + 2 (64 j + 8 e + (KV / 8) 64 r): one base
             // register, the rest immediate offsets
             const uint32_t pt = kt + 2u * Lay::pt_at(2 * t4, r0);

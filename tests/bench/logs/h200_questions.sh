@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # Throwaway (issue 15; never to land in the product): the H200 questions of the 16-head kernel in one
-# device call (~6 min with the start), every log into $OUT as it goes. On the H100 the 16-head steady
+# device call (~8-9 min with the start), every log into $OUT as it goes. On the H100 the 16-head steady
 # state sits at the gather bound (2.3-2.4 us a 64-key tile); on the H200 the tile takes as long,
 # against a gather bound of ~1.8 us (tests/bench/RESULTS.md, fifty-fourth and fifty-seventh sessions).
 #   1. the producer microbenchmark: do eight producer warps with one tile in flight reach the H200's
 #      gather bound, and if not, which of two tiles, sixteen warps or the copy engine does;
 #   2. the deep fp8 producer (two tiles' loads in flight) against the tree, two rounds (16 heads;
 #      it lost 1 us at 8-64 rows on the H100; on the H200 the loads' latency may be what binds);
-#   3. the row timeline of two unsplit 16- and 32-head CTAs at 128 rows: per tile, how long each
-#      buffer's three steps take (the producers' put, the handoff, the consumer group's chain; on
-#      the H100 1.3-2.3, 0.5-0.8 and 2.2-2.3 us). It patches kernels/, so it runs last.
+#   3. the row timeline of two unsplit 16- and 32-head CTAs at 128 rows, of the tree and of the deep
+#      producer: per tile, how long each buffer's three steps take (the producers' put, the handoff,
+#      the consumer group's chain; on the H100 1.3-2.3, 0.5-0.8 and 2.2-2.3 us). It patches
+#      kernels/, so it runs last.
 # Run from the tree root on the device, carrying .bench-out: `bash tests/bench/logs/h200_questions.sh`.
 set -uo pipefail
 cd "$(dirname "$0")/../../.." || exit 1
@@ -25,8 +26,17 @@ echo "plm rc $?"
 cat "$OUT/plm_h200.log"
 tests/bench/ab.sh --rounds 2 deep=$L/attend_deep_fp8_f0727e0.patch > /dev/null 2>&1 # ab.sh writes $OUT/ab.log
 grep -v '^ab: built' "$OUT/ab.log"
-python3 $L/attend_row_timeline_instrument.py && ninja gpu > /tmp/tl_build.log 2>&1 &&
-  timeout 240 python3 $L/attend_row_timeline_run.py > "$OUT/row_timeline_h200.log" 2>&1
-echo "timeline rc $?"
-grep '^XR' "$OUT/row_timeline_h200.log" | head -80
-git checkout -- kernels 2>/dev/null || echo "h200_questions: kernels/ left stamped (no git here)" # the stamps out again
+# the timeline twice: the tree's kernels, then with the deep fp8 producer (the instrument stamps its
+# branch too); kernels/ restored from a copy after each (the device's copy may have no git)
+cp -r kernels /tmp/kernels.orig
+timeline() { # $1: tag, $2: a patch to apply first, or ""
+  rm -rf kernels && cp -r /tmp/kernels.orig kernels
+  { [ -z "$2" ] || git apply "$2"; } && python3 $L/attend_row_timeline_instrument.py &&
+    ninja gpu > /tmp/tl_build.log 2>&1 &&
+    timeout 200 python3 $L/attend_row_timeline_run.py > "$OUT/row_timeline_$1_h200.log" 2>&1
+  echo "timeline $1 rc $?"
+  grep '^XR' "$OUT/row_timeline_$1_h200.log" | head -60
+}
+timeline tree ""
+timeline deep $L/attend_deep_fp8_f0727e0.patch
+rm -rf kernels && cp -r /tmp/kernels.orig kernels && ninja gpu > /dev/null 2>&1 # the tree's kernels again

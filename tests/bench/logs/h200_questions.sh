@@ -28,9 +28,11 @@ tests/bench/ab.sh --rounds 2 deep=$L/attend_deep_fp8_f0727e0.patch > /dev/null 2
 grep -v '^ab: built' "$OUT/ab.log"
 # the timeline twice: the tree's kernels, then with the deep fp8 producer (the instrument stamps its
 # branch too); kernels/ restored from a copy after each (the device's copy may have no git)
-cp -r kernels /tmp/kernels.orig
+# (the copy made afresh: one left by an earlier run on the same machine may hold stamped kernels)
+rm -rf /tmp/kernels.orig && cp -r kernels /tmp/kernels.orig || exit 1
+restore() { rm -rf kernels && cp -r /tmp/kernels.orig kernels; }
 timeline() { # $1: tag, $2: a patch to apply first, or ""
-  rm -rf kernels && cp -r /tmp/kernels.orig kernels
+  restore
   { [ -z "$2" ] || git apply "$2"; } && python3 $L/attend_row_timeline_instrument.py &&
     ninja gpu > /tmp/tl_build.log 2>&1 &&
     timeout 200 python3 $L/attend_row_timeline_run.py > "$OUT/row_timeline_$1_h200.log" 2>&1
@@ -39,4 +41,4 @@ timeline() { # $1: tag, $2: a patch to apply first, or ""
 }
 timeline tree ""
 timeline deep $L/attend_deep_fp8_f0727e0.patch
-rm -rf kernels && cp -r /tmp/kernels.orig kernels && ninja gpu > /dev/null 2>&1 # the tree's kernels again
+restore && ninja gpu > /dev/null 2>&1 # the tree's kernels again

@@ -196,7 +196,6 @@ __device__ __forceinline__ void wgmma_t_main_loop(const CtaThread &th, const Att
             // is left visible: made opaque too, it took a vector register, and a 32-head kernel at
             // DCP = 8, tests/gen/derive's merge_even_tp8_dcp8, spilled)
             uint32_t kt = kt0;
-            const uint32_t qb = qb0;
             asm volatile("" : "+r"(kt));
             // P^T (head 8 j + 2 t4 + e, key r0 + 8 r) at pt + 2 (64 j + 8 e + (KV / 8) 64 r): one base
             // register, the rest immediate offsets
@@ -211,7 +210,7 @@ __device__ __forceinline__ void wgmma_t_main_loop(const CtaThread &th, const Att
             wg_pin(sacc);
             wgmma_fence();
             // the descriptors of step ks: + 256 ks bytes (wg_desc_at, 16-byte units)
-            const uint64_t ka = wg_desc(kt, 128u, SBO), qd = wg_desc(qb, 128u, SBO);
+            const uint64_t ka = wg_desc(kt, 128u, SBO), qd = wg_desc(qb0, 128u, SBO);
 #pragma unroll
             for (int ks = 0; ks < KSTEPS; ks++)
                 wgmma_t<HB, 0, 0>(sacc, wg_desc_at(ka, 16u * ks), wg_desc_at(qd, 16u * ks));

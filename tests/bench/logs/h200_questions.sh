@@ -10,7 +10,8 @@
 #   3. the row timeline of two unsplit 16- and 32-head CTAs at 128 rows, of the tree and of the deep
 #      producer: per tile, how long each buffer's three steps take (the producers' put, the handoff,
 #      the consumer group's chain; on the H100 1.3-2.3, 0.5-0.8 and 2.2-2.3 us). It patches
-#      kernels/, so it runs last.
+#      kernels/ and restores them after each run. With SKIP_AB=1 the tree's timeline runs first,
+#      then 1, then the deep timeline; 2 is skipped.
 # Run from the tree root on the device, carrying .bench-out: `bash tests/bench/logs/h200_questions.sh`.
 set -uo pipefail
 cd "$(dirname "$0")/../../.." || exit 1

@@ -853,14 +853,10 @@ void dsg_derive(const dsg_geometry *g, const dsg_config *c, dsg_derived *o)
      * them waiting: two, each half of every tile (128 rows 16% faster). At 32 heads two were 9%
      * slower (the consumers then take 160 registers, not 184, and hold 128 accumulators), and
      * since the producer's loads take constant offsets, two of 72 registers beside consumers of
-     * 184 are as fast as one for fp8_ds_mla and bf16 (1-2% slower on an H100), but 10-16% faster
-     * for nvfp4_ds_mla, whose producer dequantises more a byte (RESULTS.md, 2026-12-03, fifteenth
-     * session, and 2026-12-07, fifty-ninth); at 64 ptxas refuses them (it checks an m64n256
-     * product, which needs 154 registers, against the launch's 128). RESULTS.md, 2026-12-02. */
-    o->attend_producers =
-        o->attend_heads_per_cta == 16 || (o->attend_heads_per_cta == 32 && c->cache_dtype == DSG_CACHE_NVFP4_DS_MLA)
-            ? 2
-            : 1;
+     * 184 are as fast as one (RESULTS.md, 2026-12-03, fifteenth session); at 64
+     * ptxas refuses them (it checks an m64n256 product, which needs 154 registers, against the
+     * launch's 128). RESULTS.md, 2026-12-02. */
+    o->attend_producers = o->attend_heads_per_cta == 16 ? 2 : 1;
     o->attend_ws_threads = 256 + 128 * o->attend_producers; /* kernels/dsa_attend_layout.cuh asserts it */
     o->qk_head_dim = g->qk_nope_dim + g->qk_rope_dim;
     o->kv_dim = g->kv_lora_rank + g->qk_rope_dim;

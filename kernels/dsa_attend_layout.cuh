@@ -52,10 +52,8 @@ template <int HB, int KV, int LAT, int Format, int EntryBytes, int Threads> stru
     // rows; for fp8 (whose put, not the loads, sets the producers' pace) 2-3% slower at 64 rows,
     // 5% at 8, one row unchanged (its second gather is not what it waits on), 2% faster at 128;
     // bf16 unchanged, one tile
-    static constexpr bool deep = producers == 2 && HB == 16 && Format == kNvfp4DsMla;
-    // two producers at 32 heads (nvfp4_ds_mla, gen/spec.c): 72 registers each, the consumers keeping
-    // the 184 they take beside one producer (at 176 they spilled)
-    enum : int { producer_regs = producers == 2 ? (deep ? 128 : HB == 32 ? 72 : 96) : 136 };
+    static constexpr bool deep = producers == 2 && Format == kNvfp4DsMla;
+    enum : int { producer_regs = producers == 2 ? (deep ? 128 : 96) : 136 };
     enum : int { consumer_regs = producers == 2 ? 256 - producer_regs : 184 };
     static_assert(!WG || (producer_regs % 8 == 0 && consumer_regs % 8 == 0 &&
                           producers * producer_regs + 2 * consumer_regs <= (65536 / Threads / 8 * 8) * (Threads / 128)),

@@ -57,8 +57,8 @@
 #define DSA_HEADS_LOCAL 32 /* heads / tp */
 #define DSA_HEADS_GATHERED 32 /* heads_local * dcp: heads each rank attends for */
 #define DSA_ATTEND_HEADS_PER_CTA 32 /* gathered heads per sparse MLA CTA */
-#define DSA_ATTEND_PRODUCERS 2 /* sm_90a: producer warpgroups of a sparse MLA CTA */
-#define DSA_ATTEND_WS_THREADS 512 /* sm_90a: its threads, two consumer warpgroups and the producers */
+#define DSA_ATTEND_PRODUCERS 1 /* sm_90a: producer warpgroups of a sparse MLA CTA */
+#define DSA_ATTEND_WS_THREADS 384 /* sm_90a: its threads, two consumer warpgroups and the producers */
 #define DSA_ATTEND_CLUSTER 1 /* sparse MLA CTAs of a row sharing each key tile */
 #define DSA_ATTEND_MAX_SPLITS 1 /* CTAs a row's top-k may be split over (a power of two) */
 #define DSA_SPLIT_MERGE_FEW 2 /* the most splits the few-splits merge entry takes */
